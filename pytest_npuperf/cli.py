@@ -1,0 +1,134 @@
+"""`npuperf <command>`: a thin shell over the functions the plugin uses.
+
+Every failure the user can fix is one line on stderr and a non-zero exit; the database is
+left as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .db.errors import NpuperfError
+from .db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _add_database_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "database", "where the database is: --database-path, or --device with the versions "
+                    "(versions not given are detected from the installed torch, vllm-ascend "
+                    "and CANN)")
+    group.add_argument("--database-path", type=Path, metavar="DIR",
+                       help="the version directory to write, e.g. data/ATLAS_800_A3_752T_128G_DIE/"
+                            "vllm_ascend/vllm0.18.0_torch2.9.0_cann8.5")
+    group.add_argument("--database-root", type=Path, default=Path("data"), metavar="ROOT",
+                       help="root holding <DEVICE>/vllm_ascend/<VERSION>/ (default: ./data)")
+    group.add_argument("--device", metavar="D",
+                       help=f"device directory name (default {DEFAULT_DEVICE} when versions "
+                            f"are given); known: {', '.join(KNOWN_DEVICES)}")
+    group.add_argument("--vllm-version", metavar="V",
+                       help="vllm-ascend version, e.g. 0.18.0 (or a full version directory name)")
+    group.add_argument("--torch-version", metavar="T", help="torch version, e.g. 2.9.0")
+    group.add_argument("--cann-version", metavar="C", help="CANN version, e.g. 8.5")
+
+
+def database_from_args(args: argparse.Namespace) -> Path:
+    device = args.device
+    if args.database_path is None and device is None and (
+            args.vllm_version or args.torch_version or args.cann_version):
+        device = DEFAULT_DEVICE
+    return resolve_database_dir(args.database_path, root=args.database_root, device=device,
+                                vllm=args.vllm_version, torch=args.torch_version,
+                                cann=args.cann_version)
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from .ingest.parse import parse_profiling
+
+    database = database_from_args(args)
+    summary = parse_profiling(args.profiling_path, database, ep_size=args.ep_size,
+                              dry_run=args.dry_run, chunk_rows=args.chunk_rows,
+                              show_progress=not args.quiet)
+    print(summary.render())
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .db.validate import validate_path
+
+    reports = validate_path(args.path)
+    failed = [r for r in reports if not r.ok]
+    for report in reports:
+        if args.quiet and report.ok:
+            continue
+        print(report.render())
+    problems = sum(len(r.problems) for r in reports)
+    print(f"{len(reports)} file(s) checked: {len(reports) - len(failed)} ok, {len(failed)} with "
+          f"problems ({problems} in all)")
+    return EXIT_PROBLEMS if failed else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npuperf",
+        description="Build, measure and guard an operator performance database for Ascend NPUs "
+                    "(and CUDA GPUs and CPUs). Replay measurements run under pytest: "
+                    "`pytest bench -k MatMul`.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    parse = sub.add_parser(
+        "parse", help="aggregate torch_npu kernel_details.csv into the database",
+        description="Aggregate torch_npu profiler kernel tables (kernel_details*.csv) per kernel "
+                    "type and shape signature, and merge the statistics into the database's "
+                    "Profiling columns: existing rows are updated, new signatures appended, "
+                    "nothing else is touched.")
+    parse.add_argument("--profiling-path", type=Path, required=True, metavar="PATH",
+                       help="a kernel_details*.csv, or a directory searched recursively "
+                            "(several ranks and runs)")
+    _add_database_options(parse)
+    parse.add_argument("--ep-size", metavar="N",
+                       help="EP Size to record for DispatchFFNCombine rows (part of their identity)")
+    parse.add_argument("--dry-run", action="store_true",
+                       help="aggregate and report what would change; write nothing")
+    parse.add_argument("--quiet", action="store_true", help="no progress lines")
+    parse.add_argument("--chunk-rows", type=int, default=200_000, metavar="N",
+                       help=argparse.SUPPRESS)
+    parse.set_defaults(func=cmd_parse)
+
+    validate = sub.add_parser(
+        "validate", help="check database CSVs against the data contract",
+        description="Check a database directory (recursively) or one CSV: Git LFS pointers, "
+                    "header, dtype/format lists aligned with shape slots, unparsable cells, "
+                    "duplicate signatures, invalid durations. Exit status 1 when anything "
+                    "is wrong.")
+    validate.add_argument("path", type=Path, help="a database directory or one CSV file")
+    validate.add_argument("--quiet", action="store_true", help="list only files with problems")
+    validate.set_defaults(func=cmd_validate)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return args.func(args)
+    except NpuperfError as exc:
+        print(f"npuperf {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"npuperf {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,4 @@
+"""The data contract (CONTRACT.md §1-4): layout, cells, columns, signatures, tables.
+
+Nothing in this package imports from the rest of the project.
+"""

@@ -1,0 +1,60 @@
+"""One writer per database directory.
+
+Two processes that read, update and rewrite the same CSVs would lose one of the updates. A
+writer takes an exclusive advisory lock on `<dir>/.npuperf.lock` and refuses (rather than
+waits) when another process holds it, naming that process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import NpuperfError
+
+LOCK_NAME = ".npuperf.lock"
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+class DatabaseLockedError(NpuperfError):
+    pass
+
+
+@contextlib.contextmanager
+def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Path]:
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = open(directory / LOCK_NAME, "a+", encoding="utf-8")
+    except OSError as exc:
+        raise NpuperfError(f"cannot write to {directory}: {exc.strerror or exc}") from None
+    with handle:
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise DatabaseLockedError(
+                    f"{directory} is being written by {holder}; wait for it to finish or "
+                    f"write to another directory") from None
+        handle.seek(0)
+        handle.truncate()
+        stamp = _dt.datetime.now().isoformat(timespec="seconds")
+        handle.write(f"pid {os.getpid()} ({purpose}, since {stamp})\n")
+        handle.flush()
+        try:
+            yield directory
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,166 @@
+"""Merging new values into a table by signature, never overwriting what is not ours.
+
+A row whose signature matches gets only the given columns set; every other cell, every unknown
+column and every row without a match stays as it was. Unmatched updates are appended as new
+rows (identity cells + values) unless the caller says they must not add rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .columns import (EP_SIZE, MICROBENCH_EXTRA_COLUMNS,
+                      PROFILING_EXTRA_COLUMNS, SIGNATURE_COLUMNS, contract_columns_for,
+                      legacy_renames, merge_column_order)
+from .errors import CellError
+from .signature import Signature, signature
+
+
+@dataclass(frozen=True)
+class RowUpdate:
+    """Cells to set on the row(s) with one signature; `identity` fills a new row."""
+
+    identity: Mapping[str, str]
+    values: Mapping[str, str]
+    fill_empty: Mapping[str, str] = field(default_factory=dict)
+    """Cells set on a matching row only where that row's cell is empty."""
+
+
+@dataclass
+class MergeResult:
+    frame: pd.DataFrame
+    added: int = 0
+    updated: int = 0
+    unmatched: list[Signature] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
+    bad_rows: int = 0
+
+
+def format_number(value: float | int | None) -> str:
+    """Shortest faithful text for a measured number; "" for missing."""
+    if value is None:
+        return ""
+    value = float(value)
+    if math.isnan(value):
+        return ""
+    return "%.10g" % value
+
+
+def row_signatures(frame: pd.DataFrame, kernel_type: str
+                   ) -> tuple[list[Signature | None], list[tuple[int, CellError]]]:
+    """The signature of every row (None where a cell cannot be parsed) and those errors.
+
+    Row numbers in errors are 1-based data rows (line = row + 1 with the header).
+    """
+    cols = [c if c in frame.columns else None for c in SIGNATURE_COLUMNS]
+    ep = EP_SIZE if EP_SIZE in frame.columns else None
+    n = len(frame)
+    columns = [frame[c].tolist() if c else [""] * n for c in cols]
+    columns.append(frame[ep].tolist() if ep else [""] * n)
+    sigs: list[Signature | None] = []
+    errors: list[tuple[int, CellError]] = []
+    for i, cells in enumerate(zip(*columns)):
+        try:
+            sigs.append(signature(kernel_type, *cells))
+        except CellError as exc:
+            sigs.append(None)
+            errors.append((i + 1, exc))
+    return sigs, errors
+
+
+def canonical_order(kernel_type: str) -> tuple[str, ...]:
+    return (*contract_columns_for(kernel_type), *PROFILING_EXTRA_COLUMNS,
+            *MICROBENCH_EXTRA_COLUMNS)
+
+
+def migrate_legacy(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    renames = legacy_renames(list(frame.columns))
+    if renames:
+        attrs = dict(frame.attrs)
+        frame = frame.rename(columns=renames)
+        frame.attrs.update(attrs)
+    return frame, renames
+
+
+def ensure_columns(frame: pd.DataFrame, kernel_type: str, wanted: Iterable[str]) -> pd.DataFrame:
+    order = merge_column_order(list(frame.columns), wanted, canonical_order(kernel_type))
+    if order == list(frame.columns):
+        return frame
+    attrs = dict(frame.attrs)
+    frame = frame.reindex(columns=order, fill_value="")
+    frame.attrs.update(attrs)
+    return frame
+
+
+def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signature, RowUpdate],
+                  *, add_new: bool = True, signatures: Sequence[Signature | None] | None = None
+                  ) -> MergeResult:
+    """Set the update values on matching rows; append the rest when `add_new`."""
+    frame, renamed = migrate_legacy(frame)
+    if signatures is None:
+        signatures, errors = row_signatures(frame, kernel_type)
+        bad_rows = len(errors)
+    else:
+        bad_rows = sum(s is None for s in signatures)
+    value_columns: list[str] = []
+    for update in updates.values():
+        value_columns.extend(c for c in (*update.values, *update.fill_empty)
+                             if c not in value_columns)
+    frame = ensure_columns(frame, kernel_type, value_columns)
+    current = {c: frame[c].tolist() for c in value_columns if any(
+        c in u.fill_empty for u in updates.values())}
+
+    positions: dict[str, list[int]] = {c: [] for c in value_columns}
+    new_values: dict[str, list[str]] = {c: [] for c in value_columns}
+    matched: set[Signature] = set()
+    updated_rows = 0
+    for pos, sig in enumerate(signatures):
+        update = updates.get(sig) if sig is not None else None
+        if update is None:
+            continue
+        matched.add(sig)
+        updated_rows += 1
+        for col, text in update.values.items():
+            positions[col].append(pos)
+            new_values[col].append(text)
+        for col, text in update.fill_empty.items():
+            if col not in update.values and not str(current[col][pos]).strip():
+                positions[col].append(pos)
+                new_values[col].append(text)
+    for col in value_columns:
+        if positions[col]:
+            idx = frame.columns.get_loc(col)
+            column = frame.iloc[:, idx].astype(object).to_numpy(copy=True)
+            column[positions[col]] = new_values[col]
+            frame[col] = column
+
+    unmatched = [sig for sig in updates if sig not in matched]
+    added = 0
+    if add_new and unmatched:
+        rows = []
+        for sig in unmatched:
+            update = updates[sig]
+            row = dict.fromkeys(frame.columns, "")
+            row.update(update.fill_empty)
+            row.update(update.identity)
+            row.update(update.values)
+            rows.append(row)
+        extra_cols = [c for r in rows for c in r if c not in frame.columns]
+        frame = ensure_columns(frame, kernel_type, extra_cols)
+        attrs = dict(frame.attrs)
+        frame = pd.concat([frame, pd.DataFrame(rows, columns=frame.columns, dtype=object)],
+                          ignore_index=True)
+        frame.attrs.update(attrs)
+        added = len(rows)
+        unmatched = []
+    return MergeResult(frame=frame, added=added, updated=updated_rows, unmatched=unmatched,
+                       renamed=renamed, bad_rows=bad_rows)
+
+
+def new_table_columns(kernel_type: str) -> list[str]:
+    return list(contract_columns_for(kernel_type))
+

@@ -1,0 +1,148 @@
+"""Row identity (CONTRACT.md §4).
+
+A signature is a hashable tuple computed from a row's identity cells. Two rows (or a profiler
+row and a database row) describe the same kernel call when their signatures are equal.
+
+- generic: per input slot (dims, dtype, format), per output slot (dims, dtype); trailing
+  empty slots trimmed and the dtype/format of an empty slot blanked, so that exporters that
+  do or do not list absent optional inputs agree.
+- MatMulV2 / MatMulV3 / MatMulCommon: the canonical GEMM `(M, K) x (N, K) -> (M, N)`, the same
+  for the three types and for both stored orientations of the second operand.
+- DispatchFFNCombine: generic plus `EP Size`.
+- Index: input slot 0 plus the index length.
+- Slice / Transpose (and their AiCore variants): input slot 0 only, format forced to ND.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+
+from .shapes import (NULL_FORMAT, UNDEFINED_DTYPE, Slot, nz_to_nd, numel, parse_dtypes,
+                     parse_formats, parse_shapes, strip_cell)
+
+Signature = tuple
+
+MATMUL_FAMILY: tuple[str, ...] = ("MatMulV2", "MatMulV3", "MatMulCommon")
+SLICE_LIKE: tuple[str, ...] = ("Slice", "SliceAiCore", "Transpose", "TransposeAiCore")
+INDEX_KERNEL = "Index"
+_FRACTAL_NZ = "FRACTAL_NZ"
+
+
+def _align(items: tuple[str, ...], n: int, filler: str) -> tuple[str, ...]:
+    if len(items) >= n:
+        return items[:n]
+    return items + (filler,) * (n - len(items))
+
+
+def _slots(shapes_cell: str, dtypes_cell: str, formats_cell: str | None
+           ) -> tuple[tuple[Slot, str, str], ...]:
+    """(dims, dtype, format) per slot, empty slots blanked, trailing empty slots trimmed."""
+    shapes = parse_shapes(shapes_cell)
+    n = len(shapes)
+    dtypes = _align(parse_dtypes(dtypes_cell), n, UNDEFINED_DTYPE)
+    formats = _align(parse_formats(formats_cell), n, NULL_FORMAT) if formats_cell is not None \
+        else ("",) * n
+    out = [(s, d, f) if s is not None else (None, "", "")
+           for s, d, f in zip(shapes, dtypes, formats)]
+    while out and out[-1][0] is None:
+        out.pop()
+    return tuple(out)
+
+
+def _generic(in_shapes: str, in_dtypes: str, in_formats: str, out_shapes: str,
+             out_dtypes: str) -> Signature:
+    inputs = _slots(in_shapes, in_dtypes, in_formats)
+    outputs = tuple((s, d) for s, d, _ in _slots(out_shapes, out_dtypes, None))
+    return ("generic", inputs, outputs)
+
+
+def _as_nd(slot: Slot, fmt: str) -> Slot:
+    return nz_to_nd(slot) if fmt == _FRACTAL_NZ else slot
+
+
+def _gemm_dims(a: Slot, b: Slot, out: Slot) -> tuple[int, int, int] | None:
+    """(M, K, N) of `out = a @ op(b)` with b stored as (N, K) or (K, N); None if not a GEMM.
+
+    The output shape, when known, decides between orientations (a square weight matches
+    both); the first operand may also be stored transposed.
+    """
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return None
+    out2 = tuple(out[-2:]) if out is not None and len(out) >= 2 else None
+    for m, k in ((a[0], a[1]), (a[1], a[0])):
+        for n, kb in ((b[0], b[1]), (b[1], b[0])):
+            if kb == k and (out2 is None or out2 == (m, n)):
+                return m, k, n
+        if out2 is None:
+            break  # without an output shape, trust the stored orientation of `a`
+    return None
+
+
+def _matmul(in_shapes: str, in_dtypes: str, in_formats: str, out_shapes: str,
+            out_dtypes: str) -> Signature:
+    inputs = _slots(in_shapes, in_dtypes, in_formats)
+    outputs = _slots(out_shapes, out_dtypes, None)
+    if len(inputs) >= 2 and inputs[0][0] is not None and inputs[1][0] is not None:
+        (a, da, fa), (b, db, fb) = inputs[0], inputs[1]
+        out = outputs[0][0] if outputs else None
+        dims = _gemm_dims(_as_nd(a, fa), _as_nd(b, fb), out)
+        if dims is not None:
+            out_dtype = outputs[0][1] if outputs else ""
+            return ("gemm", dims, (da, db, out_dtype), (fa, fb), inputs[2:])
+    return _generic(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
+
+
+def _first_input(in_shapes: str, in_dtypes: str, in_formats: str) -> tuple[Slot, str, str]:
+    inputs = _slots(in_shapes, in_dtypes, in_formats)
+    return inputs[0] if inputs else (None, "", "")
+
+
+def _index(in_shapes: str, in_dtypes: str, in_formats: str) -> Signature:
+    inputs = _slots(in_shapes, in_dtypes, in_formats)
+    if not inputs:
+        return ("index", (None, "", ""), 0)
+    # The index tensor is the last input that is present (aclnnIndex: self, indexed_sizes,
+    # indexed_strides, indices...); its element count is the number of gathered rows.
+    index_slot = inputs[-1][0] if len(inputs) > 1 else None
+    return ("index", inputs[0], numel(index_slot))
+
+
+def _slice(in_shapes: str, in_dtypes: str, in_formats: str) -> Signature:
+    slot, dtype, _ = _first_input(in_shapes, in_dtypes, in_formats)
+    return ("slice", slot, dtype, "ND" if slot is not None else "")
+
+
+@lru_cache(maxsize=262144)
+def signature(kernel_type: str, in_shapes: str, in_dtypes: str, in_formats: str,
+              out_shapes: str, out_dtypes: str, ep_size: str = "") -> Signature:
+    """The identity of a row of `kernel_type` (a normalised type name). Raises CellError."""
+    if kernel_type in MATMUL_FAMILY:
+        return _matmul(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
+    if kernel_type in SLICE_LIKE:
+        return _slice(in_shapes, in_dtypes, in_formats)
+    if kernel_type == INDEX_KERNEL:
+        return _index(in_shapes, in_dtypes, in_formats)
+    sig = _generic(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
+    if kernel_type == "DispatchFFNCombine":
+        return (*sig, ("ep", _normalize_ep(ep_size)))
+    return sig
+
+
+def _normalize_ep(text: str) -> str:
+    value = strip_cell(text)
+    try:
+        as_float = float(value)
+    except ValueError:
+        return value
+    return str(int(as_float)) if as_float.is_integer() else value
+
+
+def signature_family(kernel_type: str) -> str:
+    """Types whose rows share one signature space: the MatMul family, else the type itself."""
+    return "MatMul" if kernel_type in MATMUL_FAMILY else kernel_type
+
+
+def short_hash(sig: Signature, length: int = 8) -> str:
+    """A short, stable (across runs and processes) hash of a signature, for case ids."""
+    return hashlib.blake2s(repr(sig).encode(), digest_size=16).hexdigest()[:length]

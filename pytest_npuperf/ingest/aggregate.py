@@ -1,0 +1,263 @@
+"""Aggregating kernel tables per (kernel type, signature).
+
+The expensive part of a million-row table is the per-row work, so it stays vectorised:
+the distinct identity cells of a chunk are factorised, their signature is computed once per
+distinct combination (a few hundred in a real profile), and rows carry only an integer group
+id, a duration and their counters. Statistics are computed once, at the end, over all rows
+of all files, so medians are exact.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..db.columns import (ACCELERATOR_CORE, FIA_KERNEL, INPUT_DTYPES, INPUT_FORMATS,
+                          INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
+                          RAW_DURATION)
+from ..db.errors import CellError
+from ..db.layout import normalize_kernel_type
+from ..db.shapes import format_shapes, parse_shapes, split_list
+from ..db.signature import Signature, signature
+from .kernel_details import (DEFAULT_CHUNK_ROWS, TYPE, KernelDetailsReader, KernelTableHeader,
+                             read_kernel_header)
+
+KEY_COLUMNS = (TYPE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES)
+
+# Skip reasons, as negative group ids.
+SKIP_NO_TYPE = "no kernel type (N/A)"
+SKIP_HCCL = "HCCL / communication"
+SKIP_NO_SHAPE = "no shapes (N/A)"
+SKIP_BAD_DURATION = "invalid duration"
+SKIP_DUPLICATE = "duplicate launch record (same stream, task, start time and signature)"
+_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3}
+_NO_TYPE_TOKENS = frozenset({"", "N/A", "NA", "NULL", "NONE", "UNDEFINED"})
+
+
+@dataclass
+class GroupStats:
+    count: int
+    mean: float
+    median: float
+    std: float
+    min: float
+    max: float
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ProfiledKernel:
+    """One aggregated (kernel type, signature) group of profiler rows."""
+
+    kernel_type: str
+    signature: Signature
+    identity: dict[str, str]
+    stats: GroupStats
+    sources: list[str] = field(default_factory=list)
+    runtime: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class AggregateResult:
+    kernels: list[ProfiledKernel]
+    files: list[Path]
+    level0_files: list[Path]
+    rows_read: int
+    skipped: Counter
+
+    @property
+    def rows_used(self) -> int:
+        return sum(k.stats.count for k in self.kernels)
+
+
+def _identity_cells(row: dict[str, str]) -> dict[str, str]:
+    """Cells of a new database row: shapes in canonical form, tokens as the profiler wrote them."""
+    cells = {}
+    for column in (OP_STATE, ACCELERATOR_CORE):
+        cells[column] = row.get(column, "").strip()
+    for column in (INPUT_SHAPES, OUTPUT_SHAPES):
+        cells[column] = format_shapes(parse_shapes(row[column]))
+    for column in (INPUT_DTYPES, INPUT_FORMATS, OUTPUT_DTYPES, OUTPUT_FORMATS):
+        cells[column] = ";".join(split_list(row.get(column, "")))
+    return cells
+
+
+def _skip_reason(kernel_type: str, core: str, in_shapes: str) -> str | None:
+    if kernel_type.strip().upper() in _NO_TYPE_TOKENS:
+        return SKIP_NO_TYPE
+    if core.strip().upper() == "HCCL" or kernel_type.lower().startswith("hcom_"):
+        return SKIP_HCCL
+    if parse_shapes(in_shapes) == ():
+        return SKIP_NO_SHAPE
+    return None
+
+
+def _factorize_rows(chunk: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A dense code per distinct combination of `columns`, and the first row of each code."""
+    codes: np.ndarray | None = None
+    for column in columns:
+        col_codes, uniques = pd.factorize(chunk[column], use_na_sentinel=False)
+        col_codes = col_codes.astype(np.int64)
+        codes = col_codes if codes is None else codes * len(uniques) + col_codes
+        codes, _ = pd.factorize(codes)
+        codes = codes.astype(np.int64)
+    assert codes is not None
+    _, first = np.unique(codes, return_index=True)
+    return codes, first
+
+
+class KernelAggregator:
+    def __init__(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+        self.chunk_rows = chunk_rows
+        self._combo_gid: dict[tuple[str, ...], int] = {}
+        self._group_of_sig: dict[tuple[str, Signature], int] = {}
+        self._groups: list[tuple[str, Signature, dict[str, str]]] = []
+        self._sources: list[set[str]] = []
+        self._counter_names: list[str] = []
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = []
+        self.fia_rows: dict[Path, np.ndarray] = {}
+        self.files: list[Path] = []
+        self.level0_files: list[Path] = []
+        self.rows_read = 0
+        self.skipped: Counter = Counter()
+
+    # -- per file ---------------------------------------------------------------------------
+    def add_file(self, path: Path, on_rows: Callable[[int], None] | None = None,
+                 source: str | None = None) -> KernelTableHeader:
+        info = read_kernel_header(path)
+        if info.level0:
+            self.level0_files.append(path)
+            return info
+        self.files.append(path)
+        source = source or path.parent.name
+        counter_idx = [self._counter_index(c) for c in info.counters]
+        gids, durations, counters, launch_keys = [], [], [], []
+        for offset, chunk in KernelDetailsReader(info, self.chunk_rows):
+            gid = self._group_ids(chunk, info, offset)
+            gids.append(gid)
+            durations.append(chunk[RAW_DURATION].to_numpy(dtype=np.float64))
+            counters.append(chunk[info.counters].to_numpy(dtype=np.float64)
+                            if info.counters else np.empty((len(chunk), 0)))
+            if info.launch_key:
+                launch_keys.append(np.column_stack(
+                    [gid.astype(np.float64), *(chunk[c].to_numpy(dtype=np.float64)
+                                              for c in info.launch_key)]))
+            self.rows_read += len(chunk)
+            if on_rows:
+                on_rows(len(chunk))
+        if not gids:
+            return info
+        gid = np.concatenate(gids)
+        duration = np.concatenate(durations)
+        matrix = np.concatenate(counters)
+        if launch_keys:
+            # Same stream, task, start time and (type, signature): one launch exported twice.
+            keys = pd.DataFrame(np.concatenate(launch_keys))
+            dup = keys.duplicated().to_numpy() & (gid >= 0)
+            self.skipped[SKIP_DUPLICATE] += int(dup.sum())
+            gid = np.where(dup, -4, gid)
+        for reason, code in _SKIP_CODES.items():
+            self.skipped[reason] += int((gid == code).sum())
+        fia = [g for g, (kernel_type, _, _) in enumerate(self._groups) if kernel_type == FIA_KERNEL]
+        if fia:
+            self.fia_rows[path] = gid[np.isin(gid, fia)]
+        usable = gid >= 0
+        valid = usable & np.isfinite(duration) & (duration > 0)
+        self.skipped[SKIP_BAD_DURATION] += int((usable & ~valid).sum())
+        for g in np.unique(gid[valid]):
+            self._sources[g].add(source)
+        self._parts.append((gid[valid], duration[valid], matrix[valid], counter_idx))
+        return info
+
+    def _counter_index(self, name: str) -> int:
+        if name not in self._counter_names:
+            self._counter_names.append(name)
+        return self._counter_names.index(name)
+
+    def _group_ids(self, chunk: pd.DataFrame, info: KernelTableHeader, offset: int) -> np.ndarray:
+        codes, first = _factorize_rows(chunk, list(KEY_COLUMNS))
+        lookup = np.empty(len(first), dtype=np.int64)
+        key_values = [chunk[c].to_numpy() for c in KEY_COLUMNS]
+        extra = [c for c in (OP_STATE, ACCELERATOR_CORE, OUTPUT_FORMATS) if c in chunk.columns]
+        for code, row in enumerate(first):
+            combo = tuple(str(values[row]) for values in key_values)
+            gid = self._combo_gid.get(combo)
+            if gid is None:
+                cells = dict(zip(KEY_COLUMNS, combo))
+                cells.update({c: str(chunk[c].iat[row]) for c in extra})
+                try:
+                    gid = self._new_combo(combo, cells)
+                except CellError as exc:
+                    raise exc.located(path=str(info.path), row=offset + int(row) + 1) from None
+            lookup[code] = gid
+        return lookup[codes]
+
+    def _new_combo(self, combo: tuple[str, ...], cells: dict[str, str]) -> int:
+        raw_type = cells[TYPE]
+        reason = _skip_reason(raw_type, cells.get(ACCELERATOR_CORE, ""), cells[INPUT_SHAPES])
+        if reason is not None:
+            gid = _SKIP_CODES[reason]
+        else:
+            kernel_type = normalize_kernel_type(raw_type)
+            try:
+                sig = signature(kernel_type, *(cells[c] for c in KEY_COLUMNS[1:]))
+            except CellError as exc:
+                column = INPUT_SHAPES if "shape" in exc.reason else None
+                raise exc.located(column=column) from None
+            key = (kernel_type, sig)
+            gid = self._group_of_sig.get(key)
+            if gid is None:
+                gid = len(self._groups)
+                self._group_of_sig[key] = gid
+                self._groups.append((kernel_type, sig, _identity_cells(cells)))
+                self._sources.append(set())
+        self._combo_gid[combo] = gid
+        return gid
+
+    # -- result -----------------------------------------------------------------------------
+    def result(self) -> AggregateResult:
+        kernels: list[ProfiledKernel] = []
+        if self._parts:
+            gid = np.concatenate([p[0] for p in self._parts])
+            duration = np.concatenate([p[1] for p in self._parts])
+            counters = np.full((len(gid), len(self._counter_names)), np.nan)
+            start = 0
+            for _, part_dur, matrix, idx in self._parts:
+                stop = start + len(part_dur)
+                if idx:
+                    counters[start:stop, idx] = matrix
+                start = stop
+            frame = pd.DataFrame({"g": gid, "d": duration})
+            stats = frame.groupby("g", sort=True)["d"].agg(
+                ["count", "mean", "median", "min", "max"])
+            # Population std, as the reference parser wrote it; pandas' grouped variance
+            # is a Welford update, stable for large offsets with small spread.
+            stats["std"] = frame.groupby("g", sort=True)["d"].std(ddof=0)
+            means = pd.DataFrame(counters, columns=self._counter_names).groupby(gid).mean() \
+                if self._counter_names else None
+            for g, row in stats.iterrows():
+                kernel_type, sig, identity = self._groups[int(g)]
+                counter_means = {}
+                if means is not None:
+                    counter_means = {name: float(v) for name, v in means.loc[g].items()
+                                     if not np.isnan(v)}
+                kernels.append(ProfiledKernel(
+                    kernel_type=kernel_type, signature=sig, identity=dict(identity),
+                    stats=GroupStats(count=int(row["count"]), mean=float(row["mean"]),
+                                     median=float(row["median"]), std=float(row["std"]),
+                                     min=float(row["min"]), max=float(row["max"]),
+                                     counters=counter_means),
+                    sources=sorted(self._sources[int(g)])))
+        return AggregateResult(kernels=kernels, files=list(self.files),
+                               level0_files=list(self.level0_files), rows_read=self.rows_read,
+                               skipped=self.skipped)
+
+    def fia_rows_in_order(self) -> dict[Path, list[tuple[Signature, str]]]:
+        """Per file, its FusedInferAttentionScore rows in launch order: (signature, Input Shapes)."""
+        return {path: [(self._groups[g][1], self._groups[g][2][INPUT_SHAPES]) for g in gids.tolist()]
+                for path, gids in self.fia_rows.items()}

@@ -1,0 +1,206 @@
+"""`npuperf parse`: profiler kernel tables -> `Profiling ...` columns of the database.
+
+Merge, never overwrite: a row whose signature exists gets its profiling columns updated; new
+signatures are appended; replay columns, theory rows and unknown columns survive. All files
+are staged first and renamed into place together, under the database lock, so a failure at
+any point leaves the database exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..db.columns import (DISPATCH_FFN_COMBINE, EP_SIZE, FIA_KERNEL,
+                          PROFILING_AVERAGE_DURATION, PROFILING_COUNT, PROFILING_MAX_DURATION,
+                          PROFILING_MEDIAN_DURATION, PROFILING_MIN_DURATION, PROFILING_SOURCE,
+                          PROFILING_STD_DURATION, PROFILING_UPDATED, contract_columns_for,
+                          profiling_counter)
+from ..db.errors import NpuperfError
+from ..db.layout import kernel_file_name
+from ..db.lock import database_lock
+from ..db.merge import RowUpdate, apply_updates, format_number
+from ..db.signature import Signature, signature
+from ..db.table import WriteBatch, check_writable_dir, empty_table, read_table
+from ..progress import Progress
+from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
+from .fia_runtime import runtime_for_file
+from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details
+
+_MAX_SOURCES = 3
+
+
+@dataclass
+class FileChange:
+    path: Path
+    added: int = 0
+    updated: int = 0
+    created: bool = False
+    renamed: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ParseSummary:
+    database: Path
+    aggregate: AggregateResult
+    changes: list[FileChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def rows_added(self) -> int:
+        return sum(c.added for c in self.changes)
+
+    @property
+    def rows_updated(self) -> int:
+        return sum(c.updated for c in self.changes)
+
+    def render(self) -> str:
+        agg = self.aggregate
+        verb = "would write" if self.dry_run else "wrote"
+        lines = [f"read {len(agg.files)} kernel table(s), {agg.rows_read:,} rows; "
+                 f"{agg.rows_used:,} rows in {len(agg.kernels)} (kernel type, signature) groups"]
+        for path in agg.level0_files:
+            lines.append(f"  {path}: level-0 kernel table (no Input Shapes column): no shapes to "
+                         f"aggregate; profile with profiler_level=Level1 and record_shapes=True")
+        skipped = sum(agg.skipped.values())
+        if skipped:
+            reasons = ", ".join(f"{n:,} {r}" for r, n in sorted(agg.skipped.items(),
+                                                               key=lambda kv: -kv[1]) if n)
+            lines.append(f"skipped {skipped:,} rows: {reasons}")
+        lines.append(f"{verb} {len(self.changes)} file(s) in {self.database}: "
+                     f"{self.rows_added} rows added, {self.rows_updated} rows updated")
+        for change in sorted(self.changes, key=lambda c: c.path.name):
+            tag = " (new file)" if change.created else ""
+            lines.append(f"  {change.path.name}: +{change.added} added, {change.updated} "
+                         f"updated{tag}")
+            if change.renamed:
+                lines.append(f"    migrated legacy columns: "
+                             f"{', '.join(f'{a} -> {b}' for a, b in change.renamed.items())}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def source_label(path: Path) -> str:
+    """The run a kernel table belongs to: its `*_ascend_pt` directory, else its parent."""
+    for parent in path.parents:
+        if parent.name.endswith("_ascend_pt"):
+            return parent.name
+    return path.parent.name or str(path)
+
+
+def _profiling_values(kernel: ProfiledKernel, stamp: str) -> dict[str, str]:
+    stats = kernel.stats
+    values = {
+        PROFILING_AVERAGE_DURATION: format_number(stats.mean),
+        PROFILING_MEDIAN_DURATION: format_number(stats.median),
+        PROFILING_STD_DURATION: format_number(stats.std),
+        PROFILING_COUNT: str(stats.count),
+        PROFILING_MIN_DURATION: format_number(stats.min),
+        PROFILING_MAX_DURATION: format_number(stats.max),
+        PROFILING_SOURCE: _sources_text(kernel.sources),
+        PROFILING_UPDATED: stamp,
+    }
+    values.update({profiling_counter(m): format_number(v) for m, v in stats.counters.items()})
+    return values
+
+
+def _sources_text(sources: list[str]) -> str:
+    shown = ";".join(sources[:_MAX_SOURCES])
+    more = len(sources) - _MAX_SOURCES
+    return f"{shown} (+{more} more)" if more > 0 else shown
+
+
+def _attach_fia_runtime(aggregator: KernelAggregator, result: AggregateResult,
+                        notes: list[str]) -> None:
+    first: dict[Signature, dict[str, str]] = {}
+    for path, rows in aggregator.fia_rows_in_order().items():
+        runtimes, note = runtime_for_file(path, [shapes for _, shapes in rows], source_label(path))
+        if note:
+            notes.append(note)
+        for (sig, _), runtime in zip(rows, runtimes):
+            first.setdefault(sig, runtime)
+    for kernel in result.kernels:
+        if kernel.kernel_type == FIA_KERNEL and kernel.signature in first:
+            kernel.runtime = first[kernel.signature]
+
+
+def _ep_signature(kernel: ProfiledKernel, ep_size: str) -> Signature:
+    identity = kernel.identity
+    return signature(kernel.kernel_type, identity["Input Shapes"], identity["Input Data Types"],
+                     identity["Input Formats"], identity["Output Shapes"],
+                     identity["Output Data Types"], ep_size)
+
+
+def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                       show_progress: bool = True) -> tuple[AggregateResult, list[str]]:
+    files = find_kernel_details(profiling_path)
+    progress = Progress("parse", unit=" rows", enabled=show_progress)
+    aggregator = KernelAggregator(chunk_rows=chunk_rows)
+    for number, path in enumerate(files, start=1):
+        def on_rows(_: int, number: int = number) -> None:
+            progress.update(aggregator.rows_read, f"(file {number}/{len(files)})")
+
+        aggregator.add_file(path, on_rows=on_rows, source=source_label(path))
+    result = aggregator.result()
+    notes: list[str] = []
+    _attach_fia_runtime(aggregator, result, notes)
+    progress.finish(f"({result.rows_read:,} rows)")
+    return result, notes
+
+
+def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size: str | None = None,
+                    dry_run: bool = False, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                    show_progress: bool = True, now: _dt.datetime | None = None) -> ParseSummary:
+    database = Path(database)
+    if database.exists() and not database.is_dir():
+        raise NpuperfError(f"{database}: not a directory")
+    if not dry_run:
+        check_writable_dir(database)
+    result, notes = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
+                                       show_progress=show_progress)
+    summary = ParseSummary(database=database, aggregate=result, notes=notes, dry_run=dry_run)
+    if not result.kernels:
+        if not result.files and result.level0_files:
+            summary.notes.append("nothing to aggregate: every input is a level-0 kernel table")
+        return summary
+    stamp = (now or _dt.datetime.now()).isoformat(timespec="seconds")
+    by_type: dict[str, dict[Signature, RowUpdate]] = defaultdict(dict)
+    ep_text = str(ep_size) if ep_size is not None else ""
+    for kernel in result.kernels:
+        identity = dict(kernel.identity)
+        sig = kernel.signature
+        if kernel.kernel_type == DISPATCH_FFN_COMBINE:
+            identity[EP_SIZE] = ep_text
+            sig = _ep_signature(kernel, ep_text)
+        by_type[kernel.kernel_type][sig] = RowUpdate(
+            identity=identity, values=_profiling_values(kernel, stamp),
+            fill_empty=kernel.runtime)
+    if DISPATCH_FFN_COMBINE in by_type and ep_size is None:
+        summary.notes.append("DispatchFFNCombine rows were parsed without --ep-size: their EP Size "
+                             "is empty, so they match no database row that has one")
+    with database_lock(database, "npuperf parse") if not dry_run else contextlib.nullcontext():
+        batch = WriteBatch()
+        try:
+            for kernel_type in sorted(by_type):
+                path = database / kernel_file_name(kernel_type)
+                created = not path.exists()
+                frame = empty_table(contract_columns_for(kernel_type)) if created else read_table(path)
+                merged = apply_updates(frame, kernel_type, by_type[kernel_type], add_new=True)
+                if merged.bad_rows:
+                    summary.notes.append(f"{path.name}: {merged.bad_rows} existing row(s) have "
+                                         f"unparsable identity cells and were left as they are "
+                                         f"(run npuperf validate)")
+                summary.changes.append(FileChange(path, merged.added, merged.updated, created,
+                                                  merged.renamed))
+                if not dry_run:
+                    batch.add_table(merged.frame, path)
+            if not dry_run:
+                batch.commit()
+        except BaseException:
+            batch.abort()
+            raise
+    return summary

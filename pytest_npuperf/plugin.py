@@ -1,0 +1,1 @@
+"""pytest hooks of pytest_npuperf (replay harness comes with the replay issue)."""
