@@ -16,6 +16,7 @@ row and a database row) describe the same kernel call when their signatures are 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .shapes import (NULL_FORMAT, UNDEFINED_DTYPE, Slot, nz_to_nd, numel, parse_dtypes,
@@ -61,21 +62,33 @@ def _as_nd(slot: Slot, fmt: str) -> Slot:
     return nz_to_nd(slot) if fmt == _FRACTAL_NZ else slot
 
 
-def _gemm_dims(a: Slot, b: Slot, out: Slot) -> tuple[int, int, int] | None:
-    """(M, K, N) of `out = a @ op(b)` with b stored as (N, K) or (K, N); None if not a GEMM.
+@dataclass(frozen=True)
+class GemmLayout:
+    """`out(M, N) = op(a) @ op(b)`: the dims and how each operand is stored."""
+
+    m: int
+    k: int
+    n: int
+    a_transposed: bool  # a stored as (K, M)
+    b_transposed: bool  # b stored as (N, K), the layout torch.mm(a, b.t()) reads
+
+
+def gemm_layout(a: Slot, b: Slot, out: Slot) -> GemmLayout | None:
+    """The GEMM behind two 2-D operands, or None if they do not form one.
 
     The output shape, when known, decides between orientations (a square weight matches
-    both); the first operand may also be stored transposed.
+    both); without it the stored orientation of `a` is trusted and (N, K) is tried first
+    for `b`, the layout of the reference replays.
     """
     if a is None or b is None or len(a) != 2 or len(b) != 2:
         return None
     out2 = tuple(out[-2:]) if out is not None and len(out) >= 2 else None
-    for m, k in ((a[0], a[1]), (a[1], a[0])):
-        for n, kb in ((b[0], b[1]), (b[1], b[0])):
+    for a_t, (m, k) in ((False, (a[0], a[1])), (True, (a[1], a[0]))):
+        for b_t, (n, kb) in ((True, (b[0], b[1])), (False, (b[1], b[0]))):
             if kb == k and (out2 is None or out2 == (m, n)):
-                return m, k, n
+                return GemmLayout(m, k, n, a_t, b_t)
         if out2 is None:
-            break  # without an output shape, trust the stored orientation of `a`
+            break
     return None
 
 
@@ -86,10 +99,11 @@ def _matmul(in_shapes: str, in_dtypes: str, in_formats: str, out_shapes: str,
     if len(inputs) >= 2 and inputs[0][0] is not None and inputs[1][0] is not None:
         (a, da, fa), (b, db, fb) = inputs[0], inputs[1]
         out = outputs[0][0] if outputs else None
-        dims = _gemm_dims(_as_nd(a, fa), _as_nd(b, fb), out)
-        if dims is not None:
+        layout = gemm_layout(_as_nd(a, fa), _as_nd(b, fb), out)
+        if layout is not None:
             out_dtype = outputs[0][1] if outputs else ""
-            return ("gemm", dims, (da, db, out_dtype), (fa, fb), inputs[2:])
+            return ("gemm", (layout.m, layout.k, layout.n), (da, db, out_dtype), (fa, fb),
+                    inputs[2:])
     return _generic(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
 
 

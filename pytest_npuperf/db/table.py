@@ -13,6 +13,7 @@ import csv
 import io
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -55,6 +56,17 @@ def read_header(path: str | Path) -> list[str]:
     return header
 
 
+def _long_row_error(path: Path, expected: int) -> ContractError:
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        next(reader, None)
+        for number, row in enumerate(reader, start=1):
+            if len(row) > expected:
+                return ContractError(f"{path}: row {number} has {len(row)} fields but the "
+                                     f"header has {expected}")
+    return ContractError(f"{path}: malformed CSV: a row has more fields than the header")
+
+
 def _line_terminator(path: Path) -> str:
     with open(path, "rb") as handle:
         first = handle.readline()
@@ -72,11 +84,18 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise ContractError(f"{path}: duplicate column name(s) {', '.join(map(repr, duplicates))}")
     placeholders = [f"c{i}" for i in range(len(header))]
     try:
-        frame = pd.read_csv(path, header=None, skiprows=1, names=placeholders, dtype=str,
-                            keep_default_na=False, na_filter=False, encoding="utf-8-sig",
-                            skip_blank_lines=True)
+        # Rows longer than the header would otherwise either shift every value into the
+        # wrong column (pandas takes the extra leading field as an index) or lose the
+        # extra fields with only a warning; a rewrite would then destroy data.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, header=None, skiprows=1, names=placeholders, dtype=str,
+                                keep_default_na=False, na_filter=False, encoding="utf-8-sig",
+                                skip_blank_lines=True, index_col=False)
     except UnicodeDecodeError as exc:
         raise _decode_error(path, exc) from None
+    except pd.errors.ParserWarning:
+        raise _long_row_error(path, len(header)) from None
     except (pd.errors.ParserError, ValueError) as exc:
         raise ContractError(f"{path}: malformed CSV: {str(exc).strip().splitlines()[-1]}") from None
     frame.columns = header

@@ -1,1 +1,67 @@
+"""Device backends: cpu, cuda, npu. `select_backend("auto")` picks npu, then cuda, then cpu."""
 
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from .base import Backend, Peak, Timer
+from .cpu import CpuBackend
+
+KINDS = ("auto", "cpu", "cuda", "npu")
+
+
+class BackendError(RuntimeError):
+    pass
+
+
+def _npu(index: int, database_device: str | None) -> Backend:
+    from .npu import NpuBackend
+
+    return NpuBackend(index, database_device=database_device)
+
+
+def device_count(kind: str) -> int:
+    if kind == "cuda":
+        return torch.cuda.device_count()
+    if kind == "npu":
+        return int(torch.npu.device_count())  # type: ignore[attr-defined]
+    return 1
+
+
+def select_backend(kind: str = "auto", index: int | None = None,
+                   database_device: str | None = None) -> Backend:
+    """The backend for `kind`; `index` None means the first device (xdist workers pass theirs)."""
+    if kind not in KINDS:
+        raise BackendError(f"unknown device {kind!r}; choose from {', '.join(KINDS)}")
+    if kind == "auto":
+        from .npu import NpuUnavailable, torch_npu_installed
+
+        if torch_npu_installed():
+            try:
+                return select_backend("npu", index, database_device)
+            except NpuUnavailable as exc:
+                warnings.warn(f"npu not usable, trying cuda/cpu: {exc}", stacklevel=2)
+        if torch.cuda.is_available():
+            return select_backend("cuda", index)
+        return CpuBackend(0)
+    if kind == "cpu":
+        return CpuBackend(0)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise BackendError("--npuperf-device cuda: no CUDA device is available")
+        from .cuda import CudaBackend
+
+        return CudaBackend((index or 0) % max(torch.cuda.device_count(), 1))
+    from .npu import NpuUnavailable, load_torch_npu
+
+    try:
+        load_torch_npu()
+        return _npu((index or 0) % max(device_count("npu"), 1), database_device)
+    except NpuUnavailable as exc:
+        raise BackendError(f"--npuperf-device npu: {exc}") from exc
+
+
+__all__ = ["Backend", "BackendError", "CpuBackend", "Peak", "Timer", "select_backend",
+           "device_count", "KINDS"]

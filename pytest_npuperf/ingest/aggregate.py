@@ -20,7 +20,7 @@ import pandas as pd
 from ..db.columns import (ACCELERATOR_CORE, FIA_KERNEL, INPUT_DTYPES, INPUT_FORMATS,
                           INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
                           RAW_DURATION)
-from ..db.errors import CellError
+from ..db.errors import CellError, ContractError
 from ..db.layout import normalize_kernel_type
 from ..db.shapes import format_shapes, parse_shapes, split_list
 from ..db.signature import Signature, signature
@@ -151,7 +151,8 @@ class KernelAggregator:
             if on_rows:
                 on_rows(len(chunk))
         if not gids:
-            return info
+            # A header without rows is a failed or truncated export, not an empty profile.
+            raise ContractError(f"{path}: header only, no data rows (truncated or failed export?)")
         gid = np.concatenate(gids)
         duration = np.concatenate(durations)
         matrix = np.concatenate(counters)
@@ -199,16 +200,21 @@ class KernelAggregator:
 
     def _new_combo(self, combo: tuple[str, ...], cells: dict[str, str]) -> int:
         raw_type = cells[TYPE]
-        reason = _skip_reason(raw_type, cells.get(ACCELERATOR_CORE, ""), cells[INPUT_SHAPES])
+        # Shape cells are the only ones that can fail to parse. Each is parsed on its own
+        # first so that the error names the right column (the signature cannot tell which).
+        try:
+            reason = _skip_reason(raw_type, cells.get(ACCELERATOR_CORE, ""), cells[INPUT_SHAPES])
+        except CellError as exc:
+            raise exc.located(column=INPUT_SHAPES) from None
         if reason is not None:
             gid = _SKIP_CODES[reason]
         else:
             kernel_type = normalize_kernel_type(raw_type)
             try:
-                sig = signature(kernel_type, *(cells[c] for c in KEY_COLUMNS[1:]))
+                parse_shapes(cells[OUTPUT_SHAPES])
             except CellError as exc:
-                column = INPUT_SHAPES if "shape" in exc.reason else None
-                raise exc.located(column=column) from None
+                raise exc.located(column=OUTPUT_SHAPES) from None
+            sig = signature(kernel_type, *(cells[c] for c in KEY_COLUMNS[1:]))
             key = (kernel_type, sig)
             gid = self._group_of_sig.get(key)
             if gid is None:

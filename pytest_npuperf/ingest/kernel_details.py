@@ -154,9 +154,12 @@ class KernelDetailsReader:
         wanted = {raw[c] for c in (*self.text, *self.parsed_numeric)}
         offset = 0
         try:
+            # index_col=False: rows that all end with an extra delimiter must not make pandas
+            # take the first field as an index and shift every value one column left.
             reader = pd.read_csv(info.path, usecols=lambda c: c in wanted, dtype=dtypes,
                                  encoding="utf-8-sig", chunksize=self.chunk_rows,
-                                 keep_default_na=False, na_values=na_values, engine="c")
+                                 keep_default_na=False, na_values=na_values, engine="c",
+                                 index_col=False)
             for chunk in reader:
                 chunk.columns = [c.strip() for c in chunk.columns]
                 self._check_short_rows(chunk)
@@ -193,7 +196,7 @@ class KernelDetailsReader:
         raw = {c.strip(): c for c in self.info.raw_columns}
         wanted = {raw[c] for c in self.parsed_numeric}
         reader = pd.read_csv(self.info.path, usecols=lambda c: c in wanted, dtype=str,
-                             keep_default_na=False, encoding="utf-8-sig",
+                             keep_default_na=False, encoding="utf-8-sig", index_col=False,
                              chunksize=self.chunk_rows, skiprows=range(1, start + 1))
         offset = start
         for chunk in reader:

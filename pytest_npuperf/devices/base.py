@@ -1,0 +1,145 @@
+"""The interface every device backend implements (cpu, cuda, npu).
+
+A backend selects its device, allocates, synchronises, times calls with its own events,
+names itself and its software stack, and knows what it can about its physical limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Nominal peak throughput, to flag measurements faster than physics allows."""
+
+    flops: float  # dense 16-bit matrix FLOP/s
+    bytes_per_s: float  # memory bandwidth
+
+    def bound_us(self, flops: float, nbytes: float) -> float:
+        return max(flops / self.flops if self.flops else 0.0,
+                   nbytes / self.bytes_per_s if self.bytes_per_s else 0.0) * 1e6
+
+
+class Timer(ABC):
+    """Times calls one by one; returns microseconds per call."""
+
+    name: str = "events"
+
+    @abstractmethod
+    def time_calls(self, call: Callable[[], object], n: int,
+                   before_each: Callable[[], object] | None = None) -> list[float]:
+        ...
+
+
+class HostClockTimer(Timer):
+    """A synchronised high-resolution host clock: sync, start, call, sync, stop."""
+
+    def __init__(self, synchronize: Callable[[], None]) -> None:
+        self._sync = synchronize
+
+    def time_calls(self, call: Callable[[], object], n: int,
+                   before_each: Callable[[], object] | None = None) -> list[float]:
+        out = []
+        clock = time.perf_counter_ns
+        sync = self._sync
+        for _ in range(n):
+            if before_each is not None:
+                before_each()
+            sync()
+            start = clock()
+            call()
+            sync()
+            out.append((clock() - start) / 1e3)
+        return out
+
+
+class DeviceEventTimer(Timer):
+    """Device events around each call, read after one synchronisation per batch."""
+
+    def __init__(self, event_factory: Callable[[], object], synchronize: Callable[[], None]) -> None:
+        self._event = event_factory
+        self._sync = synchronize
+
+    def time_calls(self, call: Callable[[], object], n: int,
+                   before_each: Callable[[], object] | None = None) -> list[float]:
+        pairs = []
+        for _ in range(n):
+            if before_each is not None:
+                before_each()
+            start, end = self._event(), self._event()
+            start.record()
+            call()
+            end.record()
+            pairs.append((start, end))
+        self._sync()
+        return [start.elapsed_time(end) * 1e3 for start, end in pairs]  # ms -> us
+
+
+def sanitize_device_name(name: str) -> str:
+    """A device name usable as a database directory name."""
+    return re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_") or "UNKNOWN"
+
+
+class Backend(ABC):
+    kind: str = ""
+
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
+
+    @property
+    @abstractmethod
+    def device(self) -> torch.device:
+        ...
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        ...
+
+    @abstractmethod
+    def device_name(self) -> str:
+        """Human name of the device, e.g. `NVIDIA H200`."""
+
+    def database_device(self) -> str:
+        """The `<DEVICE>` directory name of this device's database."""
+        return sanitize_device_name(f"{self.kind.upper()}_{self.device_name()}")
+
+    def stack(self) -> dict[str, str]:
+        """Software stack versions, recorded with every run."""
+        return {"torch": torch.__version__}
+
+    def timer(self) -> Timer:
+        return HostClockTimer(self.synchronize)
+
+    def profiler_activities(self) -> list:
+        return [torch.profiler.ProfilerActivity.CPU]
+
+    def l2_cache_bytes(self) -> int | None:
+        return None
+
+    def peak(self) -> Peak | None:
+        return None
+
+    @contextlib.contextmanager
+    def named_range(self, name: str) -> Iterator[None]:
+        """A range that profilers show with the case id (torch.profiler record_function)."""
+        with torch.profiler.record_function(name):
+            yield
+
+    def to_format(self, tensor: torch.Tensor, fmt: str) -> torch.Tensor:
+        """Storage format conversion; only the NPU has internal formats (FRACTAL_NZ)."""
+        return tensor
+
+    def empty_cache(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind, "index": self.index, "name": self.device_name(),
+                "database_device": self.database_device(), "stack": self.stack()}

@@ -1,0 +1,58 @@
+"""The CUDA backend: one GPU per process, timed with CUDA events or torch.profiler."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Backend, DeviceEventTimer, Peak, Timer
+
+# Nominal dense BF16 tensor-core FLOP/s and HBM bandwidth (vendor data sheets). Used only to
+# flag a measurement that is faster than the device could possibly be.
+_PEAKS = {
+    "H200": Peak(989e12, 4.8e12),
+    "H100 80GB HBM3": Peak(989e12, 3.35e12),
+    "H100 PCIe": Peak(756e12, 2.0e12),
+    "H100": Peak(989e12, 3.35e12),
+    "A100": Peak(312e12, 2.0e12),
+    "L40S": Peak(362e12, 0.864e12),
+}
+
+
+class CudaBackend(Backend):
+    kind = "cuda"
+
+    def __init__(self, index: int = 0) -> None:
+        super().__init__(index)
+        torch.cuda.set_device(index)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", self.index)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.index)
+
+    def device_name(self) -> str:
+        return torch.cuda.get_device_name(self.index)
+
+    def stack(self) -> dict[str, str]:
+        return {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
+
+    def timer(self) -> Timer:
+        return DeviceEventTimer(lambda: torch.cuda.Event(enable_timing=True), self.synchronize)
+
+    def profiler_activities(self) -> list:
+        return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+
+    def l2_cache_bytes(self) -> int | None:
+        return int(getattr(torch.cuda.get_device_properties(self.index), "L2_cache_size", 0)) or None
+
+    def peak(self) -> Peak | None:
+        name = self.device_name()
+        for key, peak in _PEAKS.items():
+            if key in name:
+                return peak
+        return None
+
+    def empty_cache(self) -> None:
+        torch.cuda.empty_cache()

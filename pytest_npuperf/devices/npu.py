@@ -1,0 +1,146 @@
+"""The Ascend NPU backend (torch_npu, imported only when this backend is used).
+
+torch_npu is an optional extra: without CANN, importing it breaks `import torch`, so nothing
+outside this module imports it, and this module imports it only in `load_torch_npu`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from ..db.layout import KNOWN_DEVICES, detect_versions
+from .base import Backend, DeviceEventTimer, Peak, Timer
+
+FRACTAL_NZ_FORMAT_ID = 29  # ACL_FORMAT_FRACTAL_NZ, the id torch_npu.npu_format_cast takes
+# msprof keeps at most this many bytes of an mstx message (CANN documentation).
+MSTX_MESSAGE_LIMIT = 156
+# vllm-ascend's compiled custom operators live here inside the installed package.
+CUSTOM_OPP_SUBDIR = Path("_cann_ops_custom") / "vendors" / "vllm-ascend"
+
+
+class NpuUnavailable(RuntimeError):
+    pass
+
+
+def torch_npu_installed() -> bool:
+    return importlib.util.find_spec("torch_npu") is not None
+
+
+def load_torch_npu() -> ModuleType:
+    try:
+        return importlib.import_module("torch_npu")
+    except Exception as exc:  # torch_npu raises many kinds of errors without CANN
+        raise NpuUnavailable(f"torch_npu cannot be imported ({type(exc).__name__}: {exc}); "
+                             f"source CANN's set_env.sh first") from exc
+
+
+def mstx_message(case_id: str) -> str:
+    """The marker text for a case, cut to what msprof keeps (UTF-8 bytes, whole characters)."""
+    data = case_id.encode()[:MSTX_MESSAGE_LIMIT]
+    return data.decode(errors="ignore")
+
+
+def _peak_from_device_dir(name: str) -> Peak | None:
+    """Nominal peaks from the device directory name, e.g. `ATLAS_800_A2_376T_64G`."""
+    match = re.search(r"_(\d+)T_(\d+)G", name)
+    if not match:
+        return None
+    tflops = float(match.group(1)) * 1e12
+    # HBM bandwidth is not in the name: 1.6 TB/s for the 910B family's HBM2e (per die on A3).
+    return Peak(tflops, 1.6e12)
+
+
+def custom_op_environment(env: dict[str, str] | None = None) -> list[str]:
+    """What is missing for vllm-ascend's custom operators, as `VAR: set it to ...` lines."""
+    env = dict(os.environ) if env is None else env
+    spec = importlib.util.find_spec("vllm_ascend")
+    if spec is None or not spec.submodule_search_locations:
+        return ["vllm_ascend is not installed: pip install vllm-ascend (its custom operators "
+                "provide this kernel)"]
+    package = Path(next(iter(spec.submodule_search_locations)))
+    vendor = package / CUSTOM_OPP_SUBDIR
+    missing = []
+    if str(vendor) not in env.get("ASCEND_CUSTOM_OPP_PATH", "").split(":"):
+        missing.append(f"ASCEND_CUSTOM_OPP_PATH: set it to {vendor} "
+                       f"(export ASCEND_CUSTOM_OPP_PATH={vendor}:$ASCEND_CUSTOM_OPP_PATH)")
+    libdir = vendor / "op_api" / "lib"
+    if str(libdir) not in env.get("LD_LIBRARY_PATH", "").split(":"):
+        missing.append(f"LD_LIBRARY_PATH: add {libdir} "
+                       f"(export LD_LIBRARY_PATH={libdir}:$LD_LIBRARY_PATH)")
+    return missing
+
+
+class NpuBackend(Backend):
+    kind = "npu"
+
+    def __init__(self, index: int = 0, database_device: str | None = None) -> None:
+        super().__init__(index)
+        self.torch_npu = load_torch_npu()
+        if not torch.npu.is_available():  # type: ignore[attr-defined]
+            raise NpuUnavailable("torch_npu is installed but no NPU is visible")
+        torch.npu.set_device(index)  # type: ignore[attr-defined]
+        # Replays build FRACTAL_NZ tensors; torch_npu only keeps them with this switch on.
+        self.torch_npu.npu.config.allow_internal_format = True
+        self._database_device = database_device
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("npu", self.index)
+
+    def synchronize(self) -> None:
+        torch.npu.synchronize()  # type: ignore[attr-defined]
+
+    def device_name(self) -> str:
+        return str(torch.npu.get_device_name(self.index))  # type: ignore[attr-defined]
+
+    def database_device(self) -> str:
+        """The Atlas directory name is given by the user or the database; the SoC name is
+        ambiguous between Atlas products (e.g. 752T and 560T A3 dies)."""
+        if self._database_device:
+            return self._database_device
+        return super().database_device()
+
+    def stack(self) -> dict[str, str]:
+        found = detect_versions()
+        return {"torch": torch.__version__,
+                "torch_npu": str(getattr(self.torch_npu, "__version__", found.get("torch_npu"))),
+                "vllm_ascend": str(found.get("vllm")), "cann": str(found.get("cann"))}
+
+    def timer(self) -> Timer:
+        return DeviceEventTimer(lambda: torch.npu.Event(enable_timing=True),  # type: ignore
+                                self.synchronize)
+
+    def profiler_activities(self) -> list:
+        return [torch.profiler.ProfilerActivity.CPU]
+
+    def peak(self) -> Peak | None:
+        name = self.database_device()
+        return _peak_from_device_dir(name) if name in KNOWN_DEVICES else None
+
+    @contextlib.contextmanager
+    def named_range(self, name: str) -> Iterator[None]:
+        """An mstx range on the current stream: msprof exports it to msprof_tx_*.csv, which
+        ties the kernels launched inside it to this case."""
+        mstx = self.torch_npu.npu.mstx
+        range_id = mstx.range_start(mstx_message(name), self.torch_npu.npu.current_stream())
+        try:
+            yield
+        finally:
+            mstx.range_end(range_id)
+
+    def to_format(self, tensor: torch.Tensor, fmt: str) -> torch.Tensor:
+        if fmt == "FRACTAL_NZ":
+            return self.torch_npu.npu_format_cast(tensor, FRACTAL_NZ_FORMAT_ID)
+        return tensor
+
+    def empty_cache(self) -> None:
+        torch.npu.empty_cache()  # type: ignore[attr-defined]

@@ -1,0 +1,102 @@
+"""What every kernel spec provides: slot layout, input building, the NPU call, a portable
+torch call, and the work it does (FLOPs, bytes).
+
+A spec covers one or more kernel types (database files): `torch.mm` replays MatMulV2,
+MatMulV3 and MatMulCommon rows alike, since which of them runs is only known after profiling.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+
+from .case import KernelCase, TensorSlot
+from .tensors import generator_for, input_tensor
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """One slot of a kernel's signature: its name and the dtype/format a new row gets."""
+
+    name: str
+    dtype: str = "DT_BF16"
+    format: str = "ND"
+    optional: bool = False
+
+
+@dataclass
+class Prepared:
+    """A case ready to run: the measured call and the work it does."""
+
+    call: Callable[[], object]
+    flops: float = 0.0
+    bytes: float = 0.0
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class KernelSpec(ABC):
+    kernel_type: ClassVar[str]
+    covers: ClassVar[tuple[str, ...]] = ()
+    inputs: ClassVar[tuple[SlotLayout, ...]]
+    outputs: ClassVar[tuple[SlotLayout, ...]]
+    npu_api: ClassVar[str]
+    # Kernels from vllm-ascend's custom op package need its environment variables.
+    custom_op: ClassVar[bool] = False
+
+    @classmethod
+    def kernel_types(cls) -> tuple[str, ...]:
+        return cls.covers or (cls.kernel_type,)
+
+    def prepare(self, case: KernelCase, backend) -> Prepared:
+        """Check the row, build inputs once on the device, pick the call for the device."""
+        self.check(case)
+        generator = generator_for(case, backend.device)
+        tensors = self.build_inputs(case, backend, generator)
+        if backend.kind == "npu":
+            call = self.npu_call(tensors, case, backend)
+        else:
+            call = self.portable_call(tensors, case)
+        return Prepared(call=call, flops=self.flops(case), bytes=self.bytes_moved(case),
+                        tensors=tensors)
+
+    def check(self, case: KernelCase) -> None:
+        """Raise `case.error(...)` when the row cannot describe a call of this kernel."""
+        needed = [i for i, slot in enumerate(self.inputs) if not slot.optional]
+        for i in needed:
+            if not case.input(i).present:
+                raise case.error(f"{case.kernel_type}: input slot {i} ({self.inputs[i].name}) "
+                                 f"is empty; expected a shape")
+
+    def tensor(self, case: KernelCase, index: int, backend, generator: torch.Generator,
+               **kwargs) -> torch.Tensor:
+        return input_tensor(case.input(index), case, backend, generator, **kwargs)
+
+    @abstractmethod
+    def build_inputs(self, case: KernelCase, backend, generator: torch.Generator
+                     ) -> dict[str, torch.Tensor]:
+        ...
+
+    @abstractmethod
+    def portable_call(self, tensors: dict[str, torch.Tensor], case: KernelCase
+                      ) -> Callable[[], object]:
+        """The same computation in plain torch, for CPU and CUDA."""
+
+    @abstractmethod
+    def npu_call(self, tensors: dict[str, torch.Tensor], case: KernelCase, backend
+                 ) -> Callable[[], object]:
+        """The call the reference replays on the NPU (CONTRACT.md §10)."""
+
+    def flops(self, case: KernelCase) -> float:
+        return 0.0
+
+    def bytes_moved(self, case: KernelCase) -> float:
+        """Bytes read and written once: the inputs and outputs of the row."""
+        return sum(s.nbytes for s in (*case.inputs, *case.outputs) if s.present)
+
+
+def present(slots: tuple[TensorSlot, ...]) -> list[TensorSlot]:
+    return [s for s in slots if s.present]

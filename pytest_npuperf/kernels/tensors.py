@@ -1,0 +1,76 @@
+"""Building valid input tensors on the device from a row's slots.
+
+Data is random but valid: normal floats (no NaN/Inf, no uninitialised memory), integers in a
+range the kernel accepts, indices inside their target. Generation is seeded per case so a
+replay is repeatable.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+from ..db.shapes import normalize_dtype, nz_to_nd
+from .case import KernelCase, TensorSlot
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "DT_FLOAT": torch.float32, "DT_FLOAT16": torch.float16, "DT_BF16": torch.bfloat16,
+    "DT_DOUBLE": torch.float64, "DT_INT8": torch.int8, "DT_UINT8": torch.uint8,
+    "DT_INT16": torch.int16, "DT_INT32": torch.int32, "DT_INT64": torch.int64,
+    "DT_BOOL": torch.bool, "DT_COMPLEX64": torch.complex64,
+}
+for _name, _attr in (("DT_FLOAT8_E4M3", "float8_e4m3fn"), ("DT_FLOAT8_E5M2", "float8_e5m2"),
+                     ("DT_UINT16", "uint16"), ("DT_UINT32", "uint32"), ("DT_UINT64", "uint64")):
+    if hasattr(torch, _attr):
+        TORCH_DTYPES[_name] = getattr(torch, _attr)
+
+
+def torch_dtype(dtype: str, case: KernelCase | None = None,
+                column: str = "Input Data Types") -> torch.dtype:
+    name = normalize_dtype(dtype)
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        message = f"dtype {dtype!r} cannot be replayed (no torch equivalent)"
+        raise (case.error(message, column) if case else ValueError(message)) from None
+
+
+def case_seed(case: KernelCase) -> int:
+    key = f"{case.kernel_type}|{case.file}|{case.inputs}"
+    return zlib.crc32(key.encode())
+
+
+def generator_for(case: KernelCase, device: torch.device) -> torch.Generator:
+    gen = torch.Generator(device=device)
+    gen.manual_seed(case_seed(case))
+    return gen
+
+
+def random_tensor(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+                  generator: torch.Generator, *, low: int = 0, high: int = 8,
+                  scale: float = 1.0) -> torch.Tensor:
+    """Valid data of `dtype`: N(0, scale^2) floats, integers in [low, high), random bools."""
+    if dtype.is_floating_point or dtype.is_complex:
+        base = torch.randn(shape, dtype=torch.float32, device=device, generator=generator)
+        if scale != 1.0:
+            base.mul_(scale)
+        return base.to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, device=device, generator=generator).bool()
+    return torch.randint(low, high, shape, dtype=dtype, device=device, generator=generator)
+
+
+def nd_shape(slot: TensorSlot) -> tuple[int, ...]:
+    """The logical (ND) shape of a slot; FRACTAL_NZ slots are stored blocked."""
+    if slot.format == "FRACTAL_NZ":
+        return tuple(nz_to_nd(slot.shape) or ())
+    return slot.dims
+
+
+def input_tensor(slot: TensorSlot, case: KernelCase, backend, generator: torch.Generator,
+                 **kwargs) -> torch.Tensor:
+    """The tensor for one slot, on the backend's device, in the slot's storage format."""
+    tensor = random_tensor(nd_shape(slot), torch_dtype(slot.dtype, case), backend.device,
+                           generator, **kwargs)
+    return backend.to_format(tensor, slot.format)

@@ -1,0 +1,84 @@
+"""What a session's backfill did, per file and in all: the input of every report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GAP_LOW, GAP_HIGH = 0.8, 1.2  # a microbench/profiling ratio outside this band is a hotspot
+
+
+@dataclass
+class FileOutcome:
+    file: str  # CSV file name
+    kernel_type: str
+    rows: int = 0  # rows in the file after backfill
+    updated: int = 0  # rows that received a measurement this session
+    added: int = 0  # replay never adds rows; kept for the report layout of CONTRACT.md §8
+    deleted: int = 0  # rows pruned (--npuperf-prune-empty-duration-rows)
+    unchanged: int = 0
+    failed: int = 0  # rows whose case failed, errored or timed out (status written)
+    missing: int = 0  # rows with no valid duration after this session
+    duplicates: int = 0  # rows that share a signature with an earlier row of the file
+    examples: dict[str, list[str]] = field(default_factory=dict)  # category -> shape examples
+
+
+@dataclass
+class GapRow:
+    operator: str
+    csv_name: str
+    microbench_us: float
+    profiling_us: float
+    shape: str
+
+    @property
+    def ratio(self) -> float:
+        return self.microbench_us / self.profiling_us
+
+    @property
+    def abs_diff(self) -> float:
+        return abs(self.microbench_us - self.profiling_us)
+
+    @property
+    def severity(self) -> float:
+        """max(r, 1/r): how far from agreement, in either direction."""
+        return max(self.ratio, 1 / self.ratio)
+
+    @property
+    def hotspot(self) -> bool:
+        return not GAP_LOW <= self.ratio <= GAP_HIGH
+
+
+@dataclass
+class BackfillOutcome:
+    source: Path  # the database the cases came from
+    target: Path | None  # the database written (None for a dry run)
+    native: bool  # True when the source belongs to the measuring device
+    dry_run: bool
+    run_id: str
+    stamp: str  # YYYYmmdd_HHMMSS, the suffix of report file names
+    files: list[FileOutcome] = field(default_factory=list)
+    gaps: list[GapRow] = field(default_factory=list)  # every row with both durations
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def hotspots(self) -> list[GapRow]:
+        """Rows outside [0.8, 1.2], worst first by max(r, 1/r), then by absolute gap."""
+        return sorted((g for g in self.gaps if g.hotspot),
+                      key=lambda g: (-g.severity, -g.abs_diff))
+
+    def totals(self) -> dict[str, int]:
+        keys = ("rows", "updated", "added", "deleted", "unchanged", "failed", "missing",
+                "duplicates")
+        return {k: sum(getattr(f, k) for f in self.files) for k in keys}
+
+
+@dataclass
+class SessionInfo:
+    run_id: str
+    started: str  # ISO time
+    wall_s: float  # session wall time, start to finish
+    device: dict[str, Any]  # Backend.describe()
+    options: dict[str, Any]  # the measurement options in force
+    workers: int = 1

@@ -1,0 +1,76 @@
+"""One case's result, independent of where its duration came from.
+
+Results travel as plain dicts (xdist workers attach them to their test reports), so every
+field is JSON-serialisable. A result may be completed later: on the NPU, kernel durations
+arrive from msprof files after the cases ran, and replace the in-case statistics.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .stats import SampleStats, summarize
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"  # the kernel raised
+STATUS_ERROR = "error"  # the row could not be turned into a call (malformed cell, dtype)
+STATUS_TIMEOUT = "timeout"
+STATUS_SKIPPED = "skipped"  # no replay for this kernel type
+STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, not trusted
+STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
+            STATUS_SUSPECT)
+
+METHOD_EVENTS = "events"
+METHOD_PROFILER = "profiler"
+METHOD_MSPROF = "msprof"
+
+# At most this many raw samples are kept per result (for plots and pytest-benchmark).
+MAX_KEPT_SAMPLES = 2000
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    nodeid: str
+    kernel_type: str
+    file: str  # the CSV file name within the database
+    signature: str  # repr of the row signature: what backfill matches on
+    row: int | None = None  # 1-based data row in the file when collected (informational)
+    status: str = STATUS_OK
+    method: str = METHOD_EVENTS
+    stats: SampleStats | None = None
+    samples: list[float] = field(default_factory=list)
+    error: str = ""
+    device: str = ""
+    measured_kernel_type: str = ""  # the kernel the device actually ran, when known (msprof)
+    warmup: int = 0
+    time_in_calls_s: float = 0.0  # wall time spent inside the measured calls
+    wall_s: float = 0.0  # wall time of the whole case (building inputs included)
+    flops: float = 0.0
+    bytes: float = 0.0
+    bound_us: float | None = None
+    timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
+
+    @property
+    def measured(self) -> bool:
+        return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT)
+
+    def set_samples(self, samples: list[float]) -> None:
+        self.stats = summarize(samples)
+        self.samples = list(samples[:MAX_KEPT_SAMPLES])
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stats"] = self.stats.to_dict() if self.stats else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CaseResult":
+        values = dict(data)
+        stats = values.pop("stats", None)
+        known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
+        result = cls(**known)
+        result.stats = SampleStats.from_dict(stats) if stats else None
+        return result

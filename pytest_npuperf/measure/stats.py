@@ -1,0 +1,78 @@
+"""Sample statistics and the confidence interval that decides when sampling can stop."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """Statistics of one case's samples, in microseconds."""
+
+    samples: int
+    mean: float
+    median: float
+    std: float
+    min: float
+    max: float
+    p90: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float]) -> "SampleStats":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def summarize(samples: list[float] | np.ndarray) -> SampleStats:
+    values = np.asarray(samples, dtype=np.float64)
+    if values.size == 0:
+        raise ValueError("no samples")
+    return SampleStats(
+        samples=int(values.size), mean=float(values.mean()), median=float(np.median(values)),
+        std=float(values.std(ddof=1)) if values.size > 1 else 0.0,
+        min=float(values.min()), max=float(values.max()),
+        p90=float(np.percentile(values, 90)))
+
+
+def median_ci_halfwidth(samples: list[float] | np.ndarray) -> float:
+    """95 % half-width of the median, distribution-free (binomial order statistics).
+
+    The interval runs between the order statistics at ranks n/2 -+ 1.96 sqrt(n)/2; no
+    normality is assumed, which matters for latency samples (skewed, with outliers).
+    """
+    values = np.sort(np.asarray(samples, dtype=np.float64))
+    n = values.size
+    if n < 3:
+        return math.inf
+    half = Z95 * math.sqrt(n) / 2
+    lo = max(int(math.floor(n / 2 - half)), 0)
+    hi = min(int(math.ceil(n / 2 + half)), n - 1)
+    return float(values[hi] - values[lo]) / 2
+
+
+def mean_ci_halfwidth(samples: list[float] | np.ndarray) -> float:
+    """95 % half-width of the mean (normal approximation of the t interval)."""
+    values = np.asarray(samples, dtype=np.float64)
+    n = values.size
+    if n < 2:
+        return math.inf
+    return Z95 * float(values.std(ddof=1)) / math.sqrt(n)
+
+
+def relative_precision(samples: list[float] | np.ndarray, statistic: str = "median") -> float:
+    """CI half-width divided by the statistic; inf until it can be estimated."""
+    values = np.asarray(samples, dtype=np.float64)
+    if values.size == 0:
+        return math.inf
+    if statistic == "mean":
+        center, half = float(values.mean()), mean_ci_halfwidth(values)
+    else:
+        center, half = float(np.median(values)), median_ci_halfwidth(values)
+    return half / center if center > 0 else math.inf
