@@ -73,6 +73,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if failed else EXIT_OK
 
 
+def cmd_grid(args: argparse.Namespace) -> int:
+    from .grid import run_grid
+
+    summary = run_grid(args.data_dir, args.kernels, config_path=args.config,
+                       target_models=args.target_models, model_file=args.model_file,
+                       rows=args.rows, seed=args.seed, max_hbm_gb=args.max_hbm_gb,
+                       dry_run=args.dry_run, show_progress=not args.quiet)
+    print(summary.render())
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npuperf",
@@ -110,6 +121,42 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("path", type=Path, help="a database directory or one CSV file")
     validate.add_argument("--quiet", action="store_true", help="list only files with problems")
     validate.set_defaults(func=cmd_validate)
+
+    grid = sub.add_parser(
+        "grid", help="add theory rows from the shape grid to a database directory",
+        description="Generate the shapes a model family can run (every TP size, token count, "
+                    "head layout) from a grid configuration, drop candidates over the memory "
+                    "budget and those whose signature the database already has, sample up to "
+                    "--rows per kernel type with a fixed seed, and append them as theory rows "
+                    "(identity cells, no measurements). Running the same command twice adds "
+                    "nothing the second time.")
+    grid.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
+                      help="the database (version) directory to add rows to; it must exist")
+    grid.add_argument("--config", metavar="FILE",
+                      help="grid configuration YAML, or a packaged one by name: default "
+                           "(all kernel types), embedded_db (the embedded default database)")
+    grid.add_argument("--target-models", metavar="A,B",
+                      help="models whose dimensions feed the grid (built-in: deepseek-v3, "
+                           "qwen3-32b, llama-3-70b, glm-5.1, also by Hugging Face id); default: "
+                           "the config's models, else all known")
+    grid.add_argument("--model-file", type=Path, metavar="FILE",
+                      help="YAML describing more models (their dims and TP/EP sizes); without "
+                           "--target-models these become the target models")
+    grid.add_argument("--rows", type=int, metavar="N",
+                      help="grid rows per kernel type file, rows already there included "
+                           "(default: the config's, else 1000; 0 = no cap)")
+    grid.add_argument("--seed", type=int, metavar="S",
+                      help="sampling seed (default: the config's, else 0)")
+    grid.add_argument("--max-hbm-gb", type=float, metavar="G",
+                      help="drop rows whose inputs and outputs need more than G GiB "
+                           "(default: the config's, else 32; 0 = no budget)")
+    grid.add_argument("--kernels", metavar="K1,K2",
+                      help="only these kernel types (default: every type the config assigns)")
+    grid.add_argument("--dry-run", action="store_true",
+                      help="print per kernel type the candidates, those over the memory budget, "
+                           "duplicates and the rows that would be added; write nothing")
+    grid.add_argument("--quiet", action="store_true", help="no progress lines")
+    grid.set_defaults(func=cmd_grid)
 
     return parser
 

@@ -1,1 +1,175 @@
-"""pytest hooks of pytest_npuperf (replay harness comes with the replay issue)."""
+"""pytest hooks of pytest_npuperf: options, case collection, session wrap, finish.
+
+The logic lives in `session.ReplaySession`; these hooks only connect it to pytest. The plugin
+is inert in a session that collects no replay case (a test function asking for the
+`npuperf_case` fixture).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .measure.cases import CaseRef
+from .measure.result import STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, CaseResult
+from .options import add_options
+from .session import RESULT_PROPERTY, ReplaySession
+
+_SESSION = pytest.StashKey[ReplaySession]()
+_RESULT = pytest.StashKey[CaseResult]()
+_FAILING = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+class _ResultCollector:
+    """Receives every test report in the owning process (xdist sends workers' reports to the
+    controller, user_properties included) and hands replay results to the session."""
+
+    def __init__(self, replay: ReplaySession) -> None:
+        self.replay = replay
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == RESULT_PROPERTY and isinstance(value, dict):
+                self.replay.record(value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    replay = ReplaySession(config)
+    config.stash[_SESSION] = replay
+    config.pluginmanager.register(_ResultCollector(replay), "npuperf-results")
+    config.addinivalue_line("markers", "npuperf: a replay case of pytest_npuperf")
+    if config.pluginmanager.hasplugin("html"):
+        from . import html_hooks
+
+        config.pluginmanager.register(html_hooks, "npuperf-html")
+
+
+def replay_session(config: pytest.Config) -> ReplaySession:
+    return config.stash[_SESSION]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "npuperf_case" in metafunc.fixturenames:
+        replay_session(metafunc.config).parametrize(metafunc)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    replay = replay_session(session.config)
+    if replay.active and any(_case_of(item) for item in session.items):
+        replay.prepare_writes()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    """Under xdist the controller collects nothing itself: it checks and locks the database
+    once workers report replay cases, before any of them is scheduled."""
+    replay = replay_session(node.config)
+    if any("[" in nodeid for nodeid in ids):
+        case_ids = {ref.case_id for ref in replay.case_refs()}
+        if any(nodeid.rsplit("[", 1)[-1].rstrip("]") in case_ids for nodeid in ids):
+            replay.active = True
+            replay.prepare_writes()
+
+
+def _case_of(item: pytest.Item) -> CaseRef | None:
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("npuperf_case") if callspec else None
+    return value if isinstance(value, CaseRef) else None
+
+
+@pytest.fixture
+def npuperf_case(request: pytest.FixtureRequest) -> CaseRef:
+    """The database row this case replays (parametrized by the plugin)."""
+    return request.param
+
+
+@pytest.fixture
+def npuperf_replay(request: pytest.FixtureRequest):
+    """Measure a case on the session's device; fails the test when the kernel cannot run."""
+    replay = replay_session(request.config)
+    benchmark = _benchmark_fixture(request)
+
+    def run(ref: CaseRef) -> CaseResult:
+        result = replay.run_case(ref, request.node.nodeid)
+        request.node.stash[_RESULT] = result
+        if benchmark is not None and result.samples:
+            _feed_benchmark(benchmark, result)
+        if result.status in _FAILING:
+            message = f"{result.status}: {result.error}"
+            if result.detail:
+                message += "\n" + result.detail
+            pytest.fail(message, pytrace=False)
+        return result
+    return run
+
+
+def _benchmark_fixture(request: pytest.FixtureRequest):
+    """pytest-benchmark's fixture when its JSON/compare output is wanted (no xdist)."""
+    config = request.config
+    if not config.pluginmanager.hasplugin("benchmark") or hasattr(config, "workerinput"):
+        return None
+    wanted = any(config.getoption(name, None) for name in
+                 ("benchmark_json", "benchmark_autosave", "benchmark_save", "benchmark_compare"))
+    if not wanted or getattr(config.option, "numprocesses", None):
+        return None
+    return request.getfixturevalue("benchmark")
+
+
+def _feed_benchmark(benchmark, result: CaseResult) -> None:
+    """Give pytest-benchmark this case's device-time samples (seconds), not its own timing."""
+    make_stats = getattr(benchmark, "_make_stats", None)
+    if make_stats is None:
+        return
+    stats = make_stats(1)
+    for sample in result.samples:
+        stats.update(sample / 1e6)
+    benchmark.extra_info.update({"npuperf_method": result.method, "npuperf_device": result.device,
+                                 "npuperf_status": result.status, "unit": "device time"})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    ref = _case_of(item)
+    if ref is None:
+        return
+    replay = replay_session(item.config)
+    result = item.stash.get(_RESULT, None)
+    if report.when == "call" and result is not None:
+        report.user_properties.append((RESULT_PROPERTY, result.to_dict()))
+    elif report.when == "setup" and report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+        skipped = replay.skipped_result(ref, item.nodeid, str(reason).removeprefix("Skipped: "))
+        report.user_properties.append((RESULT_PROPERTY, skipped.to_dict()))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    replay = replay_session(session.config)
+    replay.close_runner()
+    replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    replay = replay_session(config)
+    if not replay.active or replay.is_worker:
+        return
+    from .report.terminal import terminal_lines
+
+    terminalreporter.section("npuperf")
+    for note in replay.notes:
+        terminalreporter.write_line(note)
+    if replay.outcome is not None:
+        for line in terminal_lines(replay.outcome, replay.results, replay.session_info(),
+                                   replay.paths):
+            terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    replay = config.stash.get(_SESSION, None)
+    if replay is not None:
+        replay.release()

@@ -15,8 +15,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from pytest_npuperf.cli import main as cli_main
+
+# Property tests: the same examples on every run (CI must not flake), and no example
+# database written into the working tree.
+settings.register_profile("npuperf", derandomize=True, database=None)
+settings.load_profile("npuperf")
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 

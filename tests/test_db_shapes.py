@@ -64,8 +64,9 @@ def test_empty_cell_is_one_empty_slot_not_no_shape() -> None:
 
 
 def test_fia_cell_keeps_31_slots() -> None:
+    # the msmodeling fixture's first row, literal quotes included
     cell = ('"128,4,128;12307,128,128;12307,128,128;;2048,2048;128;128;;;;;;;;128,512;'
-            ';;;;;;;;;;;;;;;;"')
+            ';;;;;;;;;;;;;;;"')
     shapes = parse_shapes(cell)
     assert len(shapes) == 31
     assert shapes[14] == (128, 512)

@@ -221,9 +221,13 @@ def kernel_file_name(kernel_type: str) -> str:
     name = _UNSAFE_CHARS.sub("_", str(kernel_type)).replace("..", "_").strip(" .")
     if not name:
         name = "_"
-    if len(name) > _MAX_NAME:
-        digest = hashlib.blake2s(name.encode(), digest_size=6).hexdigest()
-        name = f"{name[:_MAX_NAME - 13]}_{digest}"
+    # File systems limit a name in bytes (255), not characters, and the temporary file of
+    # an atomic write adds a few more: cut the UTF-8 form, never inside a character.
+    encoded = name.encode("utf-8")
+    if len(encoded) > _MAX_NAME:
+        digest = hashlib.blake2s(encoded, digest_size=6).hexdigest()
+        head = encoded[:_MAX_NAME - 13].decode("utf-8", errors="ignore")
+        name = f"{head}_{digest}"
     return f"{name}.csv"
 
 

@@ -2,7 +2,8 @@
 
 Two processes that read, update and rewrite the same CSVs would lose one of the updates. A
 writer takes an exclusive advisory lock on `<dir>/.npuperf.lock` and refuses (rather than
-waits) when another process holds it, naming that process.
+waits) when another process holds it, naming that process. A writer that created the lock
+file removes it when done, so that a run leaves the database directory as it found it.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ class DatabaseLockedError(NpuperfError):
 @contextlib.contextmanager
 def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Path]:
     directory = Path(directory)
+    path = directory / LOCK_NAME
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        handle = open(directory / LOCK_NAME, "a+", encoding="utf-8")
+        created = not path.exists()
+        handle = open(path, "a+", encoding="utf-8")
     except OSError as exc:
         raise NpuperfError(f"cannot write to {directory}: {exc.strerror or exc}") from None
     with handle:
@@ -45,6 +48,11 @@ def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Pat
                 raise DatabaseLockedError(
                     f"{directory} is being written by {holder}; wait for it to finish or "
                     f"write to another directory") from None
+            if not _same_file(path, handle.fileno()):
+                # The previous holder removed the file between our open and our lock: a
+                # third process may hold a lock on the new file, so this one means nothing.
+                raise DatabaseLockedError(f"{directory} is being written by another process; "
+                                          f"wait for it to finish or write to another directory")
         handle.seek(0)
         handle.truncate()
         stamp = _dt.datetime.now().isoformat(timespec="seconds")
@@ -56,5 +64,17 @@ def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Pat
             handle.seek(0)
             handle.truncate()
             handle.flush()
+            if created:
+                # Removed while still locked, so nobody can take the lock on it unnoticed.
+                with contextlib.suppress(OSError):
+                    path.unlink()
             if fcntl is not None:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        on_disk, held = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)

@@ -36,12 +36,12 @@ def select_backend(kind: str = "auto", index: int | None = None,
     if kind not in KINDS:
         raise BackendError(f"unknown device {kind!r}; choose from {', '.join(KINDS)}")
     if kind == "auto":
-        from .npu import NpuUnavailable, torch_npu_installed
+        from .npu import torch_npu_installed
 
         if torch_npu_installed():
             try:
                 return select_backend("npu", index, database_device)
-            except NpuUnavailable as exc:
+            except BackendError as exc:
                 warnings.warn(f"npu not usable, trying cuda/cpu: {exc}", stacklevel=2)
         if torch.cuda.is_available():
             return select_backend("cuda", index)

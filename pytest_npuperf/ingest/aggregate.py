@@ -150,7 +150,7 @@ class KernelAggregator:
             self.rows_read += len(chunk)
             if on_rows:
                 on_rows(len(chunk))
-        if not gids:
+        if not sum(len(g) for g in gids):
             # A header without rows is a failed or truncated export, not an empty profile.
             raise ContractError(f"{path}: header only, no data rows (truncated or failed export?)")
         gid = np.concatenate(gids)

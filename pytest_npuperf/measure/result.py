@@ -42,7 +42,8 @@ class CaseResult:
     method: str = METHOD_EVENTS
     stats: SampleStats | None = None
     samples: list[float] = field(default_factory=list)
-    error: str = ""
+    error: str = ""  # one line: what went wrong, or why the result is flagged
+    detail: str = ""  # the traceback of a failed kernel
     device: str = ""
     measured_kernel_type: str = ""  # the kernel the device actually ran, when known (msprof)
     warmup: int = 0

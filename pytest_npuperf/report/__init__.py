@@ -1,1 +1,19 @@
+"""Reports of a replay session: markdown, gap CSV, run JSON, terminal summary, HTML extras.
 
+Everything here reads a BackfillOutcome, the CaseResults and the SessionInfo; nothing here
+measures or decides. Layering: imports measure, db and the standard library only.
+"""
+
+from .gaps import GAP_COLUMNS, gap_rows_csv
+from .html import html_cells, html_extra, html_header_cells, html_row_cells, html_summary
+from .markdown import render_markdown
+from .plots import samples_svg
+from .runjson import dumps_run_json, run_json
+from .terminal import terminal_lines
+from .writer import ReportPaths, write_reports
+
+__all__ = [
+    "GAP_COLUMNS", "ReportPaths", "dumps_run_json", "gap_rows_csv", "html_cells", "html_extra",
+    "html_header_cells", "html_row_cells", "html_summary", "render_markdown", "run_json",
+    "samples_svg", "terminal_lines", "write_reports",
+]

@@ -1,0 +1,163 @@
+"""Speed of the replay harness itself (issue 3, item 10), each figure against its goal.
+
+(a) collection: `pytest bench --collect-only` on a 100,000-row database against bare pytest
+    collecting 100,000 parametrized ids, both in fresh processes of the same run.
+    Goal: within 1.5x.
+(b) duty cycle of `pytest bench -k MatMul` on the embedded default database: time inside
+    measured kernel calls / session wall time, read from the run's run_<ts>.json.
+    Goal: at least 0.6 on a 2-core CPU.
+(c) backfill of 100,000 results into a 100,000-row database, in process. Goal: under 10 s.
+
+    python benchmarks/bench_harness.py [--rows N] [--only a,b,c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pytest_npuperf.db.columns import contract_columns_for  # noqa: E402
+from pytest_npuperf.db.layout import kernel_type_of_file  # noqa: E402
+from pytest_npuperf.db.merge import row_signatures  # noqa: E402
+from pytest_npuperf.db.table import read_table, write_table  # noqa: E402
+from pytest_npuperf.measure.backfill import backfill  # noqa: E402
+from pytest_npuperf.measure.result import CaseResult  # noqa: E402
+from pytest_npuperf.options import DEFAULT_DB  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+DEVICE_DIR = Path("ATLAS_800_A3_752T_128G_DIE") / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
+_DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 5120, 7168]
+
+
+def build_database(root: Path, rows: int, seed: int = 0) -> Path:
+    """A database of `rows` distinct theory rows over six kernel types."""
+    rng = random.Random(seed)
+    db = root / DEVICE_DIR
+    db.mkdir(parents=True)
+    kinds = ["MatMulV2", "MatMulV3", "RmsNorm", "SwiGlu", "Add", "FusedInferAttentionScore"]
+    per_kind = rows // len(kinds)
+    for index, kernel_type in enumerate(kinds):
+        count = per_kind if index < len(kinds) - 1 else rows - per_kind * (len(kinds) - 1)
+        seen: set[tuple[int, ...]] = set()
+        records = []
+        while len(records) < count:
+            dims = (rng.choice(_DIMS) * rng.randint(1, 64), rng.choice(_DIMS), rng.choice(_DIMS))
+            if dims in seen:
+                continue
+            seen.add(dims)
+            m, k, n = dims
+            if kernel_type.startswith("MatMul"):
+                shapes, out = f"{m},{k};{n},{k}", f"{m},{n}"
+                dtypes, formats, out_dtypes = "DT_BF16;DT_BF16", "ND;ND", "DT_BF16"
+            elif kernel_type == "RmsNorm":
+                shapes, out = f"{m},{n},{k};{k}", f"{m},{n},{k};{m},{n},1"
+                dtypes, formats, out_dtypes = "DT_BF16;DT_BF16", "ND;ND", "DT_BF16;DT_FLOAT"
+            else:
+                shapes, out = f"{m},{n},{2 * k}", f"{m},{n},{k}"
+                dtypes, formats, out_dtypes = "DT_BF16", "ND", "DT_BF16"
+            records.append({"OP State": "dynamic", "Accelerator Core": "AI_CORE",
+                            "Input Shapes": shapes, "Input Data Types": dtypes,
+                            "Input Formats": formats, "Output Shapes": out,
+                            "Output Data Types": out_dtypes, "Output Formats": formats})
+        frame = pd.DataFrame(records, columns=list(contract_columns_for(kernel_type)),
+                             dtype=object).fillna("")
+        write_table(frame, db / f"{kernel_type}.csv")
+    return db
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def bench_collection(work: Path, rows: int) -> None:
+    db = build_database(work / "db", rows)
+    bare = work / "bare"
+    bare.mkdir()
+    (bare / "test_bare.py").write_text(
+        "import pytest\n\n"
+        f"IDS = [f'Kernel-{{i}}x128x256-BF16-{{i:08x}}' for i in range({rows})]\n\n\n"
+        f"@pytest.mark.parametrize('case', range({rows}), ids=IDS)\n"
+        "def test_bare(case):\n    pass\n")
+    (bare / "pytest.ini").write_text("[pytest]\n")
+    python = sys.executable
+    base = timed([python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                  "test_bare.py"], bare)
+    ours = timed([python, "-m", "pytest", "bench", "--collect-only", "-q", "-p",
+                  "no:cacheprovider", "--npuperf-db", str(db), "--npuperf-out",
+                  str(work / "out")], ROOT)
+    print(f"(a) collect {rows:,} cases: npuperf {ours:.2f} s, bare pytest {base:.2f} s, "
+          f"ratio {ours / base:.2f}x (goal <= 1.5x)")
+
+
+def bench_duty_cycle(work: Path) -> None:
+    out = work / "duty"
+    elapsed = timed([sys.executable, "-m", "pytest", "bench", "-k", "MatMul", "-q", "-p",
+                     "no:cacheprovider", "--npuperf-db", str(ROOT / DEFAULT_DB),
+                     "--npuperf-out", str(out)], ROOT)
+    runs = sorted((out / "reports").glob("run_*.json"))
+    if not runs:
+        raise SystemExit("no run_*.json written")
+    totals = json.loads(runs[-1].read_text())["totals"]
+    print(f"(b) pytest bench -k MatMul: {totals['cases']} cases in {elapsed:.1f} s (process), "
+          f"{totals['time_in_calls_s']:.1f} s inside calls / {totals['session_wall_s']:.1f} s "
+          f"session = duty cycle {totals['duty_cycle']:.2f} (goal >= 0.6)")
+
+
+def bench_backfill(work: Path, rows: int) -> None:
+    db = build_database(work / "bf", rows)
+    results = []
+    for path in sorted(db.glob("*.csv")):
+        frame = read_table(path)
+        kernel_type = kernel_type_of_file(path)
+        sigs, _ = row_signatures(frame, kernel_type)
+        for position, sig in enumerate(sigs):
+            result = CaseResult(case_id=f"c{position}", nodeid=f"n{position}",
+                                kernel_type=kernel_type, file=path.name, signature=repr(sig),
+                                row=position + 1, device="CPU_BENCH")
+            result.set_samples([10.0 + position % 7, 11.0, 12.5])
+            results.append(result)
+    start = time.perf_counter()
+    outcome = backfill(db, db, results, native=True, run_id="bench", stamp="bench")
+    elapsed = time.perf_counter() - start
+    updated = outcome.totals()["updated"]
+    print(f"(c) backfill {len(results):,} results into {rows:,} rows: {elapsed:.2f} s "
+          f"({updated:,} rows updated; goal < 10 s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--only", default="a,b,c")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench_harness_"))
+    try:
+        parts = set(args.only.split(","))
+        if "a" in parts:
+            bench_collection(work, args.rows)
+        if "b" in parts:
+            bench_duty_cycle(work)
+        if "c" in parts:
+            bench_backfill(work, args.rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

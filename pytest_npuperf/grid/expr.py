@@ -1,0 +1,280 @@
+"""A small, safe expression language for grid templates and constraints.
+
+Expressions are parsed with `ast` and checked node by node *before* anything runs: only
+numbers, names, `+ - * / // % **`, unary `-`/`+`, comparisons, `and`/`or`/`not`,
+`a if c else b`, and calls to `min`, `max`, `abs`, `align(x, a)` (= ceil(x / a) * a) and
+`ceil_div(x, a)` are accepted. Attribute access, subscripts, any other call (`eval`,
+`__import__`, ...), lambdas, comprehensions, strings and names starting with `_` are
+rejected at parse time: such an expression is never executed.
+
+A checked tree is compiled to a code object that runs with no builtins and only the functions
+above in scope. `**` goes through a guard, so that `10 ** 10 ** 10` is an error rather than a
+hang. Shape templates are tuples of expressions: `"(M, K)"`, `"(D,)"`, `"()"` (an empty slot).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import CodeType
+
+from .errors import ExpressionError, UnsafeExpressionError
+
+MAX_EXPRESSION_LENGTH = 2000
+_MAX_EXPONENT = 1024
+_MAX_POWER_BASE = 2 ** 64
+
+
+def align(x, a):
+    """`x` rounded up to a multiple of `a`: ceil(x / a) * a."""
+    if isinstance(x, int) and isinstance(a, int):
+        return -(-x // a) * a
+    return math.ceil(x / a) * a
+
+
+def ceil_div(x, a):
+    """ceil(x / a), exact for integers."""
+    if isinstance(x, int) and isinstance(a, int):
+        return -(-x // a)
+    return math.ceil(x / a)
+
+
+def guarded_pow(base, exponent):
+    """`base ** exponent`, refusing results that would take unbounded time or memory."""
+    if abs(exponent) > _MAX_EXPONENT or (abs(base) > _MAX_POWER_BASE and abs(exponent) > 1):
+        raise OverflowError(f"{base!r} ** {exponent!r} is too large")
+    return base ** exponent
+
+
+FUNCTIONS: dict[str, object] = {"min": min, "max": max, "abs": abs, "align": align,
+                                "ceil_div": ceil_div}
+_ARITY: dict[str, tuple[int, int | None]] = {"min": (2, None), "max": (2, None), "abs": (1, 1),
+                                              "align": (2, 2), "ceil_div": (2, 2)}
+POW_HELPER = "_pow"
+# What a compiled expression sees: the functions above, nothing else (no builtins).
+RUNTIME_GLOBALS: dict[str, object] = {"__builtins__": {}, **FUNCTIONS, POW_HELPER: guarded_pow}
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%", ast.Pow: "**"}
+_UNARY = (ast.USub, ast.UAdd, ast.Not)
+_COMPARE = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_REJECTED = {
+    ast.Attribute: "attribute access", ast.Subscript: "subscripts", ast.Lambda: "lambdas",
+    ast.ListComp: "comprehensions", ast.SetComp: "comprehensions",
+    ast.DictComp: "comprehensions", ast.GeneratorExp: "comprehensions",
+    ast.Starred: "starred arguments", ast.List: "lists", ast.Dict: "dicts", ast.Set: "sets",
+    ast.JoinedStr: "strings", ast.NamedExpr: "assignment expressions", ast.Await: "await",
+    ast.Yield: "yield", ast.YieldFrom: "yield", ast.Slice: "slices",
+}
+
+
+def _describe(node: ast.AST) -> str:
+    for kind, text in _REJECTED.items():
+        if isinstance(node, kind):
+            return text
+    if isinstance(node, ast.Constant):
+        return f"the constant {node.value!r} (only numbers are allowed)"
+    if isinstance(node, ast.BinOp):
+        return f"the operator {type(node.op).__name__}"
+    if isinstance(node, ast.UnaryOp):
+        return f"the unary operator {type(node.op).__name__}"
+    if isinstance(node, ast.Compare):
+        return "this comparison (only == != < <= > >= are allowed)"
+    return f"{type(node).__name__} nodes"
+
+
+class _Checker(ast.NodeVisitor):
+    """Raises UnsafeExpressionError at the first construct outside the language."""
+
+    def __init__(self, fail) -> None:
+        self.fail = fail
+
+    def generic_visit(self, node: ast.AST) -> None:
+        self.fail(f"{_describe(node)} not allowed")
+
+    def visit_Expression(self, node: ast.Expression) -> None:
+        self.visit(node.body)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if type(node.value) not in (int, float, bool):
+            self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id.startswith("_"):
+            self.fail(f"the name {node.id!r} is not allowed (names starting with '_' are "
+                      f"reserved)")
+        if not isinstance(node.ctx, ast.Load):
+            self.fail(f"assignment to {node.id!r} not allowed")
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if type(node.op) not in _BINOPS:
+            self.generic_visit(node)
+        self.visit(node.left)
+        self.visit(node.right)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if not isinstance(node.op, _UNARY):
+            self.generic_visit(node)
+        self.visit(node.operand)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        for value in node.values:
+            self.visit(value)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if not all(isinstance(op, _COMPARE) for op in node.ops):
+            self.generic_visit(node)
+        self.visit(node.left)
+        for comparator in node.comparators:
+            self.visit(comparator)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.visit(node.test)
+        self.visit(node.body)
+        self.visit(node.orelse)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if not isinstance(func, ast.Name) or func.id not in FUNCTIONS:
+            callee = func.id if isinstance(func, ast.Name) else ast.unparse(func)
+            self.fail(f"calling {callee!r} is not allowed (only "
+                      f"{', '.join(FUNCTIONS)} may be called)")
+        if node.keywords:
+            self.fail(f"keyword arguments to {func.id}() are not allowed")
+        low, high = _ARITY[func.id]
+        count = len(node.args)
+        if count < low or (high is not None and count > high):
+            want = f"{low}" if low == high else f"at least {low}"
+            self.fail(f"{func.id}() takes {want} argument(s), got {count}")
+        for arg in node.args:
+            self.visit(arg)
+
+
+class _PowToCall(ast.NodeTransformer):
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Pow):
+            return ast.copy_location(
+                ast.Call(func=ast.Name(POW_HELPER, ast.Load()), args=[node.left, node.right],
+                         keywords=[]), node)
+        return node
+
+
+def _names(tree: ast.AST) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                     and n.id not in FUNCTIONS and n.id != POW_HELPER)
+
+
+def _parse(text: str, where: str) -> ast.Expression:
+    if not isinstance(text, str):
+        raise ExpressionError(f"{where}: expected an expression, got {text!r}")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ExpressionError(f"{where}: expression of {len(text)} characters is too long "
+                              f"(at most {MAX_EXPRESSION_LENGTH})")
+    source = text.strip()
+    if not source:
+        raise ExpressionError(f"{where}: empty expression")
+    try:
+        return ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise ExpressionError(f"{where}: invalid expression {text!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExpressionError(f"{where}: expression {text!r} is too deeply nested or "
+                              f"malformed") from None
+
+
+def _check(tree: ast.AST, text: str, where: str) -> None:
+    def fail(reason: str) -> None:
+        raise UnsafeExpressionError(f"{where}: unsafe expression {text!r} rejected: {reason}")
+    try:
+        _Checker(fail).visit(tree)
+    except RecursionError:
+        raise ExpressionError(f"{where}: expression {text!r} is too deeply nested") from None
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A checked expression: its text, the names it reads and a compiled code object."""
+
+    text: str
+    where: str
+    tree: ast.expr = field(repr=False, compare=False)
+    names: frozenset[str] = field(compare=False)
+    code: CodeType = field(repr=False, compare=False)
+
+    def node(self) -> ast.expr:
+        """A fresh copy of the checked tree (`**` already routed through the guard)."""
+        return copy.deepcopy(self.tree)
+
+    def evaluate(self, env: Mapping[str, object]) -> object:
+        try:
+            return eval(self.code, RUNTIME_GLOBALS, dict(env))  # noqa: S307 - checked tree
+        except Exception as exc:  # noqa: BLE001 - any failure is the expression's
+            raise self.failure(env, exc) from None
+
+    def failure(self, env: Mapping[str, object], exc: BaseException) -> ExpressionError:
+        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, NameError):
+            reason = f"unknown name ({reason})"
+        shown = ", ".join(f"{k}={env[k]!r}" for k in sorted(self.names) if k in env)
+        at = f" for {shown}" if shown else ""
+        return ExpressionError(f"{self.where}: expression {self.text!r} failed{at}: {reason}")
+
+    def check_names(self, known: set[str] | frozenset[str]) -> None:
+        unknown = sorted(self.names - set(known))
+        if unknown:
+            listed = ", ".join(sorted(known)) or "none"
+            raise ExpressionError(f"{self.where}: unknown name(s) {', '.join(unknown)} in "
+                                  f"expression {self.text!r} (known: {listed})")
+
+    @property
+    def constant(self) -> bool:
+        return not self.names
+
+
+def parse_expression(text: object, *, where: str = "expression") -> Expr:
+    """Parse and check one expression. Raises UnsafeExpressionError / ExpressionError."""
+    if isinstance(text, bool) or isinstance(text, (int, float)):
+        text = repr(text)
+    tree = _parse(text, where)  # type: ignore[arg-type]
+    _check(tree, text, where)  # type: ignore[arg-type]
+    body = _PowToCall().visit(tree).body
+    ast.fix_missing_locations(body)
+    code = compile(ast.fix_missing_locations(ast.Expression(body)), f"<{where}>", "eval")
+    return Expr(str(text), where, body, _names(body), code)
+
+
+def parse_shape(text: object, *, where: str = "shape") -> tuple[Expr, ...] | None:
+    """A slot template: `"(M, K)"` -> two expressions, `"(D,)"` -> one, `"()"` or `""` -> None
+    (an empty slot). A bare expression `"D"` is a 1-D slot."""
+    if isinstance(text, (list, tuple)):
+        parts = [parse_expression(p, where=where) for p in text]
+        return tuple(parts) if parts else None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return (parse_expression(text, where=where),)
+    if not isinstance(text, str):
+        raise ExpressionError(f"{where}: expected a shape like \"(M, K)\", got {text!r}")
+    source = text.strip()
+    if source in ("", "()", "[]"):
+        return None
+    tree = _parse(source, where)
+    if isinstance(tree.body, ast.Tuple):
+        elements = tree.body.elts
+        if not elements:
+            return None
+        dims = []
+        for element in elements:
+            piece = ast.get_source_segment(source, element) or ast.unparse(element)
+            dims.append(parse_expression(piece, where=where))
+        return tuple(dims)
+    return (parse_expression(source, where=where),)
+
+
+def evaluate(text: str, env: Mapping[str, object] | None = None, *,
+             where: str = "expression") -> object:
+    """Parse, check and evaluate in one go (for tests and one-off use)."""
+    expr = parse_expression(text, where=where)
+    return expr.evaluate(env or {})

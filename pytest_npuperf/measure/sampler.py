@@ -1,0 +1,98 @@
+"""Warmup, then adaptive sampling until the estimate is precise enough or the budget is spent.
+
+Samples are taken in batches sized so that checking the stopping rule costs little next to
+the calls themselves; the rule is the 95 % confidence half-width of the median (or mean)
+relative to it, against the target precision.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..devices.base import Timer
+from .stats import relative_precision
+
+STATISTICS = ("median", "mean")
+# Aim for a stopping-rule check about this often (seconds of calls per batch).
+_BATCH_SECONDS = 0.02
+_MAX_BATCH = 256
+
+
+class CaseTimeout(Exception):
+    """The case ran past --npuperf-case-timeout."""
+
+
+@dataclass(frozen=True)
+class SamplingPolicy:
+    warmup: int = 3
+    min_samples: int = 10
+    max_samples: int = 10_000
+    budget_s: float = 1.0  # stop sampling once this much time went into calls
+    min_time_s: float = 0.1  # and not before this much (steadier numbers for fast kernels)
+    precision: float = 0.02  # target relative 95 % CI half-width
+    statistic: str = "median"
+    flush_l2: bool = False
+
+    def __post_init__(self) -> None:
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"statistic must be one of {STATISTICS}, not {self.statistic!r}")
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError("need 1 <= min samples <= max samples")
+        if self.warmup < 0 or self.budget_s <= 0 or self.precision <= 0:
+            raise ValueError("warmup must be >= 0, budget and precision > 0")
+
+
+@dataclass
+class SamplingRun:
+    samples: list[float] = field(default_factory=list)  # microseconds per call
+    warmup: int = 0
+    time_in_calls_s: float = 0.0  # wall time spent inside timed calls
+    precision: float = math.inf  # relative CI half-width reached
+    stop_reason: str = ""
+
+
+def _batch_size(per_call_us: float, remaining: int) -> int:
+    if per_call_us <= 0:
+        return min(_MAX_BATCH, remaining)
+    return max(1, min(_MAX_BATCH, remaining, int(_BATCH_SECONDS * 1e6 / per_call_us)))
+
+
+def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
+           flush: Callable[[], object] | None = None, deadline: float | None = None,
+           wrap: Callable[[Callable[[], object]], Callable[[], object]] | None = None
+           ) -> SamplingRun:
+    """Measure `call`. `wrap` decorates each timed call (e.g. a profiler range per sample);
+    `deadline` is a time.monotonic() value past which CaseTimeout is raised."""
+    run = SamplingRun()
+    before = flush if policy.flush_l2 else None
+    warm = timer.time_calls(call, policy.warmup, before) if policy.warmup else []
+    run.warmup = len(warm)
+    estimate = min(warm) if warm else 0.0
+    timed = wrap(call) if wrap else call
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise CaseTimeout(f"case timeout after {len(run.samples)} samples")
+        remaining = policy.max_samples - len(run.samples)
+        batch = 1 if before else _batch_size(estimate, remaining)
+        clock = time.perf_counter()
+        values = timer.time_calls(timed, batch, before)
+        run.time_in_calls_s += time.perf_counter() - clock if not before else sum(values) / 1e6
+        run.samples.extend(values)
+        estimate = sorted(run.samples)[len(run.samples) // 2]
+        n = len(run.samples)
+        if n < policy.min_samples:
+            continue
+        run.precision = relative_precision(run.samples, policy.statistic)
+        spent = run.time_in_calls_s
+        if n >= policy.max_samples:
+            run.stop_reason = "max samples"
+        elif spent >= policy.budget_s:
+            run.stop_reason = "time budget"
+        elif run.precision <= policy.precision and spent >= policy.min_time_s:
+            run.stop_reason = "precision reached"
+        else:
+            continue
+        return run

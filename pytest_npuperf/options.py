@@ -1,0 +1,141 @@
+"""The plugin's options: command line and `[tool.pytest.ini_options]` alike."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+from .devices import KINDS
+from .measure.cases import UPDATE_MODES
+from .measure.result import METHOD_EVENTS, METHOD_PROFILER
+from .measure.sampler import STATISTICS, SamplingPolicy
+
+DEFAULT_DB = Path("data") / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
+DEFAULT_OUT = Path("npuperf-out")
+METHODS = ("auto", METHOD_EVENTS, METHOD_PROFILER)
+_DEFAULTS = SamplingPolicy()
+
+# name, type, default, help, choices
+_OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
+    ("db", "path", None, "database version directory whose rows become cases "
+     f"(default: the embedded {DEFAULT_DB} under the rootdir)", None),
+    ("device", "str", "auto", "device to measure on: auto picks npu, then cuda, then cpu", KINDS),
+    ("device-name", "str", None, "database <DEVICE> name of the measuring device (default: "
+     "derived from the device; on an NPU, the database's own Atlas device)", None),
+    ("update-mode", "str", "all", "all rows, or only rows without a valid Average Duration(us) "
+     "in the database being written", UPDATE_MODES),
+    ("prune-empty-duration-rows", "bool", False, "after backfill, delete rows that have neither a "
+     "replay nor a profiling duration", None),
+    ("dry-run", "bool", False, "measure, but write nothing (no database, no reports)", None),
+    ("out", "path", None, "directory for reports and for databases of other devices "
+     f"(default: {DEFAULT_OUT} under the rootdir)", None),
+    ("method", "str", "auto", "events: device events / synchronised clock; profiler: device "
+     "time of the case's kernels from torch.profiler; auto: profiler on cuda, events elsewhere",
+     METHODS),
+    ("warmup", "int", _DEFAULTS.warmup, "calls before sampling", None),
+    ("min-samples", "int", _DEFAULTS.min_samples, "minimum samples per case", None),
+    ("max-samples", "int", _DEFAULTS.max_samples, "maximum samples per case", None),
+    ("budget", "float", _DEFAULTS.budget_s, "seconds of measured calls per case at most", None),
+    ("min-time", "float", _DEFAULTS.min_time_s, "seconds of measured calls per case at least", None),
+    ("precision", "float", _DEFAULTS.precision, "stop when the 95 percent CI half-width of "
+     "the statistic is below this fraction of it", None),
+    ("statistic", "str", _DEFAULTS.statistic, "statistic whose precision stops sampling",
+     STATISTICS),
+    ("flush-l2", "bool", False, "evict the L2 (last-level) cache before every sample", None),
+    ("case-timeout", "float", 0.0, "fail a case that runs longer than this many seconds "
+     "(0: no limit)", None),
+)
+
+
+def _ini_name(name: str) -> str:
+    return "npuperf_" + name.replace("-", "_")
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("npuperf", "operator performance database replay (pytest_npuperf)")
+    for name, kind, default, help_text, choices in _OPTIONS:
+        flag = f"--npuperf-{name}"
+        shown = f" (default: {default})" if default not in (None, False) else ""
+        kwargs: dict[str, object] = {"dest": _ini_name(name), "default": None,
+                                     "help": f"{help_text}{shown} [ini: {_ini_name(name)}]"}
+        if kind == "bool":
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = {"int": int, "float": float}.get(kind, str)
+            kwargs["metavar"] = name.split("-")[-1].upper()
+            if choices:
+                kwargs["choices"] = choices
+        group.addoption(flag, **kwargs)
+        ini_type = {"bool": "bool", "path": "string"}.get(kind, "string")
+        parser.addini(_ini_name(name), help_text, type=ini_type,
+                      default=default if kind == "bool" else None)
+    group.addoption("--npuperf-grid", dest="npuperf_grid", nargs="?", const="default",
+                    default=None, metavar="CONFIG",
+                    help="turn shape-grid points into cases instead of database rows (a grid "
+                         "config file, or the shipped default); nothing is written to a database")
+
+
+def _value(config: pytest.Config, name: str, kind: str, default: object,
+           choices: tuple[str, ...] | None) -> object:
+    dest = _ini_name(name)
+    value = config.getoption(dest)
+    if value is None or value is False:
+        ini = config.getini(dest)
+        if ini not in (None, ""):
+            value = ini
+    if value is None or (kind == "bool" and not value):
+        value = default
+    if kind in ("int", "float") and isinstance(value, str):
+        try:
+            value = int(value) if kind == "int" else float(value)
+        except ValueError:
+            raise pytest.UsageError(f"{dest}: expected a number, got {value!r}") from None
+    if choices and value not in choices:
+        raise pytest.UsageError(f"{dest}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: Path
+    device: str
+    device_name: str | None
+    update_mode: str
+    prune_empty: bool
+    dry_run: bool
+    out: Path
+    method: str
+    policy: SamplingPolicy
+    case_timeout_s: float | None
+    grid: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
+                "prune_empty": self.prune_empty, "dry_run": self.dry_run, "out": str(self.out),
+                "method": self.method, "case_timeout_s": self.case_timeout_s,
+                "policy": asdict(self.policy), "grid": self.grid}
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    values = {name: _value(config, name, kind, default, choices)
+              for name, kind, default, _, choices in _OPTIONS}
+    root = Path(config.rootpath)
+    db = Path(values["db"]) if values["db"] else root / DEFAULT_DB
+    out = Path(values["out"]) if values["out"] else root / DEFAULT_OUT
+    try:
+        policy = SamplingPolicy(
+            warmup=int(values["warmup"]), min_samples=int(values["min-samples"]),
+            max_samples=int(values["max-samples"]), budget_s=float(values["budget"]),
+            min_time_s=float(values["min-time"]), precision=float(values["precision"]),
+            statistic=str(values["statistic"]), flush_l2=bool(values["flush-l2"]))
+    except ValueError as exc:
+        raise pytest.UsageError(f"npuperf sampling options: {exc}") from None
+    timeout = float(values["case-timeout"])
+    return Settings(db=db, device=str(values["device"]), device_name=values["device-name"],
+                    update_mode=str(values["update-mode"]),
+                    prune_empty=bool(values["prune-empty-duration-rows"]),
+                    dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),
+                    policy=policy, case_timeout_s=timeout if timeout > 0 else None,
+                    grid=config.getoption("npuperf_grid"))

@@ -1,0 +1,26 @@
+"""Report file names (CONTRACT.md §8): one stamp ties the three files of a run together."""
+
+from __future__ import annotations
+
+import re
+
+STAMP_RE = re.compile(r"^\d{8}_\d{6}(_\d+)?$")
+
+
+def check_stamp(stamp: str) -> str:
+    # The stamp becomes part of file names: refuse anything that could leave the directory.
+    if not STAMP_RE.match(stamp):
+        raise ValueError(f"invalid report stamp {stamp!r}: expected YYYYmmdd_HHMMSS")
+    return stamp
+
+
+def markdown_name(stamp: str) -> str:
+    return f"replay_report_{check_stamp(stamp)}.md"
+
+
+def gap_csv_name(stamp: str) -> str:
+    return f"duration_gap_{check_stamp(stamp)}.csv"
+
+
+def run_json_name(stamp: str) -> str:
+    return f"run_{check_stamp(stamp)}.json"

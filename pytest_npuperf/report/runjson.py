@@ -1,0 +1,132 @@
+"""`run_<stamp>.json`: everything a later tool needs to read a session back (every case with
+its statistics, totals, the backfill per file), strict JSON (no NaN: null instead)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import PurePath
+from typing import Any
+
+from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
+from ..measure.result import CaseResult
+from . import summary as S
+
+SCHEMA = "npuperf-run/1"
+
+
+def run_json(outcome: BackfillOutcome, results: list[CaseResult],
+             session: SessionInfo) -> dict[str, Any]:
+    in_calls = S.time_in_calls(results)
+    return {
+        "schema": SCHEMA,
+        "run_id": outcome.run_id,
+        "stamp": outcome.stamp,
+        "session": {
+            "started": session.started,
+            "wall_s": _num(session.wall_s),
+            "workers": session.workers,
+            "device": jsonable(session.device),
+            "options": jsonable(session.options),
+        },
+        "database": {
+            "source": str(outcome.source),
+            "target": None if outcome.target is None else str(outcome.target),
+            "native": outcome.native,
+            "dry_run": outcome.dry_run,
+        },
+        "totals": {
+            "cases": len(results),
+            "session_wall_s": _num(session.wall_s),
+            "time_in_calls_s": _num(in_calls),
+            "cases_wall_s": _num(math.fsum(r.wall_s for r in results if S.finite(r.wall_s))),
+            "duty_cycle": _num(S.duty_cycle(in_calls, session)),
+            "by_status": S.status_counts(results),
+            "by_kernel_type": S.kernel_type_counts(results),
+        },
+        "outcome": {
+            "files": [jsonable(dataclasses.asdict(f)) for f in outcome.files],
+            "totals": outcome.totals(),
+            "gap_rows": len(outcome.gaps),
+            "hotspots": sum(1 for g in outcome.gaps if g.hotspot),
+            "gap_band": [GAP_LOW, GAP_HIGH],
+            "notes": list(outcome.notes),
+        },
+        "cases": [case_json(r) for r in results],
+    }
+
+
+def case_json(result: CaseResult) -> dict[str, Any]:
+    """One case; raw samples are left out (up to 2000 per case would swamp the file)."""
+    tflops, gbps = S.achieved(result)
+    st = result.stats
+    stats = None if st is None else {
+        "samples": st.samples, "mean": _num(st.mean), "median": _num(st.median),
+        "std": _num(st.std), "min": _num(st.min), "max": _num(st.max), "p90": _num(st.p90)}
+    return {
+        "nodeid": result.nodeid,
+        "case_id": result.case_id,
+        "kernel_type": result.kernel_type,
+        "measured_kernel_type": result.measured_kernel_type,
+        "file": result.file,
+        "signature": result.signature,
+        "row": result.row,
+        "status": result.status,
+        "method": result.method,
+        "stats": stats,
+        "error": result.error,
+        "detail": result.detail,
+        "device": result.device,
+        "warmup": result.warmup,
+        "time_in_calls_s": _num(result.time_in_calls_s),
+        "wall_s": _num(result.wall_s),
+        "flops": _num(result.flops),
+        "bytes": _num(result.bytes),
+        "bound_us": _num(result.bound_us),
+        "achieved_tflops": _num(tflops),
+        "achieved_gbps": _num(gbps),
+        "timestamp": result.timestamp,
+    }
+
+
+def dumps_run_json(data: dict[str, Any]) -> str:
+    """Indented, except one line per case: 10^5 cases stay compact and grep-able."""
+    # allow_nan=False: a NaN that slipped through must fail here, not in the reader.
+    cases = data.get("cases")
+    if not isinstance(cases, list) or not cases:
+        return json.dumps(data, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+    head = json.dumps({k: v for k, v in data.items() if k != "cases"}, indent=1,
+                      allow_nan=False, ensure_ascii=False)
+    encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+    lines = ",\n".join("  " + encode(c) for c in cases)
+    opening = "{\n" if head == "{}" else head[:-2] + ",\n"
+    return f'{opening} "cases": [\n{lines}\n ]\n}}\n'
+
+
+def jsonable(value: Any) -> Any:
+    """Options and device descriptions hold whatever their authors put there (paths,
+    tuples, enums): make them JSON, keeping what JSON can say and stringifying the rest."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    if isinstance(value, PurePath):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return jsonable(value.tolist())
+    return str(value)
+
+
+def _num(value: float | int | None) -> float | int | None:
+    if value is None or type(value) is int:
+        return value
+    value = float(value)
+    return value if value - value == 0.0 else None  # nan and +-inf give nan

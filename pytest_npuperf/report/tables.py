@@ -1,0 +1,34 @@
+"""Padded markdown tables, readable as plain text and as rendered markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+EMPTY = "_None_"
+MAX_CELL = 160  # long error messages would otherwise make every row of a table unreadable
+
+
+def md_cell(value: object, limit: int = MAX_CELL) -> str:
+    """One cell's text: on one line, pipes escaped, cut to `limit` characters."""
+    text = " ".join(str(value).split())
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return text.replace("|", "\\|")
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]],
+             right: Sequence[int] = ()) -> str:
+    """A markdown table; columns whose index is in `right` are right-aligned (numbers)."""
+    if not rows:
+        return EMPTY
+    cells = [[md_cell(h) for h in header]] + [[md_cell(v) for v in row] for row in rows]
+    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        padded = (c.rjust(w) if i in right else c.ljust(w)
+                  for i, (c, w) in enumerate(zip(row, widths)))
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "| " + " | ".join(("-" * (w - 1) + ":") if i in right else "-" * w
+                             for i, w in enumerate(widths)) + " |"
+    return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])

@@ -1,0 +1,50 @@
+"""The end-of-session summary printed in pytest's terminal: short enough to read at a glance,
+with the paths needed to find everything else."""
+
+from __future__ import annotations
+
+from ..measure.outcome import BackfillOutcome, SessionInfo
+from ..measure.result import CaseResult
+from . import summary as S
+from .writer import ReportPaths
+
+WORST_GAPS = 5
+SLOWEST = 3
+SHAPE_WIDTH = 60
+
+
+def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
+                   paths: ReportPaths | None) -> list[str]:
+    lines = [f"npuperf run {outcome.run_id}: {S.status_phrase(S.status_counts(results))}"]
+    in_calls = S.time_in_calls(results)
+    duty = S.duty_cycle(in_calls, session)
+    if duty is not None:
+        lines.append(f"duty cycle {duty:.2f}: {S.fmt_s(in_calls)} inside measured calls, "
+                     f"{S.fmt_s(session.wall_s)} session wall time")
+    hotspots = outcome.hotspots
+    if hotspots:
+        lines.append(f"worst gaps ({len(hotspots)} hotspot(s), {S.GAP_THRESHOLD_TEXT}):")
+        width = max(len(g.operator) for g in hotspots[:WORST_GAPS])
+        lines += [f"  {S.fmt_ratio(g.ratio):>8}  {g.operator:<{width}}  {_cut(g.shape)}"
+                  for g in hotspots[:WORST_GAPS]]
+    else:
+        lines.append(f"no duration gap hotspots ({len(outcome.gaps)} row(s) compared)")
+    slow = S.slowest(results, SLOWEST)
+    if slow:
+        lines.append("slowest cases:")
+        lines += [f"  {S.fmt_s(r.wall_s):>9}  {r.nodeid or r.case_id}" for r in slow]
+    if outcome.dry_run or outcome.target is None:
+        lines.append("dry run: nothing written")
+    else:
+        lines.append(f"database written: {outcome.target}")
+    if paths is not None:
+        lines.append(f"reports: {paths.markdown}")
+        lines += [f"         {p}" for p in (paths.gap_csv, paths.run_json)]
+    note = S.non_native_note(outcome)
+    if note:
+        lines.append(f"note: {note}")
+    return lines
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHAPE_WIDTH else text[:SHAPE_WIDTH - 3] + "..."

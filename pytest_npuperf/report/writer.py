@@ -1,0 +1,64 @@
+"""Writes a run's three reports together: all are staged complete, then put in place, so a
+failure leaves none of them (and never a half-written one)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..db.table import WriteBatch
+from ..measure.outcome import BackfillOutcome, SessionInfo
+from ..measure.result import CaseResult
+from .gaps import gap_rows_csv
+from .markdown import render_markdown
+from .names import check_stamp, gap_csv_name, markdown_name, run_json_name
+from .runjson import dumps_run_json, run_json
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    markdown: Path
+    gap_csv: Path
+    run_json: Path
+
+    def all(self) -> tuple[Path, Path, Path]:
+        return self.markdown, self.gap_csv, self.run_json
+
+
+def report_paths(reports_dir: Path, stamp: str) -> ReportPaths:
+    return ReportPaths(reports_dir / markdown_name(stamp), reports_dir / gap_csv_name(stamp),
+                       reports_dir / run_json_name(stamp))
+
+
+def free_stamp(reports_dir: Path, stamp: str) -> str:
+    """`stamp`, or `stamp_2`, `stamp_3`...: two runs finishing in the same second must not
+    overwrite each other's reports."""
+    check_stamp(stamp)
+    candidate, n = stamp, 1
+    while any(p.exists() for p in report_paths(reports_dir, candidate).all()):
+        n += 1
+        candidate = f"{stamp}_{n}"
+    return candidate
+
+
+def write_reports(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
+                  reports_dir: Path) -> ReportPaths:
+    """Write the markdown report, the gap CSV and the run JSON under `reports_dir`.
+
+    Writes whatever it is given: a dry run that must leave the disk alone does not call it.
+    """
+    reports_dir = Path(reports_dir)
+    stamp = free_stamp(reports_dir, outcome.stamp)
+    if stamp != outcome.stamp:
+        # The markdown names its sibling files: render it with the stamp actually used.
+        outcome = dataclasses.replace(outcome, stamp=stamp)
+    paths = report_paths(reports_dir, stamp)
+    # Render everything before touching the disk: a rendering bug must not leave a staged file.
+    texts = {paths.markdown: render_markdown(outcome, results, session),
+             paths.gap_csv: gap_rows_csv(outcome),
+             paths.run_json: dumps_run_json(run_json(outcome, results, session))}
+    with WriteBatch() as batch:
+        for path, text in texts.items():
+            batch.add_text(path, text)
+    return paths

@@ -1,0 +1,256 @@
+"""One pytest session of replays: which database, which device, where results go.
+
+The plugin's hooks call into this object; it holds no pytest hook of its own. Every process
+that runs cases (the serial process, or each xdist worker) measures; only the process that
+owns the session (the serial process, or the xdist controller) writes, at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .db.errors import NpuperfError
+from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of, KNOWN_DEVICES
+from .db.lock import database_lock
+from .db.table import check_writable_dir
+from .devices import Backend, BackendError, select_backend
+from .measure.backfill import backfill
+from .measure.cases import CaseCatalog, CaseRef, marker_name
+from .measure.outcome import BackfillOutcome, SessionInfo
+from .measure.result import METHOD_EVENTS, METHOD_PROFILER, STATUS_SKIPPED, CaseResult
+from .measure.runner import CaseRunner, RunnerOptions
+from .options import Settings, read_settings
+from .report.writer import ReportPaths, write_reports
+
+RESULT_PROPERTY = "npuperf_result"
+
+
+def _worker_index(config: pytest.Config) -> int | None:
+    workerinput = getattr(config, "workerinput", None)
+    if not workerinput:
+        return None
+    worker_id = str(workerinput.get("workerid", "gw0"))
+    digits = "".join(ch for ch in worker_id if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+class ReplaySession:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.started = time.time()
+        self.started_iso = _dt.datetime.now().isoformat(timespec="seconds")
+        self.stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+        self.run_id = f"{self.stamp}-{uuid.uuid4().hex[:8]}"
+        self.is_worker = hasattr(config, "workerinput")
+        self._settings: Settings | None = None
+        self._backend: Backend | None = None
+        self._catalog: CaseCatalog | None = None
+        self._runner: CaseRunner | None = None
+        self._lock: contextlib.ExitStack | None = None
+        self.active = False  # any replay case collected (or reported) in this session
+        self.results: list[CaseResult] = []
+        self.outcome: BackfillOutcome | None = None
+        self.paths: ReportPaths | None = None
+        self.notes: list[str] = []
+
+    # -- configuration ------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = read_settings(self.config)
+        return self._settings
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            device_name = self.settings.device_name
+            if device_name is None and self.source_device in KNOWN_DEVICES:
+                device_name = self.source_device  # an NPU measuring an Ascend database
+            try:
+                self._backend = select_backend(self.settings.device,
+                                               _worker_index(self.config), device_name)
+            except BackendError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._backend
+
+    @property
+    def source(self) -> Path:
+        return self.settings.db
+
+    @property
+    def source_device(self) -> str | None:
+        return device_of(self.source)
+
+    @property
+    def native(self) -> bool:
+        """Whether the source database belongs to the measuring device."""
+        if self.settings.grid:
+            return False
+        if self.settings.device_name:
+            return self.settings.device_name == self.source_device
+        return self.backend.database_device() == self.source_device
+
+    @property
+    def target(self) -> Path:
+        """The database this session writes: the source if it is ours, else our own copy."""
+        if self.native:
+            return self.source
+        return self.settings.out / self.backend.database_device() / FRAMEWORK_DIR / self.source.name
+
+    @property
+    def reports_dir(self) -> Path:
+        return (self.source if self.native else self.settings.out) / REPORTS_DIR
+
+    @property
+    def method(self) -> str:
+        method = self.settings.method
+        if method == "auto":
+            return METHOD_PROFILER if self.backend.kind == "cuda" else METHOD_EVENTS
+        return method
+
+    @property
+    def catalog(self) -> CaseCatalog:
+        if self._catalog is None:
+            if self.settings.grid:
+                self._catalog = self._grid_catalog()
+            else:
+                if not self.source.is_dir():
+                    raise pytest.UsageError(
+                        f"--npuperf-db: {self.source} is not a database directory (expected "
+                        f"<root>/<DEVICE>/vllm_ascend/<VERSION>/ with <KernelType>.csv files)")
+                try:
+                    self._catalog = CaseCatalog(self.source)
+                except NpuperfError as exc:
+                    raise pytest.UsageError(f"--npuperf-db: {exc}") from None
+        return self._catalog
+
+    def _grid_catalog(self) -> CaseCatalog:
+        from .grid import generate_rows
+
+        config = None if self.settings.grid == "default" else self.settings.grid
+        try:
+            return CaseCatalog.from_rows(self.source, generate_rows(None, config_path=config))
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"--npuperf-grid: {exc}") from None
+
+    # -- collection ---------------------------------------------------------------------------
+    def case_refs(self) -> list[CaseRef]:
+        skip = None
+        if self.settings.update_mode == "missing-only" and not self.settings.grid:
+            skip = self._measured_in_target()
+        return list(self.catalog.cases(skip=skip))
+
+    def _measured_in_target(self) -> set[tuple[str, str]]:
+        if self.native:
+            return self.catalog.measured()
+        target = self.target
+        if not target.is_dir():
+            return set()
+        try:
+            return CaseCatalog(target).measured()
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"cannot read this device's database {target}: {exc}") from None
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        self.active = True
+        refs = self.case_refs()
+        marks: dict[str, tuple] = {}
+        params = []
+        for ref in refs:
+            if ref.kernel_type not in marks:
+                name = marker_name(ref.kernel_type)
+                self.config.addinivalue_line("markers", f"{name}: replay cases of {ref.kernel_type}")
+                mark = getattr(pytest.mark, name)
+                skip = pytest.mark.skip(reason=f"no replay for {ref.kernel_type} yet; the row is kept")
+                marks[ref.kernel_type] = (mark,) if ref.replayable else (mark, skip)
+            params.append(pytest.param(ref, id=ref.case_id, marks=marks[ref.kernel_type]))
+        metafunc.parametrize("npuperf_case", params)
+
+    # -- before the first case: fail early, and only one writer -------------------------------
+    def prepare_writes(self) -> None:
+        """Check the database this session will write and take its lock (owner process only)."""
+        if self.is_worker or self._lock is not None or self.settings.dry_run:
+            return
+        if self.settings.grid:
+            targets = [self.reports_dir]
+        else:
+            targets = [self.target, self.reports_dir]
+        try:
+            for directory in targets:
+                check_writable_dir(directory)
+            if not self.settings.grid:
+                stack = contextlib.ExitStack()
+                stack.enter_context(database_lock(self.target, f"pytest run {self.run_id}"))
+                self._lock = stack
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    # -- cases ----------------------------------------------------------------------------------
+    @property
+    def runner(self) -> CaseRunner:
+        if self._runner is None:
+            self._runner = CaseRunner(self.backend, RunnerOptions(
+                policy=self.settings.policy, method=self.method,
+                case_timeout_s=self.settings.case_timeout_s))
+        return self._runner
+
+    def run_case(self, ref: CaseRef, nodeid: str) -> CaseResult:
+        row = self.catalog.row(ref)
+        return self.runner.run(ref, row, nodeid, str(self.source / ref.file))
+
+    def close_runner(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    # -- results and the end of the session ------------------------------------------------------
+    def record(self, data: dict) -> None:
+        self.active = True
+        self.results.append(CaseResult.from_dict(data))
+
+    def skipped_result(self, ref: CaseRef, nodeid: str, reason: str) -> CaseResult:
+        return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
+                          file=ref.file, signature=ref.signature, row=ref.row_number,
+                          status=STATUS_SKIPPED, error=reason, method="")
+
+    def session_info(self) -> SessionInfo:
+        workers = int(getattr(self.config.option, "numprocesses", 0) or 0) or 1
+        return SessionInfo(run_id=self.run_id, started=self.started_iso,
+                           wall_s=time.time() - self.started, device=self.backend.describe(),
+                           options=self.settings.as_dict(), workers=workers)
+
+    def finish(self, interrupted: bool) -> None:
+        if not self.active or self.is_worker:
+            return
+        if interrupted:
+            self.notes.append("session interrupted: the database was left as it was")
+            return
+        settings = self.settings
+        if settings.grid:
+            self.outcome = BackfillOutcome(source=self.source, target=None, native=False,
+                                           dry_run=settings.dry_run, run_id=self.run_id,
+                                           stamp=self.stamp)
+            self.outcome.notes.append("grid cases: measured, not written to any database")
+        else:
+            try:
+                self.outcome = backfill(self.source, self.target, self.results, native=self.native,
+                                        prune_empty=settings.prune_empty,
+                                        dry_run=settings.dry_run, run_id=self.run_id,
+                                        stamp=self.stamp)
+            except NpuperfError as exc:
+                self.notes.append(f"backfill failed, the database was left as it was: {exc}")
+                return
+        if not settings.dry_run:
+            self.paths = write_reports(self.outcome, self.results, self.session_info(),
+                                       self.reports_dir)

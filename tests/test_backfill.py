@@ -1,0 +1,144 @@
+"""Backfill at session finish, on database files directly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_npuperf.db.merge import row_signatures
+from pytest_npuperf.db.table import read_table
+from pytest_npuperf.measure.backfill import backfill
+from pytest_npuperf.measure.result import (STATUS_FAILED, STATUS_SKIPPED, STATUS_SUSPECT,
+                                           CaseResult)
+from tests.replay_project import cells, tree_digest, write_db
+
+V2_ROWS = [
+    cells("16,64;32,64", "DT_BF16;DT_BF16", "ND;ND", "16,32", "DT_BF16",
+          **{"Profiling Average Duration(us)": "10"}),
+    cells("8,128;64,128", "DT_BF16;DT_BF16", "ND;ND", "8,64", "DT_BF16",
+          **{"Average Duration(us)": "99", "Profiling Average Duration(us)": "50"}),
+]
+# The same GEMM as V2_ROWS[0], its weight stored (K, N).
+V3_ROWS = [cells("16,64;64,32", "DT_BF16;DT_BF16", "ND;ND", "16,32", "DT_BF16")]
+
+
+def result_for(db: Path, file: str, position: int, samples=(10.0, 12.0, 14.0), **fields):
+    kernel_type = file.removesuffix(".csv")
+    sigs, _ = row_signatures(read_table(db / file), kernel_type)
+    result = CaseResult(case_id=f"{kernel_type}-{position}", nodeid=f"n{position}",
+                        kernel_type=kernel_type, file=file, signature=repr(sigs[position]),
+                        row=position + 1, device="CPU_TEST", **fields)
+    if samples:
+        result.set_samples(list(samples))
+    return result
+
+
+@pytest.fixture
+def db(tmp_path):
+    return write_db(tmp_path / "db", {"MatMulV2": V2_ROWS, "MatMulV3": V3_ROWS},
+                    device="CPU_TEST")
+
+
+def test_measurement_lands_in_the_row_with_mean_and_project_columns(db):
+    outcome = backfill(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, run_id="r1",
+                       stamp="s")
+    table = read_table(db / "MatMulV2.csv")
+    assert table["Average Duration(us)"].tolist() == ["12", "99"]
+    assert table["MicroBench Median Duration(us)"][0] == "12"
+    assert table["MicroBench Min Duration(us)"][0] == "10"
+    assert table["MicroBench Samples"][0] == "3"
+    assert table["MicroBench Run Id"][0] == "r1" and table["MicroBench Run Id"][1] == ""
+    v2 = next(f for f in outcome.files if f.file == "MatMulV2.csv")
+    assert (v2.updated, v2.unchanged, v2.missing, v2.added) == (1, 1, 0, 0)
+    assert [(g.microbench_us, g.profiling_us) for g in outcome.gaps] == [(12.0, 10.0)]
+
+
+def test_matmul_measurement_follows_the_kernel_that_ran_and_never_adds_rows(db):
+    before_v2 = read_table(db / "MatMulV2.csv")
+    result = result_for(db, "MatMulV2.csv", 0, measured_kernel_type="MatMulV3")
+    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    v2, v3 = read_table(db / "MatMulV2.csv"), read_table(db / "MatMulV3.csv")
+    assert v3["Average Duration(us)"].tolist() == ["12"]
+    assert v2["Average Duration(us)"].tolist() == before_v2["Average Duration(us)"].tolist()
+    assert (len(v2), len(v3)) == (2, 1)
+    # A MatMulCommon run with no MatMulCommon file: it stays in the case's own row.
+    result = result_for(db, "MatMulV2.csv", 1, measured_kernel_type="MatMulCommon")
+    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    assert read_table(db / "MatMulV2.csv")["Average Duration(us)"].tolist() == ["", "12"]
+    assert not (db / "MatMulCommon.csv").exists()
+
+
+def test_failed_case_keeps_durations_and_gets_its_status(db):
+    result = result_for(db, "MatMulV2.csv", 1, samples=(), status=STATUS_FAILED,
+                        error="RuntimeError: boom")
+    outcome = backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    table = read_table(db / "MatMulV2.csv")
+    assert table["Average Duration(us)"][1] == "99"
+    assert table["MicroBench Status"][1] == "failed: RuntimeError: boom"
+    assert next(f for f in outcome.files if f.file == "MatMulV2.csv").failed == 1
+
+
+def test_suspect_result_is_flagged_and_kept_out_of_average_duration(db):
+    result = result_for(db, "MatMulV2.csv", 0, status=STATUS_SUSPECT,
+                        error="faster than the device allows")
+    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    table = read_table(db / "MatMulV2.csv")
+    assert table["Average Duration(us)"][0] == ""
+    assert table["MicroBench Median Duration(us)"][0] == "12"
+    assert table["MicroBench Status"][0].startswith("suspect: faster than")
+
+
+def test_skipped_results_leave_the_file_untouched(db):
+    before = tree_digest(db)
+    result = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_SKIPPED)
+    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    assert tree_digest(db) == before
+
+
+def test_prune_deletes_rows_without_any_duration(db):
+    outcome = backfill(db, db, [], native=True, prune_empty=True, run_id="r", stamp="s")
+    assert len(read_table(db / "MatMulV3.csv")) == 0
+    assert len(read_table(db / "MatMulV2.csv")) == 2
+    assert next(f for f in outcome.files if f.file == "MatMulV3.csv").deleted == 1
+
+
+def test_dry_run_writes_nothing_but_reports_what_would_change(db):
+    before = tree_digest(db)
+    outcome = backfill(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, dry_run=True,
+                       run_id="r", stamp="s")
+    assert tree_digest(db) == before
+    assert outcome.target is None and outcome.totals()["updated"] == 1
+
+
+def test_duplicate_signatures_are_counted(tmp_path):
+    rows = [V2_ROWS[0], V2_ROWS[0], V3_ROWS[0]]  # the third is the same GEMM, (K, N) stored
+    db = write_db(tmp_path / "db", {"MatMulV2": rows}, device="CPU_TEST")
+    outcome = backfill(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, run_id="r",
+                       stamp="s")
+    assert outcome.files[0].duplicates == 2
+    assert outcome.files[0].updated == 3
+    assert read_table(db / "MatMulV2.csv")["Average Duration(us)"].tolist() == ["12"] * 3
+
+
+def test_another_devices_database_is_copied_not_written(tmp_path):
+    source = write_db(tmp_path / "db", {"MatMulV2": V2_ROWS, "MatMulV3": V3_ROWS})
+    (source / "op_mapping.yaml").write_text("version: test\n")
+    before = tree_digest(source)
+    target = tmp_path / "out" / "CPU_TEST" / "vllm_ascend" / source.name
+    backfill(source, target, [result_for(source, "MatMulV2.csv", 1)], native=False,
+             run_id="r", stamp="s")
+    assert tree_digest(source) == before
+    copy = read_table(target / "MatMulV2.csv")
+    assert copy["Average Duration(us)"].tolist() == ["", "12"]  # Ascend's 99 is not ours
+    assert copy["Profiling Average Duration(us)"].tolist() == ["", ""]
+    assert read_table(target / "MatMulV3.csv")["Input Shapes"].tolist() == ["16,64;64,32"]
+    assert (target / "op_mapping.yaml").read_text() == "version: test\n"
+    # The source grows: the device's copy gets the new row, keeps its measurement.
+    grown = write_db(tmp_path / "db", {"MatMulV2": [*V2_ROWS, cells(
+        "4,32;16,32", "DT_BF16;DT_BF16", "ND;ND", "4,16", "DT_BF16")]})
+    outcome = backfill(grown, target, [], native=False, run_id="r2", stamp="s2")
+    copy = read_table(target / "MatMulV2.csv")
+    assert copy["Input Shapes"].tolist()[-1] == "4,32;16,32"
+    assert copy["Average Duration(us)"].tolist() == ["", "12", ""]
+    assert any("new in the source" in n for n in outcome.notes)

@@ -1,0 +1,157 @@
+"""Statistics, confidence intervals and the adaptive sampling rule."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from pytest_npuperf.devices.base import HostClockTimer, Timer
+from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy, sample
+from pytest_npuperf.measure.stats import (median_ci_halfwidth, mean_ci_halfwidth,
+                                          relative_precision, summarize)
+
+
+class ScriptedTimer(Timer):
+    """Returns prescribed durations instead of timing: makes the stopping rule testable."""
+
+    def __init__(self, values):
+        self.values = iter(values)
+        self.calls = 0
+
+    def time_calls(self, call, n, before_each=None):
+        out = []
+        for _ in range(n):
+            if before_each:
+                before_each()
+            call()
+            self.calls += 1
+            out.append(next(self.values))
+        return out
+
+
+def test_summarize_matches_numpy():
+    samples = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0]
+    stats = summarize(samples)
+    assert stats.samples == 6
+    assert stats.mean == pytest.approx(np.mean(samples))
+    assert stats.median == pytest.approx(3.5)
+    assert stats.std == pytest.approx(np.std(samples, ddof=1))
+    assert (stats.min, stats.max) == (1.0, 10.0)
+    assert stats.p90 == pytest.approx(np.percentile(samples, 90))
+
+
+def test_summarize_one_sample_has_zero_spread():
+    stats = summarize([7.5])
+    assert stats.std == 0.0 and stats.median == 7.5 and stats.p90 == 7.5
+
+
+def test_summarize_rejects_no_samples():
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_median_ci_covers_true_median_about_95_percent():
+    rng = np.random.default_rng(1)
+    hits = 0
+    trials = 400
+    for _ in range(trials):
+        x = rng.lognormal(mean=3.0, sigma=0.5, size=60)  # skewed, like latencies
+        half = median_ci_halfwidth(x)
+        hits += abs(np.median(x) - math.exp(3.0)) <= half
+    assert 0.85 <= hits / trials <= 1.0
+
+
+def test_ci_shrinks_with_more_samples_and_is_inf_when_unknown():
+    rng = np.random.default_rng(2)
+    small, large = rng.normal(100, 5, 20), rng.normal(100, 5, 2000)
+    assert median_ci_halfwidth(large) < median_ci_halfwidth(small)
+    assert mean_ci_halfwidth(large) < mean_ci_halfwidth(small)
+    assert median_ci_halfwidth([1.0, 2.0]) == math.inf
+    assert relative_precision([]) == math.inf
+
+
+def test_constant_samples_reach_precision_at_min_samples():
+    timer = ScriptedTimer([10.0] * 1000)
+    policy = SamplingPolicy(warmup=2, min_samples=8, max_samples=1000, budget_s=10,
+                            min_time_s=0, precision=0.01)
+    run = sample(lambda: None, timer, policy)
+    assert run.stop_reason == "precision reached"
+    assert run.warmup == 2
+    assert 8 <= len(run.samples) <= 300
+    assert run.precision == 0.0
+
+
+def test_noisy_samples_stop_at_max_samples():
+    rng = np.random.default_rng(3)
+    timer = ScriptedTimer(list(rng.uniform(1, 100, 5000)))
+    policy = SamplingPolicy(warmup=0, min_samples=5, max_samples=40, budget_s=100,
+                            min_time_s=0, precision=1e-6)
+    run = sample(lambda: None, timer, policy)
+    assert run.stop_reason == "max samples"
+    assert len(run.samples) >= 40
+
+
+def test_time_budget_stops_sampling():
+    policy = SamplingPolicy(warmup=0, min_samples=1, max_samples=10**6, budget_s=0.05,
+                            min_time_s=0, precision=1e-9)
+
+    def slow():
+        time.sleep(0.01)
+
+    run = sample(slow, HostClockTimer(lambda: None), policy)
+    assert run.stop_reason == "time budget"
+    assert run.time_in_calls_s >= 0.05
+    assert all(s >= 9_000 for s in run.samples)  # each sample is ~10 ms, in microseconds
+
+
+def test_min_time_keeps_sampling_a_precise_fast_kernel():
+    policy = SamplingPolicy(warmup=0, min_samples=3, max_samples=10**6, budget_s=10,
+                            min_time_s=0.03, precision=0.5)
+    run = sample(lambda: time.sleep(0.001), HostClockTimer(lambda: None), policy)
+    assert run.time_in_calls_s >= 0.03
+    assert run.stop_reason == "precision reached"
+
+
+def test_flush_runs_before_every_sample_and_outside_the_timing():
+    flushes = []
+    timer = ScriptedTimer([5.0] * 100)
+    policy = SamplingPolicy(warmup=1, min_samples=4, max_samples=4, budget_s=10, min_time_s=0,
+                            precision=1e-9, flush_l2=True)
+    run = sample(lambda: None, timer, policy, flush=lambda: flushes.append(1))
+    assert len(flushes) == timer.calls == run.warmup + len(run.samples)
+
+
+def test_deadline_raises_case_timeout():
+    policy = SamplingPolicy(warmup=0, min_samples=10**5, max_samples=10**6, budget_s=100,
+                            min_time_s=0)
+    with pytest.raises(CaseTimeout):
+        sample(lambda: time.sleep(0.001), HostClockTimer(lambda: None), policy,
+               deadline=time.monotonic() + 0.05)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"statistic": "mode"}, {"min_samples": 0}, {"min_samples": 10, "max_samples": 5},
+    {"budget_s": 0}, {"precision": 0}, {"warmup": -1},
+])
+def test_policy_rejects_bad_settings(kwargs):
+    with pytest.raises(ValueError):
+        SamplingPolicy(**kwargs)
+
+
+def test_wrap_decorates_only_timed_calls():
+    wrapped = []
+
+    def wrap(call):
+        def inner():
+            wrapped.append(1)
+            return call()
+        return inner
+
+    timer = ScriptedTimer([3.0] * 100)
+    policy = SamplingPolicy(warmup=3, min_samples=5, max_samples=5, budget_s=10, min_time_s=0,
+                            precision=1e-9)
+    run = sample(lambda: None, timer, policy, wrap=wrap)
+    assert len(wrapped) == len(run.samples)

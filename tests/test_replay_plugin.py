@@ -1,0 +1,334 @@
+"""The replay harness end to end: rows become cases, cases are measured, results are
+backfilled at session finish, reports are written, faults stay contained."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from pytest_npuperf.db.lock import database_lock
+from pytest_npuperf.db.merge import row_signatures
+from pytest_npuperf.db.table import read_table
+from tests.replay_project import (BENCH, DEVICE, FAST, MATMUL_ROWS, VERSION, cells,
+                                  default_tables, run_json, tree_digest, write_db)
+
+ID_RE = re.compile(r"^[A-Za-z0-9_]+-[0-9x]+-[A-Z0-9_]+-[0-9a-f]{8}$")
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    db = write_db(pytester.path / "db", default_tables(), extra_columns=("Notes",))
+    return pytester, db
+
+
+def run(pytester, db, *args, out=None):
+    out = out or pytester.path / "out"
+    return pytester.runpytest("bench", "--npuperf-db", str(db), "--npuperf-out", str(out),
+                              *FAST, *args)
+
+
+def collected_ids(result) -> list[str]:
+    return [m.group(1) for line in result.outlines
+            if (m := re.search(r"test_kernel\[(.+?)\]", line))]
+
+
+def cpu_db(out):
+    dbs = list(out.glob(f"CPU_*/vllm_ascend/{VERSION}"))
+    assert len(dbs) == 1, dbs
+    return dbs[0]
+
+
+# -- cases from rows ----------------------------------------------------------------------------
+def test_every_row_is_a_case_with_readable_stable_ids(project):
+    pytester, db = project
+    first = run(pytester, db, "--collect-only", "-q")
+    ids = collected_ids(first)
+    assert len(ids) == 4
+    assert all(ID_RE.match(i) for i in ids), ids
+    assert any(i.startswith("MatMulV2-16x64x32-BF16-") for i in ids)
+    assert any(i.startswith("RmsNorm-4x256-BF16-") for i in ids)
+    assert collected_ids(run(pytester, db, "--collect-only", "-q")) == ids
+
+
+def test_keyword_and_marker_selection(project):
+    pytester, db = project
+    ids = collected_ids(run(pytester, db, "--collect-only", "-q", "-k", "MatMul"))
+    assert len(ids) == 2 and all(i.startswith("MatMulV2") for i in ids)
+    ids = collected_ids(run(pytester, db, "--collect-only", "-q", "-k", "RmsNorm and BF16"))
+    assert len(ids) == 1 and ids[0].startswith("RmsNorm")
+    ids = collected_ids(run(pytester, db, "--collect-only", "-q", "-m", "RmsNorm"))
+    assert len(ids) == 1
+    ids = collected_ids(run(pytester, db, "--collect-only", "-q", "-k", "FLOAT"))
+    assert len(ids) == 1 and "-FLOAT-" in ids[0]
+
+
+def test_rows_without_a_replay_are_skipped_with_the_reason_and_kept(project):
+    pytester, db = project
+    result = run(pytester, db, "-rs")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(["*no replay for Unreplayable yet*"])
+    copy = read_table(cpu_db(pytester.path / "out") / "Unreplayable.csv")
+    assert len(copy) == 1 and copy["Input Shapes"].tolist() == ["8,16"]
+
+
+# -- device isolation and backfill ---------------------------------------------------------------
+def test_cpu_run_writes_its_own_database_and_leaves_the_source_byte_identical(project):
+    pytester, db = project
+    before = tree_digest(db)
+    result = run(pytester, db)
+    result.assert_outcomes(passed=3, skipped=1)
+    assert tree_digest(db) == before
+    out = pytester.path / "out"
+    target = cpu_db(out)
+    assert sorted(p.name for p in target.glob("*.csv")) == sorted(p.name for p in db.glob("*.csv"))
+    matmul = read_table(target / "MatMulV2.csv")
+    assert len(matmul) == 2
+    # Measurement columns of the Ascend rows are not carried into the CPU database.
+    assert matmul["Profiling Average Duration(us)"].tolist() == ["", ""]
+    report = run_json(out)
+    cases = {c["signature"]: c for c in report["cases"] if c["file"] == "MatMulV2.csv"}
+    signatures, _ = row_signatures(matmul, "MatMulV2")
+    for (_, row), sig in zip(matmul.iterrows(), signatures):
+        case = cases[repr(sig)]
+        assert float(row["Average Duration(us)"]) == pytest.approx(case["stats"]["mean"], rel=1e-6)
+        assert float(row["MicroBench Median Duration(us)"]) == pytest.approx(
+            case["stats"]["median"], rel=1e-6)
+        assert int(row["MicroBench Samples"]) == case["stats"]["samples"] >= 3
+        assert row["MicroBench Method"] == "events" and row["MicroBench Status"] == "ok"
+        assert row["MicroBench Device"].startswith("CPU_")
+        assert row["MicroBench Run Id"] == report["run_id"]
+    assert matmul.columns[-1] == "Notes"  # unknown columns keep their place
+
+
+def test_native_run_backfills_the_source_and_writes_reports_beside_it(pytester):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    db = write_db(pytester.path / "db", {"MatMulV2": MATMUL_ROWS}, device="CPU_TESTBOX",
+                  extra_columns=("Notes",))
+    result = pytester.runpytest("bench", "--npuperf-db", str(db), "--npuperf-device-name",
+                                "CPU_TESTBOX", *FAST)
+    result.assert_outcomes(passed=2)
+    table = read_table(db / "MatMulV2.csv")
+    assert all(float(v) > 0 for v in table["Average Duration(us)"])
+    assert table["Profiling Average Duration(us)"].tolist() == ["0.001", ""]
+    reports = sorted(p.name for p in (db / "reports").iterdir())
+    assert any(re.fullmatch(r"replay_report_\d{8}_\d{6}\.md", n) for n in reports)
+    assert any(re.fullmatch(r"duration_gap_\d{8}_\d{6}\.csv", n) for n in reports)
+    assert any(re.fullmatch(r"run_\d{8}_\d{6}\.json", n) for n in reports)
+    gap = pd.read_csv(next((db / "reports").glob("duration_gap_*.csv")))
+    assert list(gap.columns) == ["Operator", "CSV Name", "MicroBench(us)", "Profiling(us)",
+                                 "Abs Diff(us)", "MB/Profile", "Shape"]
+    assert len(gap) == 1 and gap["Operator"][0] == "MatMulV2"  # replay >> 0.001 us profiled
+    result.stdout.fnmatch_lines(["*npuperf*", "*duty cycle*", "*MatMulV2*"])
+
+
+def test_dry_run_measures_and_writes_nothing(project):
+    pytester, db = project
+    before = tree_digest(pytester.path)
+    result = run(pytester, db, "--npuperf-dry-run")
+    result.assert_outcomes(passed=3, skipped=1)
+    assert not (pytester.path / "out").exists()
+    after = {k: v for k, v in tree_digest(pytester.path).items() if "__pycache__" not in k}
+    assert after == {k: v for k, v in before.items() if "__pycache__" not in k}
+
+
+def test_missing_only_skips_rows_that_have_a_duration(project):
+    pytester, db = project
+    run(pytester, db, "-k", "RmsNorm").assert_outcomes(passed=1)
+    ids = collected_ids(run(pytester, db, "--collect-only", "-q", "--npuperf-update-mode",
+                            "missing-only"))
+    assert not any(i.startswith("RmsNorm") for i in ids)  # measured on this CPU already
+    assert sum(i.startswith("MatMulV2") for i in ids) == 2  # 12.5 us is Ascend's, not ours
+
+
+def test_options_are_read_from_ini(project):
+    pytester, db = project
+    pytester.makeini(f"[pytest]\nnpuperf_db = {db}\nnpuperf_update_mode = missing-only\n"
+                     f"npuperf_out = {pytester.path / 'ini-out'}\n")
+    result = pytester.runpytest("bench", *FAST, "-k", "MatMul")
+    result.assert_outcomes(passed=2)
+    assert cpu_db(pytester.path / "ini-out")
+
+
+def test_prune_empty_duration_rows(project):
+    pytester, db = project
+    run(pytester, db, "--npuperf-prune-empty-duration-rows").assert_outcomes(passed=3,
+                                                                            skipped=1)
+    target = cpu_db(pytester.path / "out")
+    assert len(read_table(target / "Unreplayable.csv")) == 0  # never measured, no profile
+    assert len(read_table(target / "MatMulV2.csv")) == 2
+
+
+# -- faults ---------------------------------------------------------------------------------------
+FAULTY_CONFTEST = '''
+import time
+import torch
+from pytest_npuperf.kernels.registry import register
+from pytest_npuperf.kernels.spec import KernelSpec, SlotLayout
+
+
+class Boom(KernelSpec):
+    kernel_type = "BoomKernel"
+    inputs = (SlotLayout("x"),)
+    outputs = (SlotLayout("y"),)
+    npu_api = "none"
+
+    def build_inputs(self, case, backend, generator):
+        return {"x": self.tensor(case, 0, backend, generator)}
+
+    def portable_call(self, tensors, case):
+        def boom():
+            raise RuntimeError("kernel exploded on purpose")
+        return boom
+
+    npu_call = portable_call
+
+
+class Sleepy(Boom):
+    kernel_type = "SleepyKernel"
+
+    def portable_call(self, tensors, case):
+        return lambda: time.sleep(5)
+
+
+class Interrupting(Boom):
+    kernel_type = "InterruptKernel"
+
+    def portable_call(self, tensors, case):
+        def stop():
+            raise KeyboardInterrupt
+        return stop
+
+
+for spec in (Boom, Sleepy, Interrupting):
+    register(spec)
+'''
+
+
+def faulty_project(pytester, kernel_type):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH, "bench/conftest": FAULTY_CONFTEST})
+    tables = default_tables()
+    tables[kernel_type] = [cells("4,8", "DT_FLOAT", "ND", "4,8", "DT_FLOAT")]
+    return write_db(pytester.path / "db", tables)
+
+
+def test_a_kernel_that_raises_fails_its_case_and_the_session_goes_on(pytester):
+    db = faulty_project(pytester, "BoomKernel")
+    result = run(pytester, db)
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*kernel exploded on purpose*"])
+    table = read_table(cpu_db(pytester.path / "out") / "BoomKernel.csv")
+    assert len(table) == 1
+    assert table["MicroBench Status"][0].startswith("failed: RuntimeError: kernel exploded")
+    assert table["Average Duration(us)"][0] == ""
+
+
+def test_a_case_past_the_timeout_fails_and_the_session_goes_on(pytester):
+    db = faulty_project(pytester, "SleepyKernel")
+    result = run(pytester, db, "--npuperf-case-timeout", "0.5")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*timeout*"])
+    table = read_table(cpu_db(pytester.path / "out") / "SleepyKernel.csv")
+    assert table["MicroBench Status"][0].startswith("timeout")
+
+
+def test_an_interrupted_session_leaves_every_database_as_it_was(pytester):
+    db = faulty_project(pytester, "InterruptKernel")
+    before = tree_digest(db)
+    # In a subprocess: an in-process run would carry the interrupt into this test session.
+    result = pytester.runpytest_subprocess("bench", "--npuperf-db", str(db), "--npuperf-out",
+                                           str(pytester.path / "out"), *FAST)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert tree_digest(db) == before
+    assert not list((pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv"))
+
+
+def test_a_malformed_cell_errors_its_case_naming_file_row_and_column(pytester):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    rows = [*MATMUL_ROWS, cells("16,6x4;32,64", "DT_BF16;DT_BF16", "ND;ND", "16,32", "DT_BF16")]
+    db = write_db(pytester.path / "db", {"MatMulV2": rows})
+    result = run(pytester, db)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*MatMulV2.csv, row 3, column 'Input Shapes'*6x4*"])
+
+
+def test_a_read_only_database_is_an_error_before_any_case_runs(project):
+    pytester, db = project
+    blocker = pytester.path / "not-a-dir"
+    blocker.write_text("a file where the output directory should be")
+    result = run(pytester, db, out=blocker / "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot write" in "\n".join(result.errlines + result.outlines)
+    assert not any("PASSED" in line for line in result.outlines)
+
+
+def test_a_second_writer_is_refused(project):
+    pytester, db = project
+    target_parent = pytester.path / "out"
+    run(pytester, db, "-k", "RmsNorm").assert_outcomes(passed=1)
+    with database_lock(cpu_db(target_parent), "another session"):
+        result = run(pytester, db, "-k", "RmsNorm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "being written by" in "\n".join(result.errlines + result.outlines)
+
+
+# -- methods and integrations --------------------------------------------------------------------
+def test_profiler_method_records_device_time_per_call(project):
+    pytester, db = project
+    result = run(pytester, db, "-k", "MatMul", "--npuperf-method", "profiler")
+    result.assert_outcomes(passed=2)
+    report = run_json(pytester.path / "out")
+    cases = [c for c in report["cases"] if c["status"] == "ok"]
+    assert cases and all(c["method"] == "profiler" for c in cases)
+    assert all(c["stats"]["samples"] >= 3 and c["stats"]["min"] > 0 for c in cases)
+    table = read_table(cpu_db(pytester.path / "out") / "MatMulV2.csv")
+    assert set(table["MicroBench Method"]) == {"profiler"}
+
+
+def test_pytest_benchmark_json_covers_the_cases(project):
+    pytester, db = project
+    target = pytester.path / "bench.json"
+    run(pytester, db, "-k", "MatMul", f"--benchmark-json={target}").assert_outcomes(passed=2)
+    data = json.loads(target.read_text())
+    names = [b["name"] for b in data["benchmarks"]]
+    assert len(names) == 2 and all("MatMulV2" in n for n in names)
+    report = {c["case_id"]: c for c in run_json(pytester.path / "out")["cases"]}
+    for bench in data["benchmarks"]:
+        case = report[bench["param"]]
+        assert bench["stats"]["rounds"] == case["stats"]["samples"]
+        assert bench["stats"]["median"] == pytest.approx(case["stats"]["median"] / 1e6, rel=1e-6)
+        assert bench["extra_info"]["npuperf_method"] == "events"
+
+
+def test_pytest_html_rows_show_statistics_and_a_plot(project):
+    pytester, db = project
+    page = pytester.path / "report.html"
+    run(pytester, db, "-k", "MatMul", f"--html={page}", "--self-contained-html")
+    text = html.unescape(page.read_text())  # rows and extras travel in an escaped JSON blob
+    assert "Median (us)" in text and "<svg" in text
+    assert "duty cycle" in text.lower()
+
+
+def test_xdist_workers_give_the_serial_result(project):
+    pytester, db = project
+    serial_out, parallel_out = pytester.path / "serial", pytester.path / "parallel"
+    common = ["bench", "--npuperf-db", str(db), *FAST]
+    pytester.runpytest_subprocess(*common, "--npuperf-out", str(serial_out)).assert_outcomes(
+        passed=3, skipped=1)
+    pytester.runpytest_subprocess(*common, "--npuperf-out", str(parallel_out), "-n", "2",
+                                  ).assert_outcomes(passed=3, skipped=1)
+    for name in ("MatMulV2.csv", "RmsNorm.csv", "Unreplayable.csv"):
+        serial = read_table(cpu_db(serial_out) / name)
+        parallel = read_table(cpu_db(parallel_out) / name)
+        assert list(serial.columns) == list(parallel.columns)
+        same = [c for c in serial.columns if not c.startswith("MicroBench")
+                and c != "Average Duration(us)"]
+        assert serial[same].equals(parallel[same])
+        assert (serial["Average Duration(us)"] != "").tolist() == \
+            (parallel["Average Duration(us)"] != "").tolist()
+        assert serial["MicroBench Status"].tolist() == parallel["MicroBench Status"].tolist()
+    assert run_json(parallel_out)["session"]["workers"] == 2

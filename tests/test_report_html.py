@@ -1,0 +1,138 @@
+"""pytest-html pieces: the sample SVG (well-formed, robust), table cells, detail, summary."""
+
+from __future__ import annotations
+
+import random
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pytest_npuperf.measure.result import STATUS_FAILED
+from pytest_npuperf.report import (html_cells, html_extra, html_header_cells, html_row_cells,
+                                   html_summary, samples_svg)
+from pytest_npuperf.report.writer import report_paths
+
+from .report_data import STAMP, case, outcome, session, session_results
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svg(samples: list[float], **kw: int) -> ET.Element:
+    root = ET.fromstring(samples_svg(samples, **kw))
+    assert root.tag == f"{SVG}svg"
+    return root
+
+
+def _polyline_points(root: ET.Element) -> list[tuple[float, float]]:
+    line = root.find(f"{SVG}polyline")
+    assert line is not None
+    return [tuple(map(float, p.split(","))) for p in line.get("points", "").split()]
+
+
+def test_svg_is_well_formed_with_median_marked() -> None:
+    root = _svg([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert root.get("width") == "220" and root.get("height") == "48"
+    assert "5 samples" in root.findtext(f"{SVG}title")
+    assert "median 3.000 us" in root.findtext(f"{SVG}title")
+    points = _polyline_points(root)
+    assert len(points) == 5
+    ys = [y for _, y in points]
+    assert ys == sorted(ys, reverse=True)  # sorted samples: values rise, y falls
+    median = root.find(f"{SVG}line")
+    assert median is not None
+    assert float(median.get("y1")) == pytest.approx(points[2][1])  # at the middle sample
+
+
+def test_svg_single_sample_and_identical_values() -> None:
+    one = _svg([7.5])
+    assert one.find(f"{SVG}circle") is not None and one.find(f"{SVG}polyline") is None
+    flat = _svg([3.0] * 50)
+    ys = {y for _, y in _polyline_points(flat)}
+    assert ys == {24.0}  # a flat line across the middle, no division by zero
+
+
+def test_svg_downsamples_thousands_keeping_extremes() -> None:
+    rng = random.Random(7)
+    samples = [rng.lognormvariate(3, 0.3) for _ in range(20000)]
+    root = _svg(samples)
+    points = _polyline_points(root)
+    assert len(points) <= 220
+    ys = [y for _, y in points]
+    assert max(ys) == pytest.approx(48 - 3) and min(ys) == pytest.approx(3)  # min and max kept
+    assert "20000 samples" in root.findtext(f"{SVG}title")
+
+
+def test_svg_without_usable_samples() -> None:
+    for samples in ([], [float("nan"), float("inf")]):
+        root = _svg(samples)
+        assert root.findtext(f"{SVG}text") == "no samples"
+
+
+def test_cells_for_a_measured_case() -> None:
+    result = session_results()[0]
+    cells = html_cells(result)
+    assert cells == {"Median (us)": "41.000", "Mean (us)": "50.700", "Samples": "5",
+                     "Method": "profiler", "Status": "ok"}
+    row = html_row_cells(result)
+    assert row[0] == '<td class="col-npuperf_median">41.000</td>'
+    assert row[4] == '<td class="col-npuperf_status">ok</td>'
+    headers = html_header_cells()
+    assert len(headers) == len(row) == 5
+    assert headers[0] == "<th>Median (us)</th>"
+    # Sortable headers name the col- class of their cells (pytest-html sorts by it).
+    for header, cell in zip(headers, row):
+        if "sortable" in header:
+            key = re.search(r'data-column-type="(\w+)"', header).group(1)
+            assert cell.startswith(f'<td class="col-{key}">')
+    assert sum("sortable" in h for h in headers) == 2  # Method, Status
+
+
+def test_cells_for_failed_case_and_non_case() -> None:
+    failed = html_cells(session_results()[5])
+    assert failed["Median (us)"] == "" and failed["Status"] == "failed"
+    assert set(html_cells(None).values()) == {""}
+    assert all(re.fullmatch(r'<td class="col-\w+"></td>', c) for c in html_row_cells(None))
+
+
+def test_cells_escape_unexpected_text() -> None:
+    result = session_results()[0]
+    result.method = "<b>events</b>"
+    assert html_cells(result)["Method"] == "&lt;b&gt;events&lt;/b&gt;"
+
+
+def test_extra_escapes_user_text_and_embeds_plot() -> None:
+    evil = case("MatMulV2", "1,2;3,2", STATUS_FAILED, error='<script>alert("x")</script> & co')
+    evil.detail = 'Traceback (most recent call last):\n  File "<kernel>", line 1'
+    fragment = html_extra(evil)
+    ET.fromstring(fragment)
+    assert '<pre class="npuperf-detail">Traceback (most recent call last):\n  File ' \
+           '&quot;&lt;kernel&gt;&quot;, line 1</pre>' in fragment
+    assert "<script>" not in fragment
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co" in fragment
+    assert "<svg" not in fragment  # no samples, no plot
+    measured = html_extra(session_results()[0])
+    ET.fromstring(measured)  # the whole block is well-formed markup
+    assert "<svg" in measured and "<th>median (us)</th><td>41.000</td>" in measured
+    assert "achieved TFLOP/s" in measured
+
+
+def test_summary_section() -> None:
+    paths = report_paths(__import__("pathlib").Path("/out/reports"), STAMP)
+    fragment = html_summary(outcome(), session_results(), session(), paths)
+    ET.fromstring(fragment)
+    assert "10 cases: 4 ok, 1 failed, 1 error, 1 timeout, 2 skipped, 1 suspect" in fragment
+    assert "duty cycle 0.05" in fragment
+    assert "Duration gap hotspots: 4" in fragment
+    assert fragment.index("<td>Add</td>") < fragment.index("<td>RmsNorm</td>")  # worst first
+    assert "<td>3.00x</td>" in fragment
+    assert f"/out/reports/run_{STAMP}.json" in fragment
+    assert "The source database belongs to ATLAS_800_A3_752T_128G_DIE" in fragment
+
+
+def test_summary_dry_run_without_hotspots() -> None:
+    fragment = html_summary(outcome(native=True, dry_run=True, with_gaps=False), [], session())
+    ET.fromstring(fragment)
+    assert "Dry run: nothing written" in fragment
+    assert "Duration gap hotspots: 0" in fragment and "<p>None</p>" in fragment
+    assert "belongs to" not in fragment

@@ -1,0 +1,123 @@
+"""run_<stamp>.json: strict JSON, every case, totals whose arithmetic holds."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pytest_npuperf.measure.result import CaseResult
+from pytest_npuperf.report import dumps_run_json, run_json
+from pytest_npuperf.report.runjson import jsonable
+
+from .report_data import RUN_ID, STAMP, outcome, session, session_results
+
+
+def _loaded(**kw: object) -> dict:
+    results = session_results()
+    return json.loads(dumps_run_json(run_json(outcome(**kw), results, session())))
+
+
+def test_round_trip_is_strict_json() -> None:
+    data = run_json(outcome(), session_results(), session())
+    text = dumps_run_json(data)
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == json.loads(json.dumps(data, allow_nan=False))
+    assert json.loads(text)["session"]["options"]["nan_option"] is None
+    assert json.loads(text)["session"]["options"]["out"] == "/tmp/out"
+
+
+def test_every_case_with_its_fields() -> None:
+    data = _loaded()
+    results = session_results()
+    assert [c["nodeid"] for c in data["cases"]] == [r.nodeid for r in results]
+    first = data["cases"][0]
+    assert first["kernel_type"] == "MatMulV2" and first["file"] == "MatMulV2.csv"
+    assert first["signature"] == results[0].signature and first["row"] == 1
+    assert first["status"] == "ok" and first["method"] == "profiler"
+    assert first["stats"] == {"samples": 5, "mean": pytest.approx(50.7), "median": 41.0,
+                              "std": pytest.approx(results[0].stats.std), "min": 40.0,
+                              "max": 90.0, "p90": pytest.approx(70.8)}
+    # achieved throughput at the median: 2*128*7168*3584 flops in 41 us
+    assert first["achieved_tflops"] == pytest.approx(2 * 128 * 7168 * 3584 / 41e-6 / 1e12)
+    assert first["achieved_gbps"] == pytest.approx(results[0].bytes / 41e-6 / 1e9)
+    failed = next(c for c in data["cases"] if c["status"] == "failed")
+    assert failed["stats"] is None and failed["achieved_tflops"] is None
+    assert "out of memory" in failed["error"] and failed["detail"] == ""
+    suspect = next(c for c in data["cases"] if c["status"] == "suspect")
+    assert suspect["bound_us"] == 4.2 and suspect["achieved_gbps"] is not None
+    add = next(c for c in data["cases"] if c["kernel_type"] == "Add")
+    assert add["achieved_tflops"] is None and add["achieved_gbps"] is None  # no work known
+
+
+def test_totals_and_duty_cycle() -> None:
+    data = _loaded()
+    totals = data["totals"]
+    assert totals["cases"] == 10
+    assert totals["session_wall_s"] == 40.0
+    assert totals["time_in_calls_s"] == pytest.approx(1.5 + 0.2 + 0.1 + 0.01 + 0.05)
+    assert totals["duty_cycle"] == pytest.approx(totals["time_in_calls_s"] / 40.0)
+    assert totals["cases_wall_s"] == pytest.approx(sum(c["wall_s"] for c in data["cases"]))
+    assert totals["by_status"] == {"ok": 4, "failed": 1, "error": 1, "timeout": 1,
+                                   "skipped": 2, "suspect": 1}
+    assert totals["by_kernel_type"]["MatMulV2"] == {"cases": 2, "ok": 2}
+    assert totals["by_kernel_type"]["GroupedMatmul"] == {"cases": 2, "skipped": 2}
+    assert sum(v["cases"] for v in totals["by_kernel_type"].values()) == 10
+
+
+def test_session_database_and_outcome() -> None:
+    data = _loaded()
+    assert data["run_id"] == RUN_ID and data["stamp"] == STAMP
+    assert data["session"]["device"]["database_device"] == "CPU_x86_64"
+    assert data["session"]["options"]["devices"] == ["cpu"]
+    assert data["session"]["workers"] == 1
+    assert data["database"]["native"] is False and data["database"]["dry_run"] is False
+    assert data["database"]["target"].endswith("vllm0.18.0_torch2.9.0_cann8.5")
+    assert [f["file"] for f in data["outcome"]["files"]] == ["MatMulV2.csv", "MatMulV3.csv",
+                                                            "RmsNorm.csv"]
+    assert data["outcome"]["totals"]["updated"] == 3
+    assert data["outcome"]["hotspots"] == 4 and data["outcome"]["gap_rows"] == 5
+
+
+def test_dry_run_target_is_null() -> None:
+    data = _loaded(dry_run=True)
+    assert data["database"]["target"] is None and data["database"]["dry_run"] is True
+
+
+def test_zero_wall_time_gives_null_duty_cycle_and_no_cases_still_dumps() -> None:
+    data = json.loads(dumps_run_json(run_json(outcome(), [], session(wall_s=0.0))))
+    assert data["totals"]["duty_cycle"] is None
+    assert data["cases"] == [] and data["totals"]["cases"] == 0
+
+
+def test_non_finite_case_numbers_become_null() -> None:
+    result = session_results()[0]
+    result.bound_us = math.inf
+    result.wall_s = math.nan
+    data = json.loads(dumps_run_json(run_json(outcome(), [result], session())))
+    assert data["cases"][0]["bound_us"] is None and data["cases"][0]["wall_s"] is None
+    assert data["totals"]["cases_wall_s"] == 0.0
+
+
+def test_result_round_trips_through_its_dict_form() -> None:
+    # Results reach the controller as dicts from xdist workers: the report must not care.
+    results = [CaseResult.from_dict(json.loads(json.dumps(r.to_dict())))
+               for r in session_results()]
+    assert run_json(outcome(), results, session())["totals"] == \
+        run_json(outcome(), session_results(), session())["totals"]
+
+
+def test_jsonable_handles_odd_values() -> None:
+    import numpy as np
+    assert jsonable({"a": (1, 2), 3: {2, 1}, "n": np.int64(4), "f": np.float32(0.5),
+                     "arr": np.array([1.0, np.nan]), "x": object}) == {
+        "a": [1, 2], "3": [1, 2], "n": 4, "f": 0.5, "arr": [1.0, None], "x": str(object)}
+
+
+def test_unknown_status_is_counted_not_lost() -> None:
+    results = session_results()
+    results[0].status = "stale"
+    counts = run_json(outcome(), results, session())["totals"]["by_status"]
+    assert counts["stale"] == 1 and counts["ok"] == 3
+    assert sum(counts.values()) == len(results)

@@ -1,0 +1,57 @@
+"""The terminal summary: counts, duty cycle, worst gaps, slowest cases, where files went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_npuperf.report import terminal_lines
+from pytest_npuperf.report.writer import report_paths
+
+from .report_data import ASCEND, STAMP, outcome, session, session_results
+
+
+def test_non_native_run_with_reports() -> None:
+    paths = report_paths(Path("/out/reports"), STAMP)
+    lines = terminal_lines(outcome(), session_results(), session(), paths)
+    assert lines[0].endswith("10 cases: 4 ok, 1 failed, 1 error, 1 timeout, 2 skipped, "
+                             "1 suspect")
+    assert lines[1].startswith("duty cycle 0.05: 1.86 s inside measured calls, 40.00 s")
+    gap_index = next(i for i, l in enumerate(lines) if l.startswith("worst gaps"))
+    gap_lines = lines[gap_index + 1:gap_index + 5]
+    assert [l.split()[:2] for l in gap_lines] == [["3.00x", "Add"], ["0.50x", "MatMulV2"],
+                                                  ["0.70x", "SwiGlu"], ["1.37x", "RmsNorm"]]
+    assert "128,7168;128,7168 -> 128,7168" in gap_lines[0]
+    slow = lines.index("slowest cases:")
+    assert "BatchMatMulV2" in lines[slow + 1] and "30.00 s" in lines[slow + 1]
+    assert lines[slow + 4].startswith("database written: ")  # three slowest, no more
+    text = "\n".join(lines)
+    assert "database written: /data/out/CPU_x86_64/" in text
+    assert f"/out/reports/replay_report_{STAMP}.md" in text
+    assert f"/out/reports/duration_gap_{STAMP}.csv" in text
+    assert f"/out/reports/run_{STAMP}.json" in text
+    assert lines[-1].startswith(f"note: the source database belongs to {ASCEND}; "
+                                "results written to /data/out/CPU_x86_64/")
+
+
+def test_top_five_gaps_only() -> None:
+    value = outcome()
+    value.gaps = value.gaps * 3  # 12 hotspots
+    lines = terminal_lines(value, session_results(), session(), None)
+    start = next(i for i, l in enumerate(lines) if l.startswith("worst gaps (12 hotspot(s)"))
+    assert lines[start + 6] == "slowest cases:"
+
+
+def test_dry_run_native_without_hotspots() -> None:
+    lines = terminal_lines(outcome(native=True, dry_run=True, with_gaps=False), [],
+                           session(), None)
+    assert lines[0].endswith(": 0 cases")
+    assert "no duration gap hotspots (1 row(s) compared)" in lines
+    assert "dry run: nothing written" in lines
+    assert not any(l.startswith(("reports:", "note:", "slowest", "database written"))
+                   for l in lines)
+
+
+def test_non_native_dry_run_note() -> None:
+    lines = terminal_lines(outcome(dry_run=True), session_results(), session(), None)
+    assert lines[-1] == (f"note: the source database belongs to {ASCEND}; "
+                         "dry run: nothing written")
