@@ -70,8 +70,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "bench_grid.yaml"
         config.write_text(CONFIG.format(m=m, n_max=n_max, mn_limit=10 ** 12))
-        # A budget that drops roughly the largest tenth of the shapes.
-        budget_gb = (0.9 * m * 7168 + 0.9 * n_max * 7168 + 0.9 * m * 0.9 * n_max) * 2 / 2 ** 30
+        # A budget that drops roughly the largest tenth of the shapes (90th percentile of the
+        # memory estimate over the grid, (M*K + N*K + M*N) * 2 bytes).
+        sizes = sorted((mm * k + nn * k + mm * nn) * 2
+                       for mm in range(1, m + 1, max(1, m // 100))
+                       for nn in range(128, n_max + 1, 128 * 5) for k in (4096, 7168))
+        budget_gb = sizes[int(0.9 * len(sizes))] / 2 ** 30
         settings = resolve_settings(["MatMulV2"], config_path=config, rows=args.rows,
                                     seed=args.seed, max_hbm_gb=budget_gb)
         # Rows of MatMulV3.csv, stored (K, N): the canonical GEMM signature matches the (N, K)
@@ -106,7 +110,8 @@ def main() -> int:
           f"during planning   (goal < 1024 MiB)")
     if traced is not None:
         print(f"peak traced:       {traced / 2 ** 20:,.0f} MiB (tracemalloc)")
-    ok = rate >= 200_000 and rss_after < 1024
+    # Tracing slows Python down several times: then only the memory goal is judged.
+    ok = (rate >= 200_000 or args.tracemalloc) and rss_after < 1024
     print("goal met" if ok else "goal NOT met")
     return 0 if ok else 1
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 import pytest
 
 from .measure.result import CaseResult
-from .report.html import html_cells, html_extra, html_summary
+from .report.html import html_extra, html_header_cells, html_row_cells, html_summary
 from .session import RESULT_PROPERTY
-
-_COLUMNS = ("Median (us)", "Mean (us)", "Samples", "Method", "Status")
 
 
 def _result(report) -> CaseResult | None:
@@ -38,16 +36,12 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_header(cells) -> None:
-    for title in _COLUMNS:
-        cells.append(f'<th class="sortable">{title}</th>')
+    cells.extend(html_header_cells())
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report, cells) -> None:
-    result = _result(report)
-    values = html_cells(result) if result is not None else {}
-    for title in _COLUMNS:
-        cells.append(f"<td>{values.get(title, '')}</td>")
+    cells.extend(html_row_cells(_result(report)))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -56,4 +50,5 @@ def pytest_html_results_summary(prefix, summary, postfix, session) -> None:
 
     replay = replay_session(session.config)
     if replay.active and not replay.is_worker and replay.outcome is not None:
-        prefix.append(html_summary(replay.outcome, replay.results, replay.session_info()))
+        prefix.append(html_summary(replay.outcome, replay.results, replay.session_info(),
+                                   replay.paths))

@@ -647,3 +647,15 @@ def test_many_sources_are_summarised(tmp_path) -> None:
     row = read_rows(tmp_path / "db" / "Add.csv")[0]
     assert row["Profiling Source"] == "r0_ascend_pt;r1_ascend_pt;r2_ascend_pt (+2 more)"
     assert_stats(row, [1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+
+def test_types_that_sanitise_to_one_file_name_are_refused(tmp_path) -> None:
+    from pytest_npuperf.db.errors import NpuperfError
+
+    profile = tmp_path / "kernel_details.csv"
+    write_kernel_details(profile, [kd_row(type="a/b"), kd_row(type="a\\b")])
+    db = tmp_path / "db"
+    with pytest.raises(NpuperfError, match="would share the file a_b.csv"):
+        parse(profile, db)
+    assert not db.exists() or not any(db.glob("*.csv"))

@@ -33,6 +33,7 @@ def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Pat
     directory = Path(directory)
     path = directory / LOCK_NAME
     try:
+        made_dir = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         created = not path.exists()
         handle = open(path, "a+", encoding="utf-8")
@@ -70,6 +71,10 @@ def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Pat
                     path.unlink()
             if fcntl is not None:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            if made_dir:
+                # A database that was never written leaves no empty directory behind.
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
 
 
 def _same_file(path: Path, fd: int) -> bool:

@@ -145,14 +145,22 @@ def _check_duplicates(frame: pd.DataFrame, kernel_type: str, report: FileReport)
                                            f"kernel call", rows[0]))
 
 
-def validate_kernel_table(path: Path) -> FileReport:
+def _open(path: Path) -> tuple[FileReport, pd.DataFrame | None]:
+    """The file's report, and its table unless it cannot be read (then that is the problem)."""
     report = FileReport(path)
     try:
         frame = read_table(path)
     except NpuperfError as exc:
         report.problems.append(Problem(str(exc).removeprefix(f"{path}: ")))
-        return report
+        return report, None
     report.rows = len(frame)
+    return report, frame
+
+
+def validate_kernel_table(path: Path) -> FileReport:
+    report, frame = _open(path)
+    if frame is None:
+        return report
     kernel_type = kernel_type_of_file(path)
     columns = list(frame.columns)
     required = list(IDENTITY_COLUMNS) + ([EP_SIZE] if kernel_type == DISPATCH_FFN_COMBINE else [])
@@ -182,13 +190,9 @@ def _check_int_column(frame: pd.DataFrame, column: str, report: FileReport) -> N
 
 
 def validate_collective_table(path: Path) -> FileReport:
-    report = FileReport(path)
-    try:
-        frame = read_table(path)
-    except NpuperfError as exc:
-        report.problems.append(Problem(str(exc).removeprefix(f"{path}: ")))
+    report, frame = _open(path)
+    if frame is None:
         return report
-    report.rows = len(frame)
     missing = [c for c in _COLLECTIVE_REQUIRED if c not in frame.columns]
     durations = [c for c in _COLLECTIVE_DURATIONS if c in frame.columns]
     if not durations:

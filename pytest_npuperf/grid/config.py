@@ -241,7 +241,7 @@ def _no_unknown(data: dict, allowed: set[str], path: tuple, marks: Marks, what: 
     for key in data:
         if key not in allowed:
             raise marks.error((*path, key), f"unknown {what} {key!r} (allowed: "
-                                            f"{', '.join(sorted(allowed))})")
+                                            f"{', '.join(sorted(allowed))})", key=True)
 
 
 def _check_name(name: object, path: tuple, marks: Marks, what: str) -> None:

@@ -144,13 +144,13 @@ class _Checker(ast.NodeVisitor):
                       f"{', '.join(FUNCTIONS)} may be called)")
         if node.keywords:
             self.fail(f"keyword arguments to {func.id}() are not allowed")
+        for arg in node.args:
+            self.visit(arg)
         low, high = _ARITY[func.id]
         count = len(node.args)
         if count < low or (high is not None and count > high):
             want = f"{low}" if low == high else f"at least {low}"
             self.fail(f"{func.id}() takes {want} argument(s), got {count}")
-        for arg in node.args:
-            self.visit(arg)
 
 
 class _PowToCall(ast.NodeTransformer):

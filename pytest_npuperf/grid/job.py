@@ -31,7 +31,7 @@ from .generators import GENERATORS, Candidate
 from .memory import GIB, budget_bytes, estimate_bytes
 from .models import Model, ModelRegistry, load_model_file, model_grids
 from .sampling import Key, KernelStats, KeySpace, Picked, sample_rng, stream_kernel
-from .template import CompiledTemplate, signature_kind
+from .template import EVALUATION_ERRORS, CompiledTemplate, signature_kind
 
 DEFAULT_OP_STATE = "dynamic"
 _CUBE_KERNELS = {"MatMulV2", "MatMulV3", "MatMulCommon", "BatchMatMulV2", "QuantBatchMatmulV3",
@@ -349,11 +349,17 @@ def plan_rows(settings: GridSettings, signatures: Mapping[str, Iterable[Signatur
         cap = _cap(settings, kernel_type)
         sources = _sources(settings, kernel_type, grids, keys)
         progress = Progress(f"grid {kernel_type}", unit=" candidates", enabled=show_progress)
-        picks: list[Picked] = stream_kernel(
-            stats, [s.stream for s in sources], budget=budget, cap=cap,
-            rng=sample_rng(settings.seed, kernel_type),
-            existing=existing_keys(kernel_type, signatures, taken, keys),
-            progress=progress.update)
+        try:
+            picks: list[Picked] = stream_kernel(
+                stats, [s.stream for s in sources], budget=budget, cap=cap,
+                rng=sample_rng(settings.seed, kernel_type),
+                existing=existing_keys(kernel_type, signatures, taken, keys),
+                progress=progress.update)
+        except EVALUATION_ERRORS as exc:
+            failed = sources[stats.source] if stats.source >= 0 else None
+            if failed is None or failed.template is None:
+                raise
+            raise failed.template.diagnose(exc) from None
         progress.finish(f"({stats.candidates:,} candidates)")
         if stats.all_over_budget:
             raise BudgetError(

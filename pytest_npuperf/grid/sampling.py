@@ -23,12 +23,12 @@ import math
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 from ..db.signature import Signature
 
 Key = tuple
 SAMPLE_SALT = "npuperf-grid"
-_PROGRESS_MASK = (1 << 16) - 1
 
 
 def _flatten(sig: object, dims: list[int]) -> object:
@@ -78,6 +78,7 @@ class KernelStats:
     new: int = 0
     added: int = 0
     smallest_over: float = math.inf
+    source: int = -1
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -100,53 +101,64 @@ def sample_rng(seed: int, kernel_type: str) -> random.Random:
     return random.Random(f"{SAMPLE_SALT}:{seed}:{kernel_type}")
 
 
+CHUNK = 1 << 16
+
+
 def stream_kernel(stats: KernelStats, sources: list[CandidateStream], *, budget: float,
                   cap: int, rng: random.Random, existing: dict[Key, bool],
                   progress: Callable[[int], None] | None = None) -> list[Picked]:
     """Filter, de-duplicate and sample; returns the picks in stream order.
 
     `existing` maps keys already in the database (True: in this kernel's own file, counting
-    toward the cap; False: elsewhere in its family). `cap` 0 means no cap.
+    toward the cap; False: elsewhere in its family). `cap` 0 means no cap. While a source is
+    being consumed, `stats.source` is its index (for error messages).
     """
-    seen: set[Key] = set()
-    seen_add = seen.add
-    existing_get = existing.get
+    # One dict for both de-duplications: key -> 0 elsewhere in the family, 1 in the kernel's
+    # own file (not met yet), 2 met in this stream. A new key costs one lookup and one insert.
+    state: dict[Key, int] = {key: 1 if own else 0 for key, own in existing.items()}
+    state_get = state.get
     random_ = rng.random
+    heappush, heapreplace = heapq.heappush, heapq.heapreplace
     heap: list[tuple[float, int, int, Key, object]] = []
     everything: list[Picked] = []
-    n = over = dup = present = new = 0
+    over = dup = present = new = 0
     smallest_over = math.inf
     for index, source in enumerate(sources):
-        for key, mem, payload in source:
-            n += 1
-            if progress is not None and not n & _PROGRESS_MASK:
-                progress(n)
-            if mem > budget:
-                over += 1
-                if mem < smallest_over:
-                    smallest_over = mem
-                continue
-            if key in seen:
-                dup += 1
-                continue
-            seen_add(key)
-            own = existing_get(key)
-            if own is not None:
-                if own:
-                    present += 1
+        stats.source = index
+        iterator = iter(source)
+        while True:
+            before = over + dup + present + new
+            for key, mem, payload in islice(iterator, CHUNK):
+                if mem > budget:
+                    over += 1
+                    if mem < smallest_over:
+                        smallest_over = mem
+                    continue
+                seen = state_get(key)
+                if seen is not None:
+                    if seen == 1:
+                        present += 1
+                        state[key] = 2
+                    else:
+                        dup += 1
+                    continue
+                state[key] = 2
+                if not cap:
+                    everything.append(Picked(new, index, key, payload))
                 else:
-                    dup += 1
-                continue
-            if not cap:
-                everything.append(Picked(new, index, key, payload))
-            else:
-                priority = random_()
-                if len(heap) < cap:
-                    heapq.heappush(heap, (-priority, new, index, key, payload))
-                elif priority < -heap[0][0]:
-                    heapq.heapreplace(heap, (-priority, new, index, key, payload))
-            new += 1
-    stats.candidates += n
+                    priority = random_()
+                    if len(heap) < cap:
+                        heappush(heap, (-priority, new, index, key, payload))
+                    elif priority < -heap[0][0]:
+                        heapreplace(heap, (-priority, new, index, key, payload))
+                new += 1
+            total = over + dup + present + new
+            if progress is not None:
+                progress(stats.candidates + total)
+            if total - before < CHUNK:
+                break
+    stats.source = -1
+    stats.candidates += over + dup + present + new
     stats.over_budget += over
     stats.duplicates += dup
     stats.present += present

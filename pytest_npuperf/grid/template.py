@@ -64,6 +64,9 @@ def _gemm_k(a0: int, a1: int, b0: int, b1: int, o0: int, o1: int, values: tuple)
     raise _NotGemm(values)
 
 
+EVALUATION_ERRORS = (_BadDim, _NotGemm, ArithmeticError, TypeError, ValueError)
+"""What evaluating a template can raise (turned into an ExpressionError by `diagnose`)."""
+
 _HELPERS = {"_dim": _dim, "_gemm_k": _gemm_k, "_type": type, "_int": int}
 
 
@@ -266,11 +269,14 @@ class CompiledTemplate:
                         fix = ast.Assign([ast.Name(local, ast.Store())], ast.Call(
                             _name("_dim"), [_const(index), _name(local), values_tuple], []))
                         stmts.append(ast.If(test, [fix], []))
-                    locals_.append(_name(local))
+                    node = _name(local)
+                    self._local_texts.append((node, ast.dump(dim.tree)))
+                    locals_.append(node)
                 names.append(locals_)
             return names
 
         self._dim_exprs: list[Expr] = []
+        self._local_texts: list[tuple[ast.expr, str]] = []
         ins = side(self.pattern.inputs, "i")
         outs = side(self.pattern.outputs, "o")
         return stmts, ins, outs
@@ -297,9 +303,11 @@ class CompiledTemplate:
             a, b = self._nd(ins[0], self.in_formats[0]), self._nd(ins[1], self.in_formats[1])
             out = outs[0]
             o0, o1 = out[-2], out[-1]
-            k = ast.Call(_name("_gemm_k"), [*a, *b, o0, o1,
-                                            ast.Tuple([_name(n) for n in self.flat_names],
-                                                      ast.Load())], [])
+            k = self._static_k(a, b, out)
+            if k is None:
+                k = ast.Call(_name("_gemm_k"), [*a, *b, o0, o1,
+                                                ast.Tuple([_name(n) for n in self.flat_names],
+                                                          ast.Load())], [])
             dims = [o0, k, o1, *present(trimmed[2:])]
         elif self.kind == "slice":
             dims = list(ins[0] or [])
@@ -309,6 +317,19 @@ class CompiledTemplate:
         else:
             dims = [*present(ins), *present(outs)]
         return ast.Tuple([_const(self.static_id), *dims], ast.Load())
+
+    def _static_k(self, a, b, out) -> ast.expr | None:
+        """K when the templates are literally (X, Y) x (Z, Y) -> (X, Z): no check per candidate."""
+        if len(a) != 2 or len(b) != 2 or len(out) != 2:
+            return None
+        exprs = {id(node): text for node, text in self._local_texts}
+        texts = [exprs.get(id(node)) for node in (*a, *b, *out)]
+        if None in texts:
+            return None
+        a0, a1, b0, b1, o0, o1 = texts
+        if a0 == o0 and b1 == a1 and b0 == o1:
+            return a[1]
+        return None
 
     @staticmethod
     def _nd(dims: list[ast.expr], fmt: str) -> list[ast.expr]:
@@ -373,17 +394,17 @@ class CompiledTemplate:
         return math.prod(len(v) for v in self.values) if self.values else 1
 
     def candidates(self) -> Iterator[tuple[Key, float, tuple]]:
-        """(key, memory estimate, iterator values) of every grid point the constraints keep."""
-        try:
-            yield from self._stream(*self.values)
-        except (_BadDim, _NotGemm, ArithmeticError, TypeError, ValueError) as exc:
-            raise self._diagnose(exc) from None
+        """(key, memory estimate, iterator values) of every grid point the constraints keep.
+
+        An evaluation error escapes raw (no wrapper on the hot path): pass it to `diagnose`.
+        """
+        return self._stream(*self.values)
 
     def shapes(self, values: tuple) -> tuple[tuple[Slot, ...], tuple[Slot, ...]]:
         try:
             return self._shapes(*values)
-        except (_BadDim, _NotGemm, ArithmeticError, TypeError, ValueError) as exc:
-            raise self._diagnose(exc) from None
+        except EVALUATION_ERRORS as exc:
+            raise self.diagnose(exc) from None
 
     def candidate(self, values: tuple) -> Candidate:
         inputs, outputs = self.shapes(values)
@@ -403,7 +424,7 @@ class CompiledTemplate:
                     env.update(zip(group, value))
             yield env
 
-    def _diagnose(self, exc: BaseException) -> ExpressionError:
+    def diagnose(self, exc: BaseException) -> ExpressionError:
         """Find the grid point and expression that failed, by evaluating slowly from the start."""
         if isinstance(exc, _BadDim):
             expr = self._dim_exprs[exc.index] if exc.index < len(self._dim_exprs) else None

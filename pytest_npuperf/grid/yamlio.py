@@ -33,17 +33,22 @@ class Marks:
 
     source: str
     positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
 
-    def where(self, path: Path_) -> str:
-        """`file:line:column: dotted.path` of the value at `path` (or its nearest parent)."""
+    def where(self, path: Path_, *, key: bool = False) -> str:
+        """`file:line:column: dotted.path` of the value at `path` (or its nearest parent);
+        with `key`, the position of the mapping key that names it."""
         probe = tuple(path)
+        if key and probe in self.key_positions:
+            line, column = self.key_positions[probe]
+            return f"{self.source}:{line}:{column}: {path_text(path)}"
         while probe not in self.positions and probe:
             probe = probe[:-1]
         line, column = self.positions.get(probe, (1, 1))
         return f"{self.source}:{line}:{column}: {path_text(path)}"
 
-    def error(self, path: Path_, message: str) -> ConfigError:
-        return ConfigError(f"{self.where(path)}: {message}")
+    def error(self, path: Path_, message: str, *, key: bool = False) -> ConfigError:
+        return ConfigError(f"{self.where(path, key=key)}: {message}")
 
 
 def _convert(node: yaml.Node, path: Path_, marks: Marks, constructor: yaml.SafeLoader):
@@ -59,6 +64,8 @@ def _convert(node: yaml.Node, path: Path_, marks: Marks, constructor: yaml.SafeL
                 line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
                 raise ConfigError(f"{marks.source}:{line}:{column}: {path_text(path)}: "
                                   f"duplicate key {key!r}")
+            marks.key_positions[(*path, key)] = (key_node.start_mark.line + 1,
+                                                 key_node.start_mark.column + 1)
             out[key] = _convert(value_node, (*path, key), marks, constructor)
         return out
     if isinstance(node, yaml.SequenceNode):

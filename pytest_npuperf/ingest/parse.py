@@ -135,6 +135,18 @@ def _ep_signature(kernel: ProfiledKernel, ep_size: str) -> Signature:
                      identity["Output Data Types"], ep_size)
 
 
+def _check_file_names(kernel_types) -> None:
+    """Two type names that sanitise to one file name would overwrite each other's rows."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for kernel_type in kernel_types:
+        owners[kernel_file_name(kernel_type)].append(kernel_type)
+    clashes = {name: types for name, types in owners.items() if len(types) > 1}
+    if clashes:
+        name, types = next(iter(clashes.items()))
+        raise NpuperfError(f"kernel types {', '.join(map(repr, types))} would share the file "
+                           f"{name}; rename them in the profile before parsing")
+
+
 def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                        show_progress: bool = True) -> tuple[AggregateResult, list[str]]:
     files = find_kernel_details(profiling_path)
@@ -179,6 +191,7 @@ def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size
         by_type[kernel.kernel_type][sig] = RowUpdate(
             identity=identity, values=_profiling_values(kernel, stamp),
             fill_empty=kernel.runtime)
+    _check_file_names(by_type)
     if DISPATCH_FFN_COMBINE in by_type and ep_size is None:
         summary.notes.append("DispatchFFNCombine rows were parsed without --ep-size: their EP Size "
                              "is empty, so they match no database row that has one")

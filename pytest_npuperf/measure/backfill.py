@@ -199,6 +199,9 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[str],
         seen.add(text)
         if mb[position] is None:
             outcome.missing += 1
+            missing = outcome.examples.setdefault("missing", [])
+            if len(missing) < _EXAMPLES:
+                missing.append(_shape_text(frame, position))
         if text in updated_sigs and mb[position] is not None and prof[position] is not None:
             gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
                                _shape_text(frame, position)))
