@@ -4,8 +4,8 @@ de-duplication and the seeded sample.
 The grid (a temporary config) is a MatMulV2 template whose product has N candidates (default
 1,000,000): every shape appears twice (an iterator the shapes do not use), so half of the stream
 are in-batch duplicates; 10,000 of the shapes are already in the database (MatMulV3 rows stored
-(K, N), which the canonical GEMM signature matches); the memory budget drops the largest shapes (about a tenth); the rest is sampled
-down to --rows (default 1,000) per kernel.
+(K, N), which the canonical GEMM signature matches); the memory budget drops the largest shapes
+(about a tenth); the rest is sampled down to --rows (default 1,000) per kernel.
 
     python benchmarks/bench_grid.py [--candidates N] [--rows R] [--tracemalloc]
 

@@ -67,11 +67,12 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     """Under xdist the controller collects nothing itself: it checks and locks the database
     once workers report replay cases, before any of them is scheduled."""
     replay = replay_session(node.config)
-    if any("[" in nodeid for nodeid in ids):
-        case_ids = {ref.case_id for ref in replay.case_refs()}
-        if any(nodeid.rsplit("[", 1)[-1].rstrip("]") in case_ids for nodeid in ids):
-            replay.active = True
-            replay.prepare_writes()
+    if replay.active or not any("[" in nodeid for nodeid in ids):
+        return
+    case_ids = {ref.case_id for ref in replay.case_refs()}
+    if any(nodeid.rsplit("[", 1)[-1].rstrip("]") in case_ids for nodeid in ids):
+        replay.active = True
+        replay.prepare_writes()
 
 
 def _case_of(item: pytest.Item) -> CaseRef | None:

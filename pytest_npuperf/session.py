@@ -51,6 +51,7 @@ class ReplaySession:
         self._settings: Settings | None = None
         self._backend: Backend | None = None
         self._catalog: CaseCatalog | None = None
+        self._refs: list[CaseRef] | None = None
         self._runner: CaseRunner | None = None
         self._lock: contextlib.ExitStack | None = None
         self.active = False  # any replay case collected (or reported) in this session
@@ -141,10 +142,12 @@ class ReplaySession:
 
     # -- collection ---------------------------------------------------------------------------
     def case_refs(self) -> list[CaseRef]:
-        skip = None
-        if self.settings.update_mode == "missing-only" and not self.settings.grid:
-            skip = self._measured_in_target()
-        return list(self.catalog.cases(skip=skip))
+        if self._refs is None:
+            skip = None
+            if self.settings.update_mode == "missing-only" and not self.settings.grid:
+                skip = self._measured_in_target()
+            self._refs = list(self.catalog.cases(skip=skip))
+        return self._refs
 
     def _measured_in_target(self) -> set[tuple[str, str]]:
         if self.native:
@@ -175,7 +178,8 @@ class ReplaySession:
     # -- before the first case: fail early, and only one writer -------------------------------
     def prepare_writes(self) -> None:
         """Check the database this session will write and take its lock (owner process only)."""
-        if self.is_worker or self._lock is not None or self.settings.dry_run:
+        if (self.is_worker or self._lock is not None or self.settings.dry_run
+                or self.config.option.collectonly):
             return
         if self.settings.grid:
             targets = [self.reports_dir]
@@ -189,6 +193,7 @@ class ReplaySession:
                 stack.enter_context(database_lock(self.target, f"pytest run {self.run_id}"))
                 self._lock = stack
         except NpuperfError as exc:
+            self.active = False  # nothing will be measured, so nothing must be written
             raise pytest.UsageError(f"npuperf: {exc}") from None
 
     def release(self) -> None:
@@ -231,7 +236,7 @@ class ReplaySession:
                            options=self.settings.as_dict(), workers=workers)
 
     def finish(self, interrupted: bool) -> None:
-        if not self.active or self.is_worker:
+        if not self.active or self.is_worker or self.config.option.collectonly:
             return
         if interrupted:
             self.notes.append("session interrupted: the database was left as it was")

@@ -48,6 +48,7 @@ def test_every_row_is_a_case_with_readable_stable_ids(project):
     pytester, db = project
     first = run(pytester, db, "--collect-only", "-q")
     ids = collected_ids(first)
+    assert not (pytester.path / "out").exists()  # collecting writes nothing
     assert len(ids) == 4
     assert all(ID_RE.match(i) for i in ids), ids
     assert any(i.startswith("MatMulV2-16x64x32-BF16-") for i in ids)
@@ -266,6 +267,17 @@ def test_a_read_only_database_is_an_error_before_any_case_runs(project):
     assert not any("PASSED" in line for line in result.outlines)
 
 
+def test_a_read_only_database_is_an_error_before_any_case_runs_under_xdist(project):
+    pytester, db = project
+    blocker = pytester.path / "not-a-dir"
+    blocker.write_text("a file where the output directory should be")
+    result = pytester.runpytest_subprocess("bench", "--npuperf-db", str(db), "--npuperf-out",
+                                           str(blocker / "out"), *FAST, "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot write" in "\n".join(result.errlines + result.outlines)
+    assert not any("PASSED" in line or "passed" in line for line in result.outlines)
+
+
 def test_a_second_writer_is_refused(project):
     pytester, db = project
     target_parent = pytester.path / "out"
@@ -332,3 +344,29 @@ def test_xdist_workers_give_the_serial_result(project):
             (parallel["Average Duration(us)"] != "").tolist()
         assert serial["MicroBench Status"].tolist() == parallel["MicroBench Status"].tolist()
     assert run_json(parallel_out)["session"]["workers"] == 2
+
+
+def test_grid_points_become_cases_and_no_database_is_written(pytester):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    out = pytester.path / "out"
+    result = pytester.runpytest("bench", "--npuperf-grid", "embedded_db", "-k", "SwiGlu",
+                                "--npuperf-out", str(out), *FAST)
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 4 and "failed" not in outcomes
+    ids = collected_ids(pytester.runpytest("bench", "--npuperf-grid", "embedded_db",
+                                           "--collect-only", "-q", "-k", "SwiGlu", *FAST))
+    assert all(ID_RE.match(i) and i.startswith("SwiGlu-") for i in ids)
+    assert not list(out.glob("CPU_*"))  # grid points go into no database
+    report = run_json(out)
+    assert report["totals"]["by_status"]["ok"] == outcomes["passed"]
+    result.stdout.fnmatch_lines(["*no database written*"])
+
+
+@pytest.mark.parametrize("option", ["--npuperf-grid", "--npuperf-db"])
+def test_a_missing_grid_config_or_database_stops_collection_with_a_clear_error(pytester,
+                                                                              option):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    result = pytester.runpytest("bench", option, str(pytester.path / "nope"), *FAST)
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # an error during collection
+    result.stdout.fnmatch_lines([f"*UsageError: {option}: *nope*"])
+    assert "passed" not in result.stdout.str()

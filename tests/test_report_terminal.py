@@ -42,13 +42,24 @@ def test_top_five_gaps_only() -> None:
 
 
 def test_dry_run_native_without_hotspots() -> None:
-    lines = terminal_lines(outcome(native=True, dry_run=True, with_gaps=False), [],
-                           session(), None)
+    done = outcome(native=True, dry_run=True, with_gaps=False)
+    lines = terminal_lines(done, [], session(), None)
     assert lines[0].endswith(": 0 cases")
     assert "no duration gap hotspots (1 row(s) compared)" in lines
     assert "dry run: nothing written" in lines
-    assert not any(l.startswith(("reports:", "note:", "slowest", "database written"))
-                   for l in lines)
+    assert not any(l.startswith(("reports:", "slowest", "database written")) for l in lines)
+    # The only notes are the outcome's own: no non-native note for a native run.
+    assert [l for l in lines if l.startswith("note:")] == [f"note: {n}" for n in done.notes]
+
+
+def test_cases_from_no_database_say_so() -> None:
+    done = outcome(dry_run=False)
+    done.target = None
+    done.notes.append("grid cases: measured, not written to any database")
+    lines = terminal_lines(done, session_results(), session(), None)
+    assert "no database written" in lines
+    assert "note: grid cases: measured, not written to any database" in lines
+    assert not any("belongs to" in l for l in lines)
 
 
 def test_non_native_dry_run_note() -> None:

@@ -4,8 +4,10 @@ A file that exists gets its new rows appended after its own bytes (its header, B
 and line ends untouched; a missing final line end is added first), written atomically through
 `db.table.WriteBatch`. Only when the new rows need a column the file does not have (e.g. the
 `Runtime ...` columns of an old FusedInferAttentionScore file) is the file rewritten with that
-column added: every existing value is kept, its quoting may be normalised. A file that does not
-exist is created with the contract columns of its kernel type.
+column added: every existing value is kept, its quoting may be normalised. A file without
+`OP State`, `Accelerator Core` or `Output Formats` (not part of the signature) gets its new rows
+without those cells. A file that does not exist is created with the contract columns of its
+kernel type.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import contract_columns_for
+from ..db.columns import (ACCELERATOR_CORE, OP_STATE, OUTPUT_FORMATS,
+                          contract_columns_for)
 from ..db.errors import ContractError, NpuperfError
 from ..db.merge import ensure_columns, row_signatures
 from ..db.signature import Signature
@@ -39,6 +42,11 @@ class ExistingFile:
     @property
     def line_terminator(self) -> str:
         return self.frame.attrs.get("lineterminator", "\n")
+
+
+# Cells a hand-written file may do without: not part of the signature, so new rows simply
+# follow the file's own header there instead of forcing a rewrite.
+OPTIONAL_COLUMNS = frozenset({OP_STATE, ACCELERATOR_CORE, OUTPUT_FORMATS})
 
 
 def read_existing(path: Path, kernel_type: str) -> ExistingFile | None:
@@ -78,7 +86,8 @@ def stage_rows(batch: WriteBatch, path: Path, kernel_type: str, rows: list[dict[
         batch.add_text(path, new_file_text(kernel_type, rows))
         return "created"
     header = existing.header
-    needed = [c for row in rows for c, v in row.items() if v != "" and c not in header]
+    needed = [c for row in rows for c, v in row.items()
+              if v != "" and c not in header and c not in OPTIONAL_COLUMNS]
     if not needed:
         try:
             text = existing.data.decode("utf-8")

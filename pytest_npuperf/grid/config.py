@@ -557,7 +557,8 @@ def check_kernels(config: GridConfig, kernels: list[str] | None) -> list[str]:
         return config.kernel_types
     unknown = [k for k in kernels if k not in config.assignments]
     if unknown:
-        raise UnknownKernelError(f"unknown kernel type(s) {', '.join(map(repr, unknown))}: {config.source} "
-                        f"assigns patterns to {', '.join(config.kernel_types)}")
+        raise UnknownKernelError(f"unknown kernel type(s) {', '.join(map(repr, unknown))}: "
+                                 f"{config.source} assigns patterns to "
+                                 f"{', '.join(config.kernel_types)}")
     wanted = set(kernels)
     return [k for k in config.kernel_types if k in wanted]

@@ -255,7 +255,8 @@ def _grouped_matmul(params: Mapping[str, Values], models: list[Model]) -> Iterat
             for ep in _ep_sizes(params, model):
                 per_rank = model.experts // ep
                 for phase in phases:
-                    k, n = (model.hidden, 2 * inter) if phase == "gate_up" else (inter, model.hidden)
+                    gate_up = phase == "gate_up"
+                    k, n = (model.hidden, 2 * inter) if gate_up else (inter, model.hidden)
                     for tokens in (int(t) for t in params["tokens"]):
                         ins = _Slots(GMM_SLOTS)
                         ins.set(GMM_X, (tokens, k), dtype)
@@ -266,7 +267,7 @@ def _grouped_matmul(params: Mapping[str, Values], models: list[Model]) -> Iterat
                         yield _io(ins, outs, variables={
                             "tokens": tokens, "tp": tp, "ep": ep, "experts": model.experts,
                             "experts_per_rank": per_rank, "hidden": model.hidden, "k": k,
-                            "n": n, "top_k": model.top_k or 1, "gate_up": int(phase == "gate_up")})
+                            "n": n, "top_k": model.top_k or 1, "gate_up": int(gate_up)})
 
 
 DFC_SLOTS = 7

@@ -13,20 +13,20 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..db.columns import (ACCELERATOR_CORE, DISPATCH_FFN_COMBINE, EP_SIZE, INPUT_DTYPES, INPUT_FORMATS, INPUT_SHAPES,
-                          OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
-                          SIGNATURE_COLUMNS)
+from ..db.columns import (ACCELERATOR_CORE, DISPATCH_FFN_COMBINE, EP_SIZE, INPUT_DTYPES,
+                          INPUT_FORMATS, INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS,
+                          OUTPUT_SHAPES, SIGNATURE_COLUMNS)
 from ..db.errors import CellError, NpuperfError
 from ..db.layout import kernel_file_name
 from ..db.lock import database_lock
 from ..db.shapes import DTYPE_BYTES, format_shapes, normalize_dtype
-from ..db.signature import MATMUL_FAMILY, Signature, signature, signature_family
+from ..db.signature import MATMUL_FAMILY, Signature, signature
 from ..db.table import WriteBatch, check_writable_dir
 from ..progress import Progress
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (DEFAULT_MAX_HBM_GB, DEFAULT_ROWS, DEFAULT_SEED, GeneratorPattern,
                      GridConfig, TemplatePattern, check_kernels, load_config)
-from .errors import BudgetError, ConfigError, GridError
+from .errors import BudgetError, GridError
 from .generators import GENERATORS, Candidate
 from .memory import GIB, budget_bytes, estimate_bytes
 from .models import Model, ModelRegistry, load_model_file, model_grids
@@ -460,4 +460,4 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
 
 
 __all__ = ["GridSettings", "GridSummary", "KernelPlan", "candidate_row", "generate_rows",
-           "plan_rows", "resolve_settings", "run_grid", "ConfigError"]
+           "plan_rows", "resolve_settings", "run_grid"]

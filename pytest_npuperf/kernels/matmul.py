@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -9,7 +10,7 @@ import torch
 from ..db.signature import GemmLayout, gemm_layout
 from .case import KernelCase
 from .spec import KernelSpec, SlotLayout
-from .tensors import nd_shape
+from .tensors import broadcast_shape, nd_shape
 
 MATMUL_TYPES = ("MatMulV2", "MatMulV3", "MatMulCommon")
 
@@ -72,10 +73,9 @@ def _batch_layout(case: KernelCase) -> tuple[bool, bool, int, int, int, int]:
         m, k = (a[-1], a[-2]) if a_t else (a[-2], a[-1])
         for b_t in (False, True):
             kb, n = (b[-1], b[-2]) if b_t else (b[-2], b[-1])
-            if kb == k and (m_n is None or m_n == (m, n)):
-                batch_dims = torch.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
-                batch = int(torch.Size(batch_dims).numel())
-                return a_t, b_t, batch, m, k, n
+            batch_dims = broadcast_shape(tuple(a[:-2]), tuple(b[:-2]))
+            if kb == k and batch_dims is not None and (m_n is None or m_n == (m, n)):
+                return a_t, b_t, math.prod(batch_dims), m, k, n
     raise case.error(f"BatchMatMulV2: shapes {a} and {b} do not form a batched product giving "
                      f"{out}")
 

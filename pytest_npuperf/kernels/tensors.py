@@ -61,6 +61,20 @@ def random_tensor(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
     return torch.randint(low, high, shape, dtype=dtype, device=device, generator=generator)
 
 
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The broadcast of two shapes (numpy rules), None when they do not broadcast.
+
+    Plain Python: torch.broadcast_shapes can pull in sympy on first use, seconds at import.
+    """
+    out = []
+    for x, y in zip(reversed((1,) * (len(b) - len(a)) + tuple(a)),
+                    reversed((1,) * (len(a) - len(b)) + tuple(b))):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y) if 0 not in (x, y) else 0)
+    return tuple(reversed(out))
+
+
 def nd_shape(slot: TensorSlot) -> tuple[int, ...]:
     """The logical (ND) shape of a slot; FRACTAL_NZ slots are stored blocked."""
     if slot.format == "FRACTAL_NZ":

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
 from .case import KernelCase
 from .spec import KernelSpec, SlotLayout
-from .tensors import input_tensor, random_tensor, torch_dtype
+from .tensors import broadcast_shape, input_tensor, random_tensor, torch_dtype
 
 RMS_NORM_EPS = 1e-6
 
@@ -118,11 +119,9 @@ class Add(KernelSpec):
             slot = case.input(i)
             if not slot.present and not slot.maybe_scalar:
                 raise case.error(f"Add: input slot {i} is empty and has no dtype")
-        try:
-            torch.broadcast_shapes(case.input(0).dims, case.input(1).dims)
-        except RuntimeError:
+        if broadcast_shape(case.input(0).dims, case.input(1).dims) is None:
             raise case.error(f"Add: shapes {case.input(0).dims} and {case.input(1).dims} do "
-                             f"not broadcast") from None
+                             f"not broadcast")
 
     def build_inputs(self, case, backend, generator):
         tensors = {}
@@ -143,5 +142,4 @@ class Add(KernelSpec):
         return self.portable_call(tensors, case)
 
     def flops(self, case: KernelCase) -> float:
-        dims = torch.broadcast_shapes(case.input(0).dims, case.input(1).dims)
-        return float(torch.Size(dims).numel())
+        return float(math.prod(broadcast_shape(case.input(0).dims, case.input(1).dims) or ()))

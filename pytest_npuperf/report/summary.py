@@ -67,9 +67,9 @@ def source_device(outcome: BackfillOutcome) -> str:
 
 def non_native_note(outcome: BackfillOutcome) -> str | None:
     """Why the source database was left alone, when it belongs to another device."""
-    if outcome.native:
-        return None
-    where = ("dry run: nothing written" if outcome.dry_run or outcome.target is None
+    if outcome.native or (outcome.target is None and not outcome.dry_run):
+        return None  # native, or cases that came from no database (shape-grid points)
+    where = ("dry run: nothing written" if outcome.dry_run
              else f"results written to {outcome.target}")
     return f"the source database belongs to {source_device(outcome)}; {where}"
 

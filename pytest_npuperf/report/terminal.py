@@ -33,10 +33,13 @@ def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session:
     if slow:
         lines.append("slowest cases:")
         lines += [f"  {S.fmt_s(r.wall_s):>9}  {r.nodeid or r.case_id}" for r in slow]
-    if outcome.dry_run or outcome.target is None:
+    if outcome.dry_run:
         lines.append("dry run: nothing written")
+    elif outcome.target is None:
+        lines.append("no database written")
     else:
         lines.append(f"database written: {outcome.target}")
+    lines += [f"note: {n}" for n in outcome.notes]
     if paths is not None:
         lines.append(f"reports: {paths.markdown}")
         lines += [f"         {p}" for p in (paths.gap_csv, paths.run_json)]
