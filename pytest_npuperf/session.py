@@ -70,14 +70,17 @@ class ReplaySession:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            device_name = self.settings.device_name
-            if device_name is None and self.source_device in KNOWN_DEVICES:
-                device_name = self.source_device  # an NPU measuring an Ascend database
             try:
-                self._backend = select_backend(self.settings.device,
-                                               _worker_index(self.config), device_name)
+                backend = select_backend(self.settings.device, _worker_index(self.config),
+                                         self.settings.device_name)
             except BackendError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            if (backend.kind == "npu" and not self.settings.device_name
+                    and self.source_device in KNOWN_DEVICES):
+                # An NPU measuring an Ascend database: the SoC name cannot tell which Atlas
+                # product it is (e.g. 752T and 560T A3 dies); the database's own name can.
+                backend.database_device_name = self.source_device
+            self._backend = backend
         return self._backend
 
     @property
@@ -93,8 +96,6 @@ class ReplaySession:
         """Whether the source database belongs to the measuring device."""
         if self.settings.grid:
             return False
-        if self.settings.device_name:
-            return self.settings.device_name == self.source_device
         return self.backend.database_device() == self.source_device
 
     @property

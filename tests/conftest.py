@@ -10,6 +10,7 @@ import csv
 import hashlib
 import io
 import itertools
+import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +25,9 @@ from pytest_npuperf.cli import main as cli_main
 settings.register_profile("npuperf", derandomize=True, database=None)
 settings.load_profile("npuperf")
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+# ../shared/realdata beside the repository; NPUPERF_REALDATA points elsewhere (e.g. a CI clone).
+REALDATA = Path(os.environ.get("NPUPERF_REALDATA")
+                or Path(__file__).resolve().parents[2] / "shared" / "realdata")
 
 COUNTERS = (
     "aicore_time(us)", "aic_total_cycles", "aic_mac_time(us)", "aic_mac_ratio",

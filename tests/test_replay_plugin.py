@@ -370,3 +370,41 @@ def test_a_missing_grid_config_or_database_stops_collection_with_a_clear_error(p
     assert result.ret == pytest.ExitCode.INTERRUPTED  # an error during collection
     result.stdout.fnmatch_lines([f"*UsageError: {option}: *nope*"])
     assert "passed" not in result.stdout.str()
+
+
+NPU_STANDIN_CONFTEST = '''
+import pytest_npuperf.session as session
+from pytest_npuperf.devices import CpuBackend
+
+
+class NpuStandIn(CpuBackend):
+    """Reports itself as an NPU; computes on the host (the real backend needs CANN)."""
+    kind = "npu"
+
+    def device_name(self):
+        return "Ascend910_9382"
+
+
+_select = session.select_backend
+
+
+def pytest_configure(config):
+    session.select_backend = lambda kind, index, name: NpuStandIn(index or 0, name)
+
+
+def pytest_unconfigure(config):  # the run is in-process: leave the module as it was
+    session.select_backend = _select
+'''
+
+
+def test_on_an_npu_the_ascend_database_is_its_own_and_is_updated_in_place(project):
+    pytester, db = project
+    pytester.makeconftest(NPU_STANDIN_CONFTEST)
+    result = run(pytester, db, "-k", "MatMul")
+    result.assert_outcomes(passed=2)
+    table = read_table(db / "MatMulV2.csv")
+    assert all(float(v) > 0 for v in table["Average Duration(us)"])
+    assert set(table["MicroBench Device"]) == {DEVICE}
+    assert table["Profiling Average Duration(us)"][0] == "0.001"  # its own profile stays
+    assert list((db / "reports").glob("run_*.json"))
+    assert not (pytester.path / "out").exists()

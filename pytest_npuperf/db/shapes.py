@@ -67,9 +67,16 @@ def _parse_slot(token: str, cell: str) -> Slot:
     return tuple(dims)
 
 
+# The canonical spelling, by far the most common: digits, `,` between dims, `;` between slots.
+_PLAIN = re.compile(r"(?:[0-9]+(?:,[0-9]+)*)?(?:;(?:[0-9]+(?:,[0-9]+)*)?)*")
+
+
 @lru_cache(maxsize=65536)
 def parse_shapes(cell: str) -> Shapes:
     """Parse a shape cell into slots. Raises CellError on a malformed dimension."""
+    if _PLAIN.fullmatch(cell):
+        return tuple([tuple(map(int, token.split(","))) if token else None
+                      for token in cell.split(";")])
     text = strip_cell(cell)
     if text.upper() in _NO_SHAPE_CELLS:
         return ()
@@ -146,11 +153,13 @@ def normalize_format(token: str) -> str:
     return text
 
 
-def parse_dtypes(cell: object) -> tuple[str, ...]:
+@lru_cache(maxsize=16384)
+def parse_dtypes(cell: str) -> tuple[str, ...]:
     return tuple(normalize_dtype(t) for t in split_list(cell))
 
 
-def parse_formats(cell: object) -> tuple[str, ...]:
+@lru_cache(maxsize=16384)
+def parse_formats(cell: str) -> tuple[str, ...]:
     return tuple(normalize_format(t) for t in split_list(cell))
 
 

@@ -157,6 +157,8 @@ def signature_family(kernel_type: str) -> str:
     return "MatMul" if kernel_type in MATMUL_FAMILY else kernel_type
 
 
-def short_hash(sig: Signature, length: int = 8) -> str:
-    """A short, stable (across runs and processes) hash of a signature, for case ids."""
-    return hashlib.blake2s(repr(sig).encode(), digest_size=16).hexdigest()[:length]
+def short_hash(sig: Signature | str, length: int = 8) -> str:
+    """A short, stable (across runs and processes) hash of a signature (or of its repr,
+    when the caller has it already), for case ids."""
+    text = sig if isinstance(sig, str) else repr(sig)
+    return hashlib.blake2s(text.encode(), digest_size=length // 2 or 1).hexdigest()[:length]

@@ -44,16 +44,16 @@ def select_backend(kind: str = "auto", index: int | None = None,
             except BackendError as exc:
                 warnings.warn(f"npu not usable, trying cuda/cpu: {exc}", stacklevel=2)
         if torch.cuda.is_available():
-            return select_backend("cuda", index)
-        return CpuBackend(0)
+            return select_backend("cuda", index, database_device)
+        return CpuBackend(0, database_device)
     if kind == "cpu":
-        return CpuBackend(0)
+        return CpuBackend(0, database_device)
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise BackendError("--npuperf-device cuda: no CUDA device is available")
         from .cuda import CudaBackend
 
-        return CudaBackend((index or 0) % max(torch.cuda.device_count(), 1))
+        return CudaBackend((index or 0) % max(torch.cuda.device_count(), 1), database_device)
     from .npu import NpuUnavailable, load_torch_npu
 
     try:

@@ -91,8 +91,9 @@ def sanitize_device_name(name: str) -> str:
 class Backend(ABC):
     kind: str = ""
 
-    def __init__(self, index: int = 0) -> None:
+    def __init__(self, index: int = 0, database_device: str | None = None) -> None:
         self.index = index
+        self.database_device_name = database_device  # the user's name for it, if any
 
     @property
     @abstractmethod
@@ -108,7 +109,10 @@ class Backend(ABC):
         """Human name of the device, e.g. `NVIDIA H200`."""
 
     def database_device(self) -> str:
-        """The `<DEVICE>` directory name of this device's database."""
+        """The `<DEVICE>` directory name of this device's database: the name the user gave,
+        else derived from the device's own name."""
+        if self.database_device_name:
+            return self.database_device_name
         return sanitize_device_name(f"{self.kind.upper()}_{self.device_name()}")
 
     def stack(self) -> dict[str, str]:

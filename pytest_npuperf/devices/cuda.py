@@ -21,8 +21,8 @@ _PEAKS = {
 class CudaBackend(Backend):
     kind = "cuda"
 
-    def __init__(self, index: int = 0) -> None:
-        super().__init__(index)
+    def __init__(self, index: int = 0, database_device: str | None = None) -> None:
+        super().__init__(index, database_device)
         torch.cuda.set_device(index)
 
     @property

@@ -83,14 +83,13 @@ class NpuBackend(Backend):
     kind = "npu"
 
     def __init__(self, index: int = 0, database_device: str | None = None) -> None:
-        super().__init__(index)
+        super().__init__(index, database_device)
         self.torch_npu = load_torch_npu()
         if not torch.npu.is_available():  # type: ignore[attr-defined]
             raise NpuUnavailable("torch_npu is installed but no NPU is visible")
         torch.npu.set_device(index)  # type: ignore[attr-defined]
         # Replays build FRACTAL_NZ tensors; torch_npu only keeps them with this switch on.
         self.torch_npu.npu.config.allow_internal_format = True
-        self._database_device = database_device
 
     @property
     def device(self) -> torch.device:
@@ -101,13 +100,6 @@ class NpuBackend(Backend):
 
     def device_name(self) -> str:
         return str(torch.npu.get_device_name(self.index))  # type: ignore[attr-defined]
-
-    def database_device(self) -> str:
-        """The Atlas directory name is given by the user or the database; the SoC name is
-        ambiguous between Atlas products (e.g. 752T and 560T A3 dies)."""
-        if self._database_device:
-            return self._database_device
-        return super().database_device()
 
     def stack(self) -> dict[str, str]:
         found = detect_versions()

@@ -79,8 +79,9 @@ def dtype_label(sig: Signature | None) -> str:
     return (dtype or "NA").removeprefix("DT_")
 
 
-def case_id(kernel_type: str, sig: Signature | None, raw_key: str) -> str:
-    digest = short_hash(sig) if sig is not None else short_hash((raw_key,))
+def case_id(kernel_type: str, sig: Signature | None, sig_text: str, raw_key: str) -> str:
+    """`<type>-<shape>-<dtype>-<hash>`; `sig_text` is repr(sig), computed once by the caller."""
+    digest = short_hash(sig_text) if sig is not None else short_hash(repr((raw_key,)))
     return f"{kernel_type}-{shape_summary(sig)}-{dtype_label(sig)}-{digest}"
 
 
@@ -98,6 +99,7 @@ class CaseCatalog:
         self.frames: dict[str, pd.DataFrame] = {}
         self.kernel_types: dict[str, str] = {}
         self.signatures: dict[str, list[Signature | None]] = {}
+        self.texts: dict[str, list[str]] = {}  # repr of each signature ("" when unparsable)
         if frames is None:
             frames = {path.name: read_table(path) for path in kernel_csvs(self.db_dir)}
         for name, frame in frames.items():
@@ -106,6 +108,7 @@ class CaseCatalog:
             self.frames[name] = frame
             self.kernel_types[name] = kernel_type
             self.signatures[name], _ = row_signatures(frame, kernel_type)
+            self.texts[name] = [repr(s) if s is not None else "" for s in self.signatures[name]]
 
     @classmethod
     def from_rows(cls, db_dir: Path, rows: dict[str, list[dict[str, str]]]) -> "CaseCatalog":
@@ -124,9 +127,9 @@ class CaseCatalog:
         for name, frame in self.frames.items():
             if AVERAGE_DURATION not in frame.columns:
                 continue
-            for sig, value in zip(self.signatures[name], frame[AVERAGE_DURATION].tolist()):
-                if sig is not None and is_valid_duration(value):
-                    done.add((name, repr(sig)))
+            for text, value in zip(self.texts[name], frame[AVERAGE_DURATION].tolist()):
+                if text and is_valid_duration(value):
+                    done.add((name, text))
         return done
 
     def cases(self, skip: set[tuple[str, str]] | None = None,
@@ -140,11 +143,11 @@ class CaseCatalog:
                 continue
             replayable = spec_for(kernel_type) is not None
             seen: Counter = Counter()
-            for position, sig in enumerate(self.signatures[name]):
-                sig_text = repr(sig) if sig is not None else ""
+            for position, (sig, sig_text) in enumerate(zip(self.signatures[name],
+                                                           self.texts[name])):
                 if skip and sig_text and (name, sig_text) in skip:
                     continue
-                ident = case_id(kernel_type, sig, f"{name}:{position}")
+                ident = case_id(kernel_type, sig, sig_text, f"{name}:{position}")
                 seen[ident] += 1
                 if seen[ident] > 1:  # duplicate signature rows: keep ids unique and stable
                     ident = f"{ident}-dup{seen[ident]}"
