@@ -104,7 +104,7 @@ def session(wall_s: float = 40.0) -> SessionInfo:
         device={"kind": "cpu", "index": 0, "name": "x86_64", "database_device": "CPU_x86_64",
                 "stack": {"torch": "2.9.0+cpu"}},
         options={"warmup": 3, "min_samples": 5, "max_samples": 200, "budget_s": 1.0,
-                 "precision": 0.02, "out": Path("/tmp/out"), "devices": ("cpu",),
+                 "precision": 0.02, "out": Path("reports-out"), "devices": ("cpu",),
                  "nan_option": float("nan")},
         workers=1)
 

@@ -25,7 +25,7 @@ def test_round_trip_is_strict_json() -> None:
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text) == json.loads(json.dumps(data, allow_nan=False))
     assert json.loads(text)["session"]["options"]["nan_option"] is None
-    assert json.loads(text)["session"]["options"]["out"] == "/tmp/out"
+    assert json.loads(text)["session"]["options"]["out"] == "reports-out"
 
 
 def test_every_case_with_its_fields() -> None:
