@@ -10,7 +10,7 @@ import pytest
 
 from .measure.result import CaseResult
 from .report.html import html_extra, html_header_cells, html_row_cells, html_summary
-from .session import RESULT_PROPERTY
+from .session import RESULT_PROPERTY, replay_session
 
 
 def _result(report) -> CaseResult | None:
@@ -46,8 +46,6 @@ def pytest_html_results_table_row(report, cells) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_summary(prefix, summary, postfix, session) -> None:
-    from .plugin import replay_session
-
     replay = replay_session(session.config)
     if replay.active and not replay.is_worker and replay.outcome is not None:
         prefix.append(html_summary(replay.outcome, replay.results, replay.session_info(),

@@ -71,10 +71,12 @@ def add_options(parser: pytest.Parser) -> None:
         ini_type = {"bool": "bool", "path": "string"}.get(kind, "string")
         parser.addini(_ini_name(name), help_text, type=ini_type,
                       default=default if kind == "bool" else None)
+    grid_help = ("turn shape-grid points into cases instead of database rows (a grid config "
+                 "file, or a packaged one: default, embedded_db); nothing is written to a "
+                 "database")
     group.addoption("--npuperf-grid", dest="npuperf_grid", nargs="?", const="default",
-                    default=None, metavar="CONFIG",
-                    help="turn shape-grid points into cases instead of database rows (a grid "
-                         "config file, or the shipped default); nothing is written to a database")
+                    default=None, metavar="CONFIG", help=f"{grid_help} [ini: npuperf_grid]")
+    parser.addini("npuperf_grid", grid_help, type="string", default=None)
 
 
 def _value(config: pytest.Config, name: str, kind: str, default: object,
@@ -138,4 +140,4 @@ def read_settings(config: pytest.Config) -> Settings:
                     prune_empty=bool(values["prune-empty-duration-rows"]),
                     dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),
                     policy=policy, case_timeout_s=timeout if timeout > 0 else None,
-                    grid=config.getoption("npuperf_grid"))
+                    grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None)

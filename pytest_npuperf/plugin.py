@@ -12,9 +12,8 @@ import pytest
 from .measure.cases import CaseRef
 from .measure.result import STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, CaseResult
 from .options import add_options
-from .session import RESULT_PROPERTY, ReplaySession
+from .session import RESULT_PROPERTY, SESSION_KEY, ReplaySession, replay_session
 
-_SESSION = pytest.StashKey[ReplaySession]()
 _RESULT = pytest.StashKey[CaseResult]()
 _FAILING = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)
 
@@ -38,17 +37,13 @@ class _ResultCollector:
 
 def pytest_configure(config: pytest.Config) -> None:
     replay = ReplaySession(config)
-    config.stash[_SESSION] = replay
+    config.stash[SESSION_KEY] = replay
     config.pluginmanager.register(_ResultCollector(replay), "npuperf-results")
     config.addinivalue_line("markers", "npuperf: a replay case of pytest_npuperf")
     if config.pluginmanager.hasplugin("html"):
         from . import html_hooks
 
         config.pluginmanager.register(html_hooks, "npuperf-html")
-
-
-def replay_session(config: pytest.Config) -> ReplaySession:
-    return config.stash[_SESSION]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -96,8 +91,8 @@ def npuperf_replay(request: pytest.FixtureRequest):
     def run(ref: CaseRef) -> CaseResult:
         result = replay.run_case(ref, request.node.nodeid)
         request.node.stash[_RESULT] = result
-        if benchmark is not None and result.samples:
-            _feed_benchmark(benchmark, result)
+        if benchmark is not None and replay.runner.last_samples:
+            _feed_benchmark(benchmark, result, replay.runner.last_samples)
         if result.status in _FAILING:
             message = f"{result.status}: {result.error}"
             if result.detail:
@@ -119,13 +114,17 @@ def _benchmark_fixture(request: pytest.FixtureRequest):
     return request.getfixturevalue("benchmark")
 
 
-def _feed_benchmark(benchmark, result: CaseResult) -> None:
-    """Give pytest-benchmark this case's device-time samples (seconds), not its own timing."""
+def _feed_benchmark(benchmark, result: CaseResult, samples: list[float]) -> None:
+    """Give pytest-benchmark this case's device-time samples (seconds), not its own timing.
+
+    pytest-benchmark has no public way to hand it measured samples; `_make_stats` is the call
+    its own fixture uses. Without it (another version), the case is left out of its JSON.
+    """
     make_stats = getattr(benchmark, "_make_stats", None)
     if make_stats is None:
         return
     stats = make_stats(1)
-    for sample in result.samples:
+    for sample in samples:
         stats.update(sample / 1e6)
     benchmark.extra_info.update({"npuperf_method": result.method, "npuperf_device": result.device,
                                  "npuperf_status": result.status, "unit": "device time"})
@@ -152,7 +151,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     replay = replay_session(session.config)
     replay.close_runner()
-    replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if not replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # measured, but nothing was saved
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -171,6 +171,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    replay = config.stash.get(_SESSION, None)
+    replay = config.stash.get(SESSION_KEY, None)
     if replay is not None:
         replay.release()

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from .db.errors import NpuperfError
-from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of, KNOWN_DEVICES
+from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of
 from .db.lock import database_lock
 from .db.table import check_writable_dir
 from .devices import Backend, BackendError, select_backend
+from .devices.npu import same_family
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef, marker_name
 from .measure.outcome import BackfillOutcome, SessionInfo
@@ -29,6 +30,12 @@ from .options import Settings, read_settings
 from .report.writer import ReportPaths, write_reports
 
 RESULT_PROPERTY = "npuperf_result"
+SESSION_KEY = pytest.StashKey["ReplaySession"]()
+
+
+def replay_session(config: pytest.Config) -> "ReplaySession":
+    """The replay session of a pytest run (created in pytest_configure)."""
+    return config.stash[SESSION_KEY]
 
 
 def _worker_index(config: pytest.Config) -> int | None:
@@ -54,6 +61,7 @@ class ReplaySession:
         self._refs: list[CaseRef] | None = None
         self._runner: CaseRunner | None = None
         self._lock: contextlib.ExitStack | None = None
+        self.writes_ready = False  # checked writable (and locked) before the first case
         self.active = False  # any replay case collected (or reported) in this session
         self.results: list[CaseResult] = []
         self.outcome: BackfillOutcome | None = None
@@ -76,9 +84,10 @@ class ReplaySession:
             except BackendError as exc:
                 raise pytest.UsageError(str(exc)) from None
             if (backend.kind == "npu" and not self.settings.device_name
-                    and self.source_device in KNOWN_DEVICES):
-                # An NPU measuring an Ascend database: the SoC name cannot tell which Atlas
-                # product it is (e.g. 752T and 560T A3 dies); the database's own name can.
+                    and same_family(backend.device_name(), self.source_device)):
+                # An NPU measuring a database of its own product family: the SoC name cannot
+                # tell which Atlas product it is (e.g. 752T and 560T A3 dies); the database's
+                # own name can. Another family's database is never taken for ours.
                 backend.database_device_name = self.source_device
             self._backend = backend
         return self._backend
@@ -114,6 +123,10 @@ class ReplaySession:
         method = self.settings.method
         if method == "auto":
             return METHOD_PROFILER if self.backend.kind == "cuda" else METHOD_EVENTS
+        if method == METHOD_PROFILER and self.backend.kind == "npu":
+            # torch.profiler records no NPU kernels; on an NPU device time comes from msprof.
+            raise pytest.UsageError("--npuperf-method profiler is for cpu and cuda; on an NPU "
+                                    "use events (or run the session under msprof)")
         return method
 
     @property
@@ -179,7 +192,7 @@ class ReplaySession:
     # -- before the first case: fail early, and only one writer -------------------------------
     def prepare_writes(self) -> None:
         """Check the database this session will write and take its lock (owner process only)."""
-        if (self.is_worker or self._lock is not None or self.settings.dry_run
+        if (self.is_worker or self.writes_ready or self.settings.dry_run
                 or self.config.option.collectonly):
             return
         if self.settings.grid:
@@ -193,6 +206,7 @@ class ReplaySession:
                 stack = contextlib.ExitStack()
                 stack.enter_context(database_lock(self.target, f"pytest run {self.run_id}"))
                 self._lock = stack
+            self.writes_ready = True
         except NpuperfError as exc:
             self.active = False  # nothing will be measured, so nothing must be written
             raise pytest.UsageError(f"npuperf: {exc}") from None
@@ -236,13 +250,16 @@ class ReplaySession:
                            wall_s=time.time() - self.started, device=self.backend.describe(),
                            options=self.settings.as_dict(), workers=workers)
 
-    def finish(self, interrupted: bool) -> None:
+    def finish(self, interrupted: bool) -> bool:
+        """Backfill and write reports (owner process). False when the backfill failed."""
         if not self.active or self.is_worker or self.config.option.collectonly:
-            return
+            return True
+        settings = self.settings
+        if not self.writes_ready and not (settings.dry_run and self.results):
+            return True  # no case ran (all deselected, or a usage error): nothing to write
         if interrupted:
             self.notes.append("session interrupted: the database was left as it was")
-            return
-        settings = self.settings
+            return True
         if settings.grid:
             self.outcome = BackfillOutcome(source=self.source, target=None, native=False,
                                            dry_run=settings.dry_run, run_id=self.run_id,
@@ -256,7 +273,8 @@ class ReplaySession:
                                         stamp=self.stamp)
             except NpuperfError as exc:
                 self.notes.append(f"backfill failed, the database was left as it was: {exc}")
-                return
+                return False
         if not settings.dry_run:
             self.paths = write_reports(self.outcome, self.results, self.session_info(),
                                        self.reports_dir)
+        return True

@@ -96,10 +96,16 @@ def test_skipped_results_leave_the_file_untouched(db):
     assert tree_digest(db) == before
 
 
-def test_prune_deletes_rows_without_any_duration(db):
+def test_prune_deletes_only_attempted_rows_left_without_any_duration(db):
     outcome = backfill(db, db, [], native=True, prune_empty=True, run_id="r", stamp="s")
-    assert len(read_table(db / "MatMulV3.csv")) == 0
-    assert len(read_table(db / "MatMulV2.csv")) == 2
+    assert len(read_table(db / "MatMulV3.csv")) == 1  # not attempted: never pruned
+    assert outcome.totals()["deleted"] == 0
+    failed = result_for(db, "MatMulV3.csv", 0, samples=(), status=STATUS_FAILED, error="x")
+    kept = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_FAILED, error="x")
+    outcome = backfill(db, db, [failed, kept], native=True, prune_empty=True, run_id="r",
+                       stamp="s")
+    assert len(read_table(db / "MatMulV3.csv")) == 0  # tried, failed, nothing profiled
+    assert len(read_table(db / "MatMulV2.csv")) == 2  # has a profiling duration: kept
     assert next(f for f in outcome.files if f.file == "MatMulV3.csv").deleted == 1
 
 
@@ -142,3 +148,44 @@ def test_another_devices_database_is_copied_not_written(tmp_path):
     assert copy["Input Shapes"].tolist()[-1] == "4,32;16,32"
     assert copy["Average Duration(us)"].tolist() == ["", "12", ""]
     assert any("new in the source" in n for n in outcome.notes)
+
+
+def test_a_row_whose_cells_cannot_be_parsed_gets_its_case_error_in_its_status(tmp_path):
+    rows = [*V2_ROWS, cells("16,6x4;32,64", "DT_BF16;DT_BF16", "ND;ND", "16,32", "DT_BF16")]
+    db = write_db(tmp_path / "db", {"MatMulV2": rows}, device="CPU_TEST")
+    broken = CaseResult(case_id="bad", nodeid="n", kernel_type="MatMulV2", file="MatMulV2.csv",
+                        signature="", row=3, status="error", error="row 3: bad dimension")
+    outcome = backfill(db, db, [broken], native=True, run_id="r", stamp="s")
+    table = read_table(db / "MatMulV2.csv")
+    assert table["MicroBench Status"].tolist() == ["", "", "error: row 3: bad dimension"]
+    assert table["Input Shapes"][2] == "16,6x4;32,64"
+    assert outcome.files[0].failed == 1
+
+
+def test_the_winner_among_results_for_one_row_does_not_depend_on_their_order(tmp_path):
+    rows = [V2_ROWS[0], V2_ROWS[0]]
+    db = write_db(tmp_path / "db", {"MatMulV2": rows}, device="CPU_TEST")
+    first = result_for(db, "MatMulV2.csv", 0, samples=(1.0, 1.0, 1.0))
+    second = result_for(db, "MatMulV2.csv", 1, samples=(3.0, 3.0, 3.0))
+    values = []
+    for order in ([first, second], [second, first]):
+        backfill(db, db, order, native=True, run_id="r", stamp="s")
+        values.append(read_table(db / "MatMulV2.csv")["Average Duration(us)"].tolist())
+    assert values[0] == values[1] == ["1", "1"]
+
+
+def test_old_schema_profiling_values_never_reach_another_devices_copy(tmp_path):
+    source = tmp_path / "db" / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / "v"
+    source.mkdir(parents=True)
+    (source / "MatMulV2.csv").write_text(
+        "OP State,Accelerator Core,Input Shapes,Input Data Types,Input Formats,Output Shapes,"
+        "Output Data Types,Output Formats,Average Duration(us),Median Duration(us),"
+        "Std Duration(us),Average aicore_time(us)\n"
+        'dynamic,AI_CORE,"16,64;32,64",DT_BF16;DT_BF16,ND;ND,"16,32",DT_BF16,ND,5.5,5.4,0.3,5.1\n')
+    target = tmp_path / "out" / "CPU_TEST" / "vllm_ascend" / "v"
+    backfill(source, target, [], native=False, run_id="r", stamp="s")
+    copy = read_table(target / "MatMulV2.csv")
+    for column in ("Average Duration(us)", "Profiling Average Duration(us)",
+                   "Profiling Median Duration(us)", "Profiling Std Duration(us)",
+                   "Profiling Average aicore_time(us)"):
+        assert copy[column].tolist() == [""], column

@@ -176,7 +176,7 @@ def test_help_lists_the_options(npuperf) -> None:
 def test_progress_lines_on_stderr() -> None:
     import io
 
-    from pytest_npuperf.progress import Progress
+    from pytest_npuperf.db.progress import Progress
     stream = io.StringIO()
     progress = Progress("parse", unit=" rows", stream=stream, interval=0)
     progress.update(1_000_000, "(file 1/2)")

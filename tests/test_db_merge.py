@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pytest_npuperf.db.columns import CONTRACT_COLUMNS
-from pytest_npuperf.db.merge import RowUpdate, apply_updates, format_number, new_table_columns
+from pytest_npuperf.db.merge import RowUpdate, apply_updates, format_number
 from pytest_npuperf.db.signature import signature
 from pytest_npuperf.db.table import read_table
 
@@ -132,10 +131,6 @@ def test_legacy_columns_are_migrated_on_merge(tmp_path) -> None:
     assert result.renamed == {"MicroBench Duration(us)": "Average Duration(us)"}
     assert result.frame.loc[0, "Average Duration(us)"] == "7.25"
     assert list(result.frame.columns) == HEADER
-
-
-def test_new_table_columns_are_the_contract_columns() -> None:
-    assert new_table_columns("Add") == list(CONTRACT_COLUMNS)
 
 
 def test_format_number() -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.db.merge import row_signatures
-from pytest_npuperf.db.signature import (MATMUL_FAMILY, short_hash, signature,
-                                         signature_family)
+from pytest_npuperf.db.signature import (MATMUL_FAMILY, short_hash, signature)
 
 
 def sig(kernel: str, ins: str, idt: str, ifm: str, outs: str, odt: str, ep: str = ""):
@@ -158,11 +157,6 @@ def test_bias_slot_is_part_of_the_gemm_identity() -> None:
 def test_non_gemm_shapes_fall_back_to_the_generic_signature(cells) -> None:
     assert sig("MatMulV2", *cells) == sig("SomethingElse", *cells)
     assert sig("MatMulV2", *cells)[0] == "generic"
-
-
-def test_signature_family() -> None:
-    assert {signature_family(k) for k in MATMUL_FAMILY} == {"MatMul"}
-    assert signature_family("BatchMatMulV2") == "BatchMatMulV2"
 
 
 # -- Index, Slice / Transpose, DispatchFFNCombine ---------------------------------------------

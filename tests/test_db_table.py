@@ -189,3 +189,25 @@ def test_writable_dir_probe(tmp_path) -> None:
         check_writable_dir(blocker / "db")
     with pytest.raises(NpuperfError, match="not a directory"):
         check_writable_dir(blocker)
+
+
+def test_a_failed_rename_drops_the_rest_and_names_what_was_replaced(tmp_path, monkeypatch):
+    import os
+
+    from pytest_npuperf.db.errors import NpuperfError
+    from pytest_npuperf.db.table import WriteBatch
+
+    batch = WriteBatch()
+    for name in ("a.csv", "b.csv", "c.csv"):
+        batch.add_text(tmp_path / name, f"{name}\n")
+    real_replace = os.replace
+
+    def flaky(src, dst):
+        if str(dst).endswith("b.csv"):
+            raise OSError(28, "No space left on device", str(dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky)
+    with pytest.raises(NpuperfError, match="already replaced: a.csv"):
+        batch.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]  # no temp files left

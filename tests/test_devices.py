@@ -127,6 +127,9 @@ def test_auto_prefers_npu_and_npu_backend_sets_up_the_device(monkeypatch):
     mod = fake_torch_npu(monkeypatch, calls)
     backend = select_backend("auto", index=3, database_device="ATLAS_800_A3_752T_128G_DIE")
     assert backend.kind == "npu"
+    assert not any(c[0] == "set_device" for c in calls)  # naming a device claims nothing
+    assert mod.npu.config.allow_internal_format is False
+    backend.activate()
     assert ("set_device", 1) in calls  # worker 3 on a 2-device host
     assert mod.npu.config.allow_internal_format is True
     assert backend.database_device() == "ATLAS_800_A3_752T_128G_DIE"

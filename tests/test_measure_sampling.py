@@ -155,3 +155,24 @@ def test_wrap_decorates_only_timed_calls():
                             precision=1e-9)
     run = sample(lambda: None, timer, policy, wrap=wrap)
     assert len(wrapped) == len(run.samples)
+
+
+def test_mean_ci_uses_student_t_for_few_samples():
+    from pytest_npuperf.measure.stats import Z95, t95
+
+    samples = [10.0, 12.0, 11.0, 13.0, 9.0]
+    expected = 2.776 * np.std(samples, ddof=1) / math.sqrt(5)
+    assert mean_ci_halfwidth(samples) == pytest.approx(expected, rel=1e-6)
+    assert t95(1) == 12.706 and t95(1000) == Z95 and t95(0) == math.inf
+
+
+def test_a_result_keeps_all_statistics_and_a_spread_of_samples():
+    from pytest_npuperf.measure.result import MAX_KEPT_SAMPLES, CaseResult
+
+    result = CaseResult("c", "n", "MatMulV2", "MatMulV2.csv", "sig")
+    samples = [float(i) for i in range(1, 1001)]
+    result.set_samples(samples)
+    assert result.stats.samples == 1000 and result.stats.mean == pytest.approx(500.5)
+    assert len(result.samples) <= MAX_KEPT_SAMPLES
+    assert result.samples[0] == 1.0 and result.samples[-1] > 900  # spread over the run
+    assert CaseResult.from_dict(result.to_dict()) == result

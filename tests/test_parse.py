@@ -659,3 +659,37 @@ def test_types_that_sanitise_to_one_file_name_are_refused(tmp_path) -> None:
     with pytest.raises(NpuperfError, match="would share the file a_b.csv"):
         parse(profile, db)
     assert not db.exists() or not any(db.glob("*.csv"))
+
+
+def test_a_new_profile_replaces_the_old_aggregate_whole(tmp_path) -> None:
+    db = tmp_path / "db"
+    cann8 = write_kernel_details(tmp_path / "a" / "kernel_details.csv", [
+        kd_row(duration=10.0, counters={"aicore_time(us)": 9.0, "aic_mac_ratio": 0.5})])
+    parse(cann8, db)
+    cann7 = write_kernel_details(tmp_path / "b" / "kernel_details.csv", [
+        kd_row(duration=20.0, counters={"aicore_time(us)": 19.0, "aic_mac_fp16_ratio": 0.7})],
+        header=CANN7_HEADER)
+    parse(cann7, db)
+    row = read_rows(db / "MatMulV2.csv")[0]
+    assert row["Profiling Average Duration(us)"] == "20"
+    assert row["Profiling Average aicore_time(us)"] == "19"
+    assert row["Profiling Average aic_mac_ratio"] == ""  # not in the new profile: not kept
+    assert row["Profiling Average aic_mac_fp16_ratio"] == "0.7"
+
+
+def test_records_of_one_task_with_different_contexts_all_count(tmp_path) -> None:
+    rows = [kd_row(duration=d, task=7, start="1736413971000070.000", **{"Context ID": c})
+            for d, c in ((10.0, "0"), (12.0, "1"), (12.0, "1"))]  # the last is a re-export
+    profile = write_kernel_details(tmp_path / "kernel_details.csv", rows)
+    summary = parse(profile, tmp_path / "db")
+    assert read_rows(tmp_path / "db" / "MatMulV2.csv")[0]["Profiling Count"] == "2"
+    assert summary.aggregate.skipped[SKIP_DUPLICATE] == 1
+
+
+def test_an_empty_input_shapes_cell_is_a_row_without_shapes(tmp_path) -> None:
+    profile = write_kernel_details(tmp_path / "kernel_details.csv", [
+        kd_row("MemSet", in_shapes="", in_dtypes="", in_formats="", out_shapes="",
+               out_dtypes="", out_formats=""), kd_row()], literal_quotes=False)
+    summary = parse(profile, tmp_path / "db")
+    assert summary.aggregate.skipped[SKIP_NO_SHAPE] == 1
+    assert not (tmp_path / "db" / "MemSet.csv").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -155,15 +156,6 @@ def test_options_are_read_from_ini(project):
     assert cpu_db(pytester.path / "ini-out")
 
 
-def test_prune_empty_duration_rows(project):
-    pytester, db = project
-    run(pytester, db, "--npuperf-prune-empty-duration-rows").assert_outcomes(passed=3,
-                                                                            skipped=1)
-    target = cpu_db(pytester.path / "out")
-    assert len(read_table(target / "Unreplayable.csv")) == 0  # never measured, no profile
-    assert len(read_table(target / "MatMulV2.csv")) == 2
-
-
 # -- faults ---------------------------------------------------------------------------------------
 FAULTY_CONFTEST = '''
 import time
@@ -228,6 +220,16 @@ def test_a_kernel_that_raises_fails_its_case_and_the_session_goes_on(pytester):
     assert table["Average Duration(us)"][0] == ""
 
 
+def test_prune_drops_rows_that_failed_and_keeps_rows_without_a_replay(pytester):
+    db = faulty_project(pytester, "BoomKernel")
+    result = run(pytester, db, "--npuperf-prune-empty-duration-rows")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    target = cpu_db(pytester.path / "out")
+    assert len(read_table(target / "BoomKernel.csv")) == 0  # tried, failed, no profile
+    assert len(read_table(target / "Unreplayable.csv")) == 1  # no replay yet: kept
+    assert len(read_table(target / "MatMulV2.csv")) == 2
+
+
 def test_a_case_past_the_timeout_fails_and_the_session_goes_on(pytester):
     db = faulty_project(pytester, "SleepyKernel")
     result = run(pytester, db, "--npuperf-case-timeout", "0.5")
@@ -255,6 +257,10 @@ def test_a_malformed_cell_errors_its_case_naming_file_row_and_column(pytester):
     result = run(pytester, db)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*MatMulV2.csv, row 3, column 'Input Shapes'*6x4*"])
+    table = read_table(cpu_db(pytester.path / "out") / "MatMulV2.csv")
+    assert len(table) == 3 and table["Input Shapes"][2] == "16,6x4;32,64"
+    assert table["MicroBench Status"][2].startswith("error: ")
+    assert "row 3, column 'Input Shapes'" in table["MicroBench Status"][2]
 
 
 def test_a_read_only_database_is_an_error_before_any_case_runs(project):
@@ -382,7 +388,7 @@ class NpuStandIn(CpuBackend):
     kind = "npu"
 
     def device_name(self):
-        return "Ascend910_9382"
+        return "SOC_NAME"
 
 
 _select = session.select_backend
@@ -399,7 +405,7 @@ def pytest_unconfigure(config):  # the run is in-process: leave the module as it
 
 def test_on_an_npu_the_ascend_database_is_its_own_and_is_updated_in_place(project):
     pytester, db = project
-    pytester.makeconftest(NPU_STANDIN_CONFTEST)
+    pytester.makeconftest(NPU_STANDIN_CONFTEST.replace("SOC_NAME", "Ascend910_9382"))
     result = run(pytester, db, "-k", "MatMul")
     result.assert_outcomes(passed=2)
     table = read_table(db / "MatMulV2.csv")
@@ -408,3 +414,53 @@ def test_on_an_npu_the_ascend_database_is_its_own_and_is_updated_in_place(projec
     assert table["Profiling Average Duration(us)"][0] == "0.001"  # its own profile stays
     assert list((db / "reports").glob("run_*.json"))
     assert not (pytester.path / "out").exists()
+
+
+def test_the_embedded_default_database_replays_on_this_cpu_and_stays_unchanged(pytester):
+    from pytest_npuperf.options import DEFAULT_DB
+
+    embedded = Path(__file__).resolve().parents[1] / DEFAULT_DB
+    before = tree_digest(embedded)
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    out = pytester.path / "out"
+    result = pytester.runpytest("bench", "--npuperf-db", str(embedded), "--npuperf-out",
+                                str(out), *FAST, "--npuperf-max-samples", "3")
+    outcomes = result.parseoutcomes()
+    assert "failed" not in outcomes and "error" not in outcomes, result.stdout.str()[-3000:]
+    assert outcomes["passed"] >= 100
+    assert tree_digest(embedded) == before
+    copy = cpu_db(out)
+    assert sorted(p.name for p in copy.glob("*.csv")) == sorted(p.name for p in embedded.glob("*.csv"))
+
+
+def test_an_npu_of_another_family_does_not_take_the_database_for_its_own(project):
+    pytester, db = project  # an A3 database
+    pytester.makeconftest(NPU_STANDIN_CONFTEST.replace("SOC_NAME", "Ascend910B2"))
+    before = tree_digest(db)
+    run(pytester, db, "-k", "MatMul").assert_outcomes(passed=2)
+    assert tree_digest(db) == before
+    assert list((pytester.path / "out").glob(f"NPU_Ascend910B2/vllm_ascend/{VERSION}/*.csv"))
+
+
+def test_a_session_that_runs_no_case_writes_nothing(project):
+    pytester, db = project
+    result = run(pytester, db, "-k", "NoSuchKernel")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not (pytester.path / "out").exists()
+
+
+def test_a_failed_backfill_fails_the_session_and_says_so(project):
+    pytester, db = project
+    pytester.makeconftest(f"""
+from pathlib import Path
+
+def pytest_runtest_teardown(item):
+    # The database changes under the session: the backfill must refuse it.
+    Path({str(db / "RmsNorm.csv")!r}).write_text(
+        "version https://git-lfs.github.com/spec/v1\\noid sha256:00\\nsize 1\\n")
+""")
+    result = run(pytester, db, "-k", "RmsNorm")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*backfill failed*Git LFS pointer*"])
+    assert not list((pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv"))

@@ -29,7 +29,6 @@ SIGNATURE_COLUMNS: tuple[str, ...] = (
     INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES,
 )
 SHAPE_COLUMNS = (INPUT_SHAPES, OUTPUT_SHAPES)
-DTYPE_COLUMNS = (INPUT_DTYPES, OUTPUT_DTYPES)
 FORMAT_COLUMNS = (INPUT_FORMATS, OUTPUT_FORMATS)
 
 COUNTERS: tuple[str, ...] = (
@@ -69,6 +68,11 @@ assert len(CONTRACT_COLUMNS) == 62
 FIA_KERNEL = "FusedInferAttentionScore"
 DISPATCH_FFN_COMBINE = "DispatchFFNCombine"
 
+# The 31 input slots of a FusedInferAttentionScore row (CONTRACT.md §10): where each tensor is.
+FIA_INPUT_SLOTS = 31
+FIA_QUERY, FIA_KEY, FIA_VALUE, FIA_MASK = 0, 1, 2, 4
+FIA_SEQ_LENS, FIA_KV_SEQ_LENS, FIA_BLOCK_TABLE, FIA_QUERY_ROPE, FIA_KEY_ROPE = 5, 6, 14, 24, 25
+
 FIA_RUNTIME_FIELDS: tuple[str, ...] = (
     "source_profile", "actual_seq_lengths_shape", "actual_seq_lengths_values",
     "actual_seq_lengths_kv_shape", "actual_seq_lengths_kv_values", "avg_seq_len",
@@ -99,15 +103,17 @@ MICROBENCH_MEDIAN_DURATION = "MicroBench Median Duration(us)"
 MICROBENCH_STD_DURATION = "MicroBench Std Duration(us)"
 MICROBENCH_MIN_DURATION = "MicroBench Min Duration(us)"
 MICROBENCH_SAMPLES = "MicroBench Samples"
+MICROBENCH_WARMUP = "MicroBench Warmup"
 MICROBENCH_METHOD = "MicroBench Method"
 MICROBENCH_STATUS = "MicroBench Status"
 MICROBENCH_DEVICE = "MicroBench Device"
+MICROBENCH_STACK = "MicroBench Stack"
 MICROBENCH_RUN_ID = "MicroBench Run Id"
 MICROBENCH_TIMESTAMP = "MicroBench Timestamp"
 MICROBENCH_EXTRA_COLUMNS: tuple[str, ...] = (
     MICROBENCH_MEDIAN_DURATION, MICROBENCH_STD_DURATION, MICROBENCH_MIN_DURATION,
-    MICROBENCH_SAMPLES, MICROBENCH_METHOD, MICROBENCH_STATUS, MICROBENCH_DEVICE,
-    MICROBENCH_RUN_ID, MICROBENCH_TIMESTAMP,
+    MICROBENCH_SAMPLES, MICROBENCH_WARMUP, MICROBENCH_METHOD, MICROBENCH_STATUS,
+    MICROBENCH_DEVICE, MICROBENCH_STACK, MICROBENCH_RUN_ID, MICROBENCH_TIMESTAMP,
 )
 
 # Legacy names.
@@ -182,11 +188,6 @@ def contract_columns_for(kernel_type: str) -> tuple[str, ...]:
     extra = FIA_RUNTIME_COLUMNS if kernel_type == FIA_KERNEL else ()
     return (*identity, *rest, *extra)
 
-
-def identity_columns_for(kernel_type: str) -> tuple[str, ...]:
-    if kernel_type == DISPATCH_FFN_COMBINE:
-        return (*IDENTITY_COLUMNS, EP_SIZE)
-    return IDENTITY_COLUMNS
 
 
 def merge_column_order(existing: Sequence[str], wanted: Iterable[str],

@@ -159,8 +159,3 @@ def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signat
         unmatched = []
     return MergeResult(frame=frame, added=added, updated=updated_rows, unmatched=unmatched,
                        renamed=renamed, bad_rows=bad_rows)
-
-
-def new_table_columns(kernel_type: str) -> list[str]:
-    return list(contract_columns_for(kernel_type))
-

@@ -45,9 +45,6 @@ def strip_cell(cell: object) -> str:
     return text
 
 
-def is_empty_token(token: str) -> bool:
-    return token.strip().upper() in _EMPTY_TOKENS
-
 
 def _parse_slot(token: str, cell: str) -> Slot:
     token = token.strip()
@@ -163,9 +160,6 @@ def parse_formats(cell: str) -> tuple[str, ...]:
     return tuple(normalize_format(t) for t in split_list(cell))
 
 
-def format_list(tokens: tuple[str, ...] | list[str]) -> str:
-    return ";".join(tokens) if tokens else NO_SHAPE_TEXT
-
 
 def is_known_dtype(dtype: str) -> bool:
     return normalize_dtype(dtype) in DTYPE_BYTES
@@ -185,9 +179,6 @@ def numel(slot: Slot) -> int:
         return 0
     return math.prod(slot)
 
-
-def slot_bytes(slot: Slot, dtype: str) -> float:
-    return numel(slot) * dtype_bytes(dtype)
 
 
 def nz_to_nd(slot: Slot) -> Slot:

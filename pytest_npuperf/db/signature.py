@@ -152,10 +152,6 @@ def _normalize_ep(text: str) -> str:
     return str(int(as_float)) if as_float.is_integer() else value
 
 
-def signature_family(kernel_type: str) -> str:
-    """Types whose rows share one signature space: the MatMul family, else the type itself."""
-    return "MatMul" if kernel_type in MATMUL_FAMILY else kernel_type
-
 
 def short_hash(sig: Signature | str, length: int = 8) -> str:
     """A short, stable (across runs and processes) hash of a signature (or of its repr,

@@ -169,10 +169,20 @@ class WriteBatch:
             raise
 
     def commit(self) -> list[Path]:
-        done = []
-        for tmp, path in self._staged:
-            os.replace(tmp, path)
-            done.append(path)
+        """Rename every staged file into place. Renames within a directory do not fail in
+        practice once the data is on disk; if one does, the rest are dropped and the error
+        names the files that were already replaced."""
+        done: list[Path] = []
+        try:
+            for tmp, path in self._staged:
+                os.replace(tmp, path)
+                done.append(path)
+        except OSError as exc:
+            self._staged = self._staged[len(done):]
+            self.abort()
+            replaced = ", ".join(p.name for p in done) or "none"
+            raise NpuperfError(f"cannot put {exc.filename} in place ({exc.strerror or exc}); "
+                               f"already replaced: {replaced}") from None
         self._staged = []
         return done
 

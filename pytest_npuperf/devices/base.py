@@ -100,6 +100,11 @@ class Backend(ABC):
     def device(self) -> torch.device:
         ...
 
+    def activate(self) -> None:
+        """Make this the current device of the process. Only processes that run cases call
+        it, so that naming a device (the xdist controller does) opens no context on it."""
+        return None
+
     @abstractmethod
     def synchronize(self) -> None:
         ...

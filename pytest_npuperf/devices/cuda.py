@@ -23,7 +23,9 @@ class CudaBackend(Backend):
 
     def __init__(self, index: int = 0, database_device: str | None = None) -> None:
         super().__init__(index, database_device)
-        torch.cuda.set_device(index)
+
+    def activate(self) -> None:
+        torch.cuda.set_device(self.index)
 
     @property
     def device(self) -> torch.device:

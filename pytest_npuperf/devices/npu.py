@@ -49,6 +49,24 @@ def mstx_message(case_id: str) -> str:
     return data.decode(errors="ignore")
 
 
+# SoC names torch_npu reports, by Atlas product family (the database device names say A2/A3).
+_FAMILIES = (("A3", re.compile(r"^Ascend910_93")), ("A2", re.compile(r"^Ascend910B")))
+
+
+def soc_family(soc_name: str) -> str | None:
+    """`Ascend910_9382` -> `A3`, `Ascend910B2` -> `A2`; None when unknown."""
+    return next((family for family, pattern in _FAMILIES if pattern.match(soc_name.strip())),
+                None)
+
+
+def same_family(soc_name: str, database_device: str | None) -> bool:
+    """Whether an NPU of this SoC may own a database of this Atlas device directory."""
+    if not database_device or database_device not in KNOWN_DEVICES:
+        return False
+    family = soc_family(soc_name)
+    return family is not None and database_device.startswith(f"ATLAS_800_{family}_")
+
+
 def _peak_from_device_dir(name: str) -> Peak | None:
     """Nominal peaks from the device directory name, e.g. `ATLAS_800_A2_376T_64G`."""
     match = re.search(r"_(\d+)T_(\d+)G", name)
@@ -87,7 +105,9 @@ class NpuBackend(Backend):
         self.torch_npu = load_torch_npu()
         if not torch.npu.is_available():  # type: ignore[attr-defined]
             raise NpuUnavailable("torch_npu is installed but no NPU is visible")
-        torch.npu.set_device(index)  # type: ignore[attr-defined]
+
+    def activate(self) -> None:
+        torch.npu.set_device(self.index)  # type: ignore[attr-defined]
         # Replays build FRACTAL_NZ tensors; torch_npu only keeps them with this switch on.
         self.torch_npu.npu.config.allow_internal_format = True
 

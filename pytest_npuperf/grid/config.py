@@ -321,7 +321,7 @@ def _range(spec: dict, path: tuple, marks: Marks) -> Values:
     _no_unknown(spec, {"min", "max", "step", "mul"}, path, marks, "range key")
     for key in ("min", "max"):
         if key not in spec:
-            raise marks.error(path, f"a range needs 'min' and 'max' (and 'step' or 'mul')")
+            raise marks.error(path, "a range needs 'min' and 'max' (and 'step' or 'mul')")
     low = _number(spec["min"], (*path, "min"), marks)
     high = _number(spec["max"], (*path, "max"), marks)
     if high < low:

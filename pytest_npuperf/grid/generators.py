@@ -20,7 +20,9 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..db.columns import EP_SIZE, runtime_column
+from ..db.columns import (EP_SIZE, FIA_BLOCK_TABLE, FIA_INPUT_SLOTS, FIA_KEY, FIA_KEY_ROPE,
+                          FIA_KV_SEQ_LENS, FIA_MASK, FIA_QUERY, FIA_QUERY_ROPE, FIA_SEQ_LENS,
+                          FIA_VALUE, runtime_column)
 from ..db.shapes import NULL_FORMAT, UNDEFINED_DTYPE, Slot
 from .models import Model
 
@@ -78,8 +80,9 @@ class GeneratorSpec:
 # ---------------------------------------------------------------------------------------------
 # FusedInferAttentionScore
 
-FIA_SLOTS = 31
-Q, K, V, MASK, SEQ, KV_SEQ, BLOCK_TABLE, Q_ROPE, K_ROPE = 0, 1, 2, 4, 5, 6, 14, 24, 25
+FIA_SLOTS = FIA_INPUT_SLOTS
+Q, K, V, MASK, SEQ, KV_SEQ = FIA_QUERY, FIA_KEY, FIA_VALUE, FIA_MASK, FIA_SEQ_LENS, FIA_KV_SEQ_LENS
+BLOCK_TABLE, Q_ROPE, K_ROPE = FIA_BLOCK_TABLE, FIA_QUERY_ROPE, FIA_KEY_ROPE
 CAUSAL_MASK = (2048, 2048)
 FIA_SOURCE = "shape_grid"
 FIA_COMPLETENESS = "shape_grid_scene_generated"

@@ -22,7 +22,7 @@ from ..db.lock import database_lock
 from ..db.shapes import DTYPE_BYTES, format_shapes, normalize_dtype
 from ..db.signature import MATMUL_FAMILY, Signature, signature
 from ..db.table import WriteBatch, check_writable_dir
-from ..progress import Progress
+from ..db.progress import Progress
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (DEFAULT_MAX_HBM_GB, DEFAULT_ROWS, DEFAULT_SEED, GeneratorPattern,
                      GridConfig, TemplatePattern, check_kernels, load_config)
@@ -83,9 +83,6 @@ class GridSummary:
     @property
     def rows_added(self) -> int:
         return sum(len(p.rows) for p in self.plans)
-
-    def rows_by_kernel(self) -> dict[str, list[dict[str, str]]]:
-        return {p.kernel_type: p.rows for p in self.plans}
 
     def render(self) -> str:
         s = self.settings

@@ -28,7 +28,3 @@ def budget_bytes(max_hbm_gb: float | None) -> float:
     if not max_hbm_gb:
         return math.inf
     return float(max_hbm_gb) * GIB
-
-
-def fits(estimate: float, budget: float) -> bool:
-    return estimate <= budget

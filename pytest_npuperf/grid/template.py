@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -389,9 +388,6 @@ class CompiledTemplate:
         return self._function("_shapes", body, list(self.flat_names))
 
     # -- running -------------------------------------------------------------------------------
-
-    def product_size(self) -> int:
-        return math.prod(len(v) for v in self.values) if self.values else 1
 
     def candidates(self) -> Iterator[tuple[Key, float, tuple]]:
         """(key, memory estimate, iterator values) of every grid point the constraints keep.

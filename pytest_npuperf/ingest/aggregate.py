@@ -22,7 +22,7 @@ from ..db.columns import (ACCELERATOR_CORE, FIA_KERNEL, INPUT_DTYPES, INPUT_FORM
                           RAW_DURATION)
 from ..db.errors import CellError, ContractError
 from ..db.layout import normalize_kernel_type
-from ..db.shapes import format_shapes, parse_shapes, split_list
+from ..db.shapes import format_shapes, parse_shapes, split_list, strip_cell
 from ..db.signature import Signature, signature
 from .kernel_details import (DEFAULT_CHUNK_ROWS, TYPE, KernelDetailsReader, KernelTableHeader,
                              read_kernel_header)
@@ -92,7 +92,7 @@ def _skip_reason(kernel_type: str, core: str, in_shapes: str) -> str | None:
         return SKIP_NO_TYPE
     if core.strip().upper() == "HCCL" or kernel_type.lower().startswith("hcom_"):
         return SKIP_HCCL
-    if parse_shapes(in_shapes) == ():
+    if not strip_cell(in_shapes) or parse_shapes(in_shapes) == ():
         return SKIP_NO_SHAPE
     return None
 

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import runtime_column
+from ..db.columns import (FIA_BLOCK_TABLE, FIA_KEY, FIA_KEY_ROPE, FIA_KV_SEQ_LENS, FIA_MASK,
+                          FIA_QUERY, FIA_QUERY_ROPE, FIA_SEQ_LENS, runtime_column)
 from ..db.errors import CellError, NpuperfError
 from ..db.shapes import Shapes, Slot, format_slot, parse_shapes
 from ..db.table import read_header
 
-QUERY, KEY, VALUE, MASK, SEQ, SEQ_KV, BLOCK_TABLE, QUERY_ROPE, KEY_ROPE = 0, 1, 2, 4, 5, 6, 14, 24, 25
+QUERY, KEY, MASK, SEQ, SEQ_KV = FIA_QUERY, FIA_KEY, FIA_MASK, FIA_SEQ_LENS, FIA_KV_SEQ_LENS
+BLOCK_TABLE, QUERY_ROPE, KEY_ROPE = FIA_BLOCK_TABLE, FIA_QUERY_ROPE, FIA_KEY_ROPE
 _OPERATOR_NAME_COLUMNS = ("Name", "Type", "Op Name", "Op Type", "Operator Name", "Operator Type")
 _FIA_NAME = "fusedinferattentionscore"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..db.columns import (ACCELERATOR_CORE, COUNTERS, INPUT_DTYPES, INPUT_FORMATS,
+from ..db.columns import (ACCELERATOR_CORE, INPUT_DTYPES, INPUT_FORMATS,
                           INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
                           RAW_DURATION)
 from ..db.errors import CellError, ContractError, NpuperfError
@@ -29,6 +29,8 @@ NAME = "Name"
 # Columns that identify one kernel launch within a file. A second record with the same values
 # and the same signature is the same launch exported twice (seen in real exports): counted once.
 LAUNCH_KEY = ("Stream ID", "Task ID", "Start Time(us)")
+# Mixed AIC/AIV tasks export one record per context under one task: part of the key.
+CONTEXT_ID = "Context ID"
 REQUIRED = (TYPE, RAW_DURATION, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES,
             OUTPUT_DTYPES)
 OPTIONAL_TEXT = (OP_STATE, ACCELERATOR_CORE, OUTPUT_FORMATS)
@@ -96,7 +98,7 @@ def read_kernel_header(path: Path) -> KernelTableHeader:
                             f"{', '.join(missing)}")
     info.counters = [c for c in columns if c and c not in NON_COUNTER]
     if all(k in present for k in LAUNCH_KEY):
-        info.launch_key = LAUNCH_KEY
+        info.launch_key = LAUNCH_KEY + ((CONTEXT_ID,) if CONTEXT_ID in present else ())
     return info
 
 

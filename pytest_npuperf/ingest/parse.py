@@ -25,7 +25,7 @@ from ..db.lock import database_lock
 from ..db.merge import RowUpdate, apply_updates, format_number
 from ..db.signature import Signature, signature
 from ..db.table import WriteBatch, check_writable_dir, empty_table, read_table
-from ..progress import Progress
+from ..db.progress import Progress
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details
@@ -135,6 +135,20 @@ def _ep_signature(kernel: ProfiledKernel, ep_size: str) -> Signature:
                      identity["Output Data Types"], ep_size)
 
 
+def _clearing_stale_counters(frame, updates: dict[Signature, RowUpdate]
+                             ) -> dict[Signature, RowUpdate]:
+    """A new aggregate replaces the old one whole: counters the new profile does not have
+    (another CANN's counter set) are emptied, not left beside durations of another run."""
+    counters = [c for c in frame.columns
+                if c.startswith("Profiling Average ") and c != PROFILING_AVERAGE_DURATION]
+    if not counters:
+        return updates
+    return {sig: RowUpdate(identity=u.identity,
+                           values={**dict.fromkeys(counters, ""), **u.values},
+                           fill_empty=u.fill_empty)
+            for sig, u in updates.items()}
+
+
 def _check_file_names(kernel_types) -> None:
     """Two type names that sanitise to one file name would overwrite each other's rows."""
     owners: dict[str, list[str]] = defaultdict(list)
@@ -202,7 +216,8 @@ def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size
                 path = database / kernel_file_name(kernel_type)
                 created = not path.exists()
                 frame = empty_table(contract_columns_for(kernel_type)) if created else read_table(path)
-                merged = apply_updates(frame, kernel_type, by_type[kernel_type], add_new=True)
+                updates = _clearing_stale_counters(frame, by_type[kernel_type])
+                merged = apply_updates(frame, kernel_type, updates, add_new=True)
                 if merged.bad_rows:
                     summary.notes.append(f"{path.name}: {merged.bad_rows} existing row(s) have "
                                          f"unparsable identity cells and were left as they are "

@@ -7,12 +7,11 @@ from collections.abc import Callable
 
 import torch
 
-from ..db.signature import GemmLayout, gemm_layout
+from ..db.signature import MATMUL_FAMILY, GemmLayout, gemm_layout
 from .case import KernelCase
 from .spec import KernelSpec, SlotLayout
 from .tensors import broadcast_shape, nd_shape
 
-MATMUL_TYPES = ("MatMulV2", "MatMulV3", "MatMulCommon")
 
 
 def _layout(case: KernelCase) -> GemmLayout:
@@ -28,7 +27,7 @@ class MatMul(KernelSpec):
     """`torch.mm(a, b.t())` with b stored (N, K); the reference replay of all three types."""
 
     kernel_type = "MatMulV2"
-    covers = MATMUL_TYPES
+    covers = MATMUL_FAMILY
     inputs = (SlotLayout("a"), SlotLayout("b"), SlotLayout("bias", optional=True))
     outputs = (SlotLayout("y"),)
     npu_api = "torch.mm(a, b.t())"

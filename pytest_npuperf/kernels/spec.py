@@ -95,7 +95,7 @@ class KernelSpec(ABC):
 
     def bytes_moved(self, case: KernelCase) -> float:
         """Bytes read and written once: the inputs and outputs of the row."""
-        return sum(s.nbytes for s in (*case.inputs, *case.outputs) if s.present)
+        return case.io_bytes
 
 
 def present(slots: tuple[TensorSlot, ...]) -> list[TensorSlot]:

@@ -15,21 +15,21 @@
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import (AVERAGE_DURATION, INPUT_SHAPES, MICROBENCH_DEVICE,
-                          MICROBENCH_EXTRA_COLUMNS, MICROBENCH_METHOD,
+from ..db.columns import (AVERAGE_DURATION, INPUT_SHAPES, MICROBENCH_DEVICE, MICROBENCH_METHOD,
                           MICROBENCH_MEDIAN_DURATION, MICROBENCH_MIN_DURATION,
-                          MICROBENCH_RUN_ID, MICROBENCH_SAMPLES, MICROBENCH_STATUS,
-                          MICROBENCH_STD_DURATION, MICROBENCH_TIMESTAMP, OUTPUT_SHAPES,
+                          MICROBENCH_RUN_ID, MICROBENCH_SAMPLES, MICROBENCH_STACK,
+                          MICROBENCH_STATUS, MICROBENCH_STD_DURATION, MICROBENCH_TIMESTAMP,
+                          MICROBENCH_WARMUP, OUTPUT_SHAPES,
                           PROFILING_AVERAGE_DURATION, parse_duration)
 from ..db.layout import OP_MAPPING_FILE, kernel_type_of_file
-from ..db.merge import RowUpdate, apply_updates, ensure_columns, format_number, row_signatures
+from ..db.merge import (RowUpdate, apply_updates, canonical_order, ensure_columns,
+                        format_number, migrate_legacy, row_signatures)
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.table import WriteBatch, read_table
 from .cases import kernel_csvs
@@ -49,7 +49,9 @@ def is_measurement_column(column: str) -> bool:
 
 def seed_frame(source: pd.DataFrame) -> pd.DataFrame:
     """The source rows for another device's database: identity and metadata kept, every
-    measurement (durations, counters, profiling) cleared."""
+    measurement (durations, counters, profiling) cleared. Legacy names are migrated first:
+    the old fixture schema keeps profiling values under `Median Duration(us)` and the like."""
+    source, _ = migrate_legacy(source)
     frame = source.copy()
     for column in frame.columns:
         if is_measurement_column(column):
@@ -60,7 +62,8 @@ def seed_frame(source: pd.DataFrame) -> pd.DataFrame:
 
 def _values(result: CaseResult, run_id: str) -> dict[str, str]:
     values = {MICROBENCH_METHOD: result.method, MICROBENCH_DEVICE: result.device,
-              MICROBENCH_RUN_ID: run_id, MICROBENCH_TIMESTAMP: result.timestamp}
+              MICROBENCH_STACK: result.stack, MICROBENCH_RUN_ID: run_id,
+              MICROBENCH_TIMESTAMP: result.timestamp}
     status = result.status if not result.error else f"{result.status}: {result.error}"
     values[MICROBENCH_STATUS] = " ".join(status.split())[:_STATUS_MAX]
     stats = result.stats
@@ -70,6 +73,7 @@ def _values(result: CaseResult, run_id: str) -> dict[str, str]:
             MICROBENCH_STD_DURATION: format_number(stats.std),
             MICROBENCH_MIN_DURATION: format_number(stats.min),
             MICROBENCH_SAMPLES: str(stats.samples),
+            MICROBENCH_WARMUP: str(result.warmup),
         })
         if result.status == STATUS_OK:
             values[AVERAGE_DURATION] = format_number(stats.mean)
@@ -77,9 +81,13 @@ def _values(result: CaseResult, run_id: str) -> dict[str, str]:
 
 
 def _better(new: CaseResult, old: CaseResult | None) -> bool:
+    """Which of two results for one row wins: the better status, then the earlier row, so
+    that the outcome does not depend on the order xdist workers report in."""
     if old is None:
         return True
-    return _RANK.get(new.status, 9) < _RANK.get(old.status, 9)
+    key = lambda r: (_RANK.get(r.status, 9), r.row if r.row is not None else 1 << 62,
+                     r.case_id)  # noqa: E731
+    return key(new) < key(old)
 
 
 class _Target:
@@ -88,7 +96,8 @@ class _Target:
     def __init__(self, name: str, frame: pd.DataFrame) -> None:
         self.name = name
         self.kernel_type = kernel_type_of_file(Path(name))
-        self.frame = frame
+        # Old schemas are read under today's names (they are written so if the file changes).
+        self.frame, _ = migrate_legacy(frame)
         self.sigs, _ = row_signatures(frame, self.kernel_type)
         self.texts = [repr(s) if s is not None else "" for s in self.sigs]
         self.by_text: dict[str, Signature] = {t: s for t, s in zip(self.texts, self.sigs) if t}
@@ -132,13 +141,22 @@ def _with_new_source_rows(own: pd.DataFrame, seeded: pd.DataFrame, name: str) ->
 
 
 def _route(results: Iterable[CaseResult], targets: dict[str, _Target]
-           ) -> dict[str, dict[str, CaseResult]]:
-    """file -> signature text -> the result that lands there."""
+           ) -> tuple[dict[str, dict[str, CaseResult]], dict[str, dict[int, CaseResult]]]:
+    """file -> signature text -> the result that lands there; and, for rows whose cells
+    cannot be parsed (no signature), file -> row position -> result."""
     family_files = [n for n, t in targets.items() if t.kernel_type in MATMUL_FAMILY]
     routed: dict[str, dict[str, CaseResult]] = defaultdict(dict)
+    by_position: dict[str, dict[int, CaseResult]] = defaultdict(dict)
     for result in results:
-        if not result.signature or result.status == STATUS_SKIPPED:
+        if result.status == STATUS_SKIPPED:
             continue  # nothing was attempted: the row is left exactly as it was
+        if not result.signature:
+            target = targets.get(result.file)
+            position = (result.row or 0) - 1
+            if target is not None and 0 <= position < len(target.sigs) \
+                    and target.sigs[position] is None:
+                by_position[result.file][position] = result
+            continue
         name = result.file
         ran = result.measured_kernel_type
         if ran and ran != result.kernel_type and result.kernel_type in MATMUL_FAMILY:
@@ -151,7 +169,7 @@ def _route(results: Iterable[CaseResult], targets: dict[str, _Target]
             continue
         if _better(result, routed[name].get(result.signature)):
             routed[name][result.signature] = result
-    return routed
+    return routed, by_position
 
 
 def _shape_text(frame: pd.DataFrame, position: int) -> str:
@@ -166,11 +184,16 @@ def _durations(frame: pd.DataFrame, column: str) -> list[float | None]:
     return [parse_duration(v) for v in frame[column].tolist()]
 
 
-def _prune(target: _Target, outcome: FileOutcome) -> None:
+def _prune(target: _Target, outcome: FileOutcome, attempted: set[str],
+           attempted_positions: set[int]) -> None:
+    """Delete the rows this session tried to measure that still have neither a replay nor a
+    profiling duration. Rows of other kernel types, rows not selected and rows without a
+    replay are never touched."""
     frame = target.frame
     mb, prof = _durations(frame, AVERAGE_DURATION), _durations(frame, PROFILING_AVERAGE_DURATION)
-    empty = pd.Series([a is None and b is None for a, b in zip(mb, prof)], index=frame.index,
-                      dtype=bool)
+    empty = pd.Series([a is None and b is None and (t in attempted or i in attempted_positions)
+                       for i, (a, b, t) in enumerate(zip(mb, prof, target.texts))],
+                      index=frame.index, dtype=bool)
     if empty.any():
         outcome.deleted = int(empty.sum())
         outcome.examples["deleted"] = [_shape_text(frame, int(i))
@@ -216,7 +239,7 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
     outcome = BackfillOutcome(source=source, target=None if dry_run else target, native=native,
                               dry_run=dry_run, run_id=run_id, stamp=stamp)
     targets = _load_targets(source, target, native)
-    routed = _route(results, targets)
+    routed, by_position = _route(results, targets)
     for name, target_file in targets.items():
         file_outcome = FileOutcome(file=name, kernel_type=target_file.kernel_type)
         grew = target_file.frame.attrs.pop("grew", 0)
@@ -240,8 +263,12 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
                                    add_new=False, signatures=target_file.sigs)
             target_file.frame = merged.frame
             target_file.changed = True
+        positions = by_position.get(name, {})
+        if positions:
+            _set_status_by_position(target_file, positions, run_id)
+            file_outcome.failed += len(positions)
         if prune_empty:
-            _prune(target_file, file_outcome)
+            _prune(target_file, file_outcome, set(routed.get(name, {})), set(positions))
         _summarize(target_file, file_outcome, updated_sigs, outcome.gaps)
         outcome.files.append(file_outcome)
     if not dry_run and target is not None:
@@ -249,13 +276,25 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
     return outcome
 
 
+def _set_status_by_position(target: _Target, positions: dict[int, CaseResult],
+                            run_id: str) -> None:
+    """Rows whose cells cannot be parsed still get their case's error in their status."""
+    columns = list(_values(next(iter(positions.values())), run_id))
+    target.frame = ensure_columns(target.frame, target.kernel_type, columns)
+    for position, result in positions.items():
+        for column, text in _values(result, run_id).items():
+            target.frame.iat[position, target.frame.columns.get_loc(column)] = text
+    target.changed = True
+
+
 def _write(source: Path, target: Path, native: bool, targets: dict[str, _Target]) -> None:
+    """All changed files (and, for a new device copy, op_mapping.yaml) in one batch."""
     with WriteBatch() as batch:
         for name, target_file in targets.items():
             if target_file.changed:
                 frame = ensure_columns(target_file.frame, target_file.kernel_type,
-                                       MICROBENCH_EXTRA_COLUMNS)
+                                       canonical_order(target_file.kernel_type))
                 batch.add_table(frame, target / name)
-    mapping = source / OP_MAPPING_FILE
-    if not native and mapping.is_file() and not (target / OP_MAPPING_FILE).exists():
-        shutil.copyfile(mapping, target / OP_MAPPING_FILE)
+        mapping = source / OP_MAPPING_FILE
+        if not native and mapping.is_file() and not (target / OP_MAPPING_FILE).exists():
+            batch.add_text(target / OP_MAPPING_FILE, mapping.read_text(encoding="utf-8"))

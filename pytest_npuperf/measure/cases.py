@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,15 +132,11 @@ class CaseCatalog:
                     done.add((name, text))
         return done
 
-    def cases(self, skip: set[tuple[str, str]] | None = None,
-              kernels: Iterable[str] | None = None) -> Iterator[CaseRef]:
+    def cases(self, skip: set[tuple[str, str]] | None = None) -> Iterator[CaseRef]:
         """One case per row, in file then row order; `skip` holds (file, signature) to leave
         out (missing-only mode)."""
-        wanted = set(kernels) if kernels is not None else None
-        for name, frame in self.frames.items():
+        for name in self.frames:
             kernel_type = self.kernel_types[name]
-            if wanted is not None and kernel_type not in wanted:
-                continue
             replayable = spec_for(kernel_type) is not None
             seen: Counter = Counter()
             for position, (sig, sig_text) in enumerate(zip(self.signatures[name],

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable
 
 import torch
+from torch.autograd import DeviceType
 
 SAMPLE_RANGE = "npuperf.sample"
 
@@ -41,7 +42,9 @@ class ProfilerSession:
     def _collect(self, prof) -> None:
         samples = []
         for event in prof.events():
-            if event.name != SAMPLE_RANGE:
+            # With CUDA activity, kineto also reports each range as a GPU annotation of the
+            # same name; only the host-side range carries the kernels launched inside it.
+            if event.name != SAMPLE_RANGE or event.device_type != DeviceType.CPU:
                 continue
             if self.uses_device:
                 samples.append(float(event.device_time_total))

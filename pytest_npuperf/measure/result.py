@@ -26,8 +26,9 @@ METHOD_EVENTS = "events"
 METHOD_PROFILER = "profiler"
 METHOD_MSPROF = "msprof"
 
-# At most this many raw samples are kept per result (for plots and pytest-benchmark).
-MAX_KEPT_SAMPLES = 2000
+# Results travel between processes and stay in memory for a whole session (10^5 cases): each
+# keeps at most this many of its samples, evenly spread over the run, for plots.
+MAX_KEPT_SAMPLES = 200
 
 
 @dataclass
@@ -45,6 +46,7 @@ class CaseResult:
     error: str = ""  # one line: what went wrong, or why the result is flagged
     detail: str = ""  # the traceback of a failed kernel
     device: str = ""
+    stack: str = ""  # software stack, e.g. "torch 2.9.0, torch_npu 2.9.0, cann 8.5"
     measured_kernel_type: str = ""  # the kernel the device actually ran, when known (msprof)
     warmup: int = 0
     time_in_calls_s: float = 0.0  # wall time spent inside the measured calls
@@ -59,8 +61,10 @@ class CaseResult:
         return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT)
 
     def set_samples(self, samples: list[float]) -> None:
+        """Statistics of all samples; a spread-out subset of them kept for plots."""
         self.stats = summarize(samples)
-        self.samples = list(samples[:MAX_KEPT_SAMPLES])
+        step = max(1, -(-len(samples) // MAX_KEPT_SAMPLES))
+        self.samples = list(samples[::step])
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
