@@ -205,14 +205,36 @@ def test_npu_matmul_casts_a_fractal_nz_weight_with_format_29(monkeypatch):
 
 
 def test_custom_op_environment_names_the_missing_variables(monkeypatch, tmp_path):
+    from pytest_npuperf.kernels import custom_ops
+
     package = tmp_path / "vllm_ascend"
     package.mkdir()
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    missing = npu_module.custom_op_environment({})
+    missing = custom_ops.custom_op_environment({})
     assert any(m.startswith("ASCEND_CUSTOM_OPP_PATH") and "_cann_ops_custom" in m for m in missing)
     assert any(m.startswith("LD_LIBRARY_PATH") for m in missing)
-    vendor = package / npu_module.CUSTOM_OPP_SUBDIR
+    vendor = package / custom_ops.CUSTOM_OPP_SUBDIR
     env = {"ASCEND_CUSTOM_OPP_PATH": str(vendor),
            "LD_LIBRARY_PATH": f"/opt/x:{vendor / 'op_api' / 'lib'}"}
-    assert npu_module.custom_op_environment(env) == []
+    assert custom_ops.custom_op_environment(env) == []
+
+
+def test_a_custom_op_kernel_on_an_npu_says_which_variable_to_set(monkeypatch, tmp_path):
+    from pytest_npuperf.kernels.vector import SwiGlu
+
+    class CustomSwiGlu(SwiGlu):  # stands for a vllm-ascend custom operator
+        custom_op = True
+
+    calls: list = []
+    fake_torch_npu(monkeypatch, calls)
+    monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", "")
+    case = case_from_row("SwiGlu", _row("4,64", "DT_BF16", "ND", "4,32", "DT_BF16"),
+                         file="db/SwiGlu.csv", row_number=2)
+    from pytest_npuperf.db.errors import CellError
+
+    with pytest.raises(CellError) as err:
+        CustomSwiGlu().prepare(case, HostTensorNpu(0))
+    assert "db/SwiGlu.csv" in str(err.value) and "custom operators" in str(err.value)
+    assert "vllm_ascend is not installed" in str(err.value) or "ASCEND_CUSTOM_OPP_PATH" in str(err.value)
+    CustomSwiGlu().prepare(case, CpuBackend())  # off the NPU the portable call needs nothing

@@ -9,10 +9,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -23,8 +21,6 @@ from .base import Backend, DeviceEventTimer, Peak, Timer
 FRACTAL_NZ_FORMAT_ID = 29  # ACL_FORMAT_FRACTAL_NZ, the id torch_npu.npu_format_cast takes
 # msprof keeps at most this many bytes of an mstx message (CANN documentation).
 MSTX_MESSAGE_LIMIT = 156
-# vllm-ascend's compiled custom operators live here inside the installed package.
-CUSTOM_OPP_SUBDIR = Path("_cann_ops_custom") / "vendors" / "vllm-ascend"
 
 
 class NpuUnavailable(RuntimeError):
@@ -76,25 +72,6 @@ def _peak_from_device_dir(name: str) -> Peak | None:
     # HBM bandwidth is not in the name: 1.6 TB/s for the 910B family's HBM2e (per die on A3).
     return Peak(tflops, 1.6e12)
 
-
-def custom_op_environment(env: dict[str, str] | None = None) -> list[str]:
-    """What is missing for vllm-ascend's custom operators, as `VAR: set it to ...` lines."""
-    env = dict(os.environ) if env is None else env
-    spec = importlib.util.find_spec("vllm_ascend")
-    if spec is None or not spec.submodule_search_locations:
-        return ["vllm_ascend is not installed: pip install vllm-ascend (its custom operators "
-                "provide this kernel)"]
-    package = Path(next(iter(spec.submodule_search_locations)))
-    vendor = package / CUSTOM_OPP_SUBDIR
-    missing = []
-    if str(vendor) not in env.get("ASCEND_CUSTOM_OPP_PATH", "").split(":"):
-        missing.append(f"ASCEND_CUSTOM_OPP_PATH: set it to {vendor} "
-                       f"(export ASCEND_CUSTOM_OPP_PATH={vendor}:$ASCEND_CUSTOM_OPP_PATH)")
-    libdir = vendor / "op_api" / "lib"
-    if str(libdir) not in env.get("LD_LIBRARY_PATH", "").split(":"):
-        missing.append(f"LD_LIBRARY_PATH: add {libdir} "
-                       f"(export LD_LIBRARY_PATH={libdir}:$LD_LIBRARY_PATH)")
-    return missing
 
 
 class NpuBackend(Backend):

@@ -15,6 +15,7 @@ from typing import ClassVar
 import torch
 
 from .case import KernelCase, TensorSlot
+from .custom_ops import custom_op_environment
 from .tensors import generator_for, input_tensor
 
 
@@ -54,6 +55,11 @@ class KernelSpec(ABC):
     def prepare(self, case: KernelCase, backend) -> Prepared:
         """Check the row, build inputs once on the device, pick the call for the device."""
         self.check(case)
+        if self.custom_op and backend.kind == "npu":
+            missing = custom_op_environment()
+            if missing:
+                raise case.error(f"{case.kernel_type} runs from vllm-ascend's custom operators: "
+                                 + "; ".join(missing), column=None)
         generator = generator_for(case, backend.device)
         tensors = self.build_inputs(case, backend, generator)
         if backend.kind == "npu":
