@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -359,35 +360,30 @@ def _string_list(value: object, path: tuple, marks: Marks) -> list:
     return value
 
 
-def _dtypes(value: object, count: int, path: tuple, marks: Marks) -> list[str]:
+def _slot_names(value: object, count: int, path: tuple, marks: Marks, what: str,
+                normalize: Callable[[str], str], known: Collection[str]) -> list[str]:
+    """A per-slot list of dtype or format names: one per slot, each known, normalised."""
     items = _string_list(value, path, marks)
     if len(items) != count:
-        raise marks.error(path, f"{len(items)} dtype(s) for {count} slot(s)")
+        raise marks.error(path, f"{len(items)} {what}(s) for {count} slot(s)")
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise marks.error((*path, i), f"expected a dtype name, got {item!r}")
-        dtype = normalize_dtype(item)
-        if dtype not in DTYPE_BYTES:
-            raise marks.error((*path, i), f"unknown dtype {item!r}")
-        out.append(dtype)
+            raise marks.error((*path, i), f"expected a {what} name, got {item!r}")
+        name = normalize(item)
+        if name not in known:
+            raise marks.error((*path, i), f"unknown {what} {item!r} (known: "
+                                          f"{', '.join(sorted(known))})")
+        out.append(name)
     return out
+
+
+def _dtypes(value: object, count: int, path: tuple, marks: Marks) -> list[str]:
+    return _slot_names(value, count, path, marks, "dtype", normalize_dtype, DTYPE_BYTES)
 
 
 def _formats(value: object, count: int, path: tuple, marks: Marks) -> list[str]:
-    items = _string_list(value, path, marks)
-    if len(items) != count:
-        raise marks.error(path, f"{len(items)} format(s) for {count} slot(s)")
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, str):
-            raise marks.error((*path, i), f"expected a format name, got {item!r}")
-        fmt = normalize_format(item)
-        if fmt not in _KNOWN_FORMATS:
-            raise marks.error((*path, i), f"unknown format {item!r} (known: "
-                                          f"{', '.join(sorted(_KNOWN_FORMATS))})")
-        out.append(fmt)
-    return out
+    return _slot_names(value, count, path, marks, "format", normalize_format, _KNOWN_FORMATS)
 
 
 def _identity_text(body: dict, key: str, path: tuple, marks: Marks) -> str | None:

@@ -121,12 +121,18 @@ def fia_blocks(kv_len: int, batch: int, block_size: int, min_blocks: int) -> tup
     return width, max(min_blocks, batch * width)
 
 
+def _choices(params: Mapping[str, Values], key: str, allowed: tuple[str, ...]) -> list[str]:
+    """A generator parameter whose values must come from a fixed set."""
+    values = [str(v) for v in params[key]]
+    for value in values:
+        if value not in allowed:
+            raise ValueError(f"unknown {key} {value!r} ({', '.join(allowed)})")
+    return values
+
+
 def _fia(params: Mapping[str, Values], models: list[Model]) -> Iterator[Candidate]:
     dtype = str(params["dtype"][0])
-    scenes = [str(s) for s in params["scenes"]]
-    for scene in scenes:
-        if scene not in ("prefill", "decode"):
-            raise ValueError(f"unknown scene {scene!r} (prefill, decode)")
+    scenes = _choices(params, "scenes", ("prefill", "decode"))
     for model in models:
         for tp in model.tp:
             heads = model.heads_per_rank(tp)
@@ -245,10 +251,7 @@ def _ep_sizes(params: Mapping[str, Values], model: Model) -> list[int]:
 
 def _grouped_matmul(params: Mapping[str, Values], models: list[Model]) -> Iterator[Candidate]:
     dtype = str(params["dtype"][0])
-    phases = [str(p) for p in params["phase"]]
-    for phase in phases:
-        if phase not in ("gate_up", "down"):
-            raise ValueError(f"unknown phase {phase!r} (gate_up, down)")
+    phases = _choices(params, "phase", ("gate_up", "down"))
     for model in _moe_models(models):
         assert model.experts and model.expert_intermediate
         for tp in (int(t) for t in params["tp"]):
