@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from .measure.cases import CaseRef
-from .measure.result import STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, CaseResult
+from .measure.result import STATUS_ERROR, STATUS_FAILED, STATUS_TIMEOUT, CaseResult
 from .options import add_options
 from .session import RESULT_PROPERTY, SESSION_KEY, ReplaySession, replay_session
 

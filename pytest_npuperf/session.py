@@ -33,7 +33,7 @@ RESULT_PROPERTY = "npuperf_result"
 SESSION_KEY = pytest.StashKey["ReplaySession"]()
 
 
-def replay_session(config: pytest.Config) -> "ReplaySession":
+def replay_session(config: pytest.Config) -> ReplaySession:
     """The replay session of a pytest run (created in pytest_configure)."""
     return config.stash[SESSION_KEY]
 

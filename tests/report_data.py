@@ -8,9 +8,16 @@ import hashlib
 from pathlib import Path
 
 from pytest_npuperf.measure.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
-from pytest_npuperf.measure.result import (METHOD_PROFILER, STATUS_ERROR, STATUS_FAILED,
-                                           STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT,
-                                           STATUS_TIMEOUT, CaseResult)
+from pytest_npuperf.measure.result import (
+    METHOD_PROFILER,
+    STATUS_ERROR,
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    STATUS_SUSPECT,
+    STATUS_TIMEOUT,
+    CaseResult,
+)
 
 ASCEND = "ATLAS_800_A3_752T_128G_DIE"
 VERSION = "vllm0.18.0_torch2.9.0_cann8.5"

@@ -9,8 +9,7 @@ import pytest
 from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.table import read_table
 from pytest_npuperf.measure.backfill import backfill
-from pytest_npuperf.measure.result import (STATUS_FAILED, STATUS_SKIPPED, STATUS_SUSPECT,
-                                           CaseResult)
+from pytest_npuperf.measure.result import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
 from tests.replay_project import cells, tree_digest, write_db
 
 V2_ROWS = [

@@ -15,8 +15,15 @@ import pytest
 
 from pytest_npuperf.db import layout
 
-from .conftest import (FULL_HEADER, kd_row, kernel_details_text, read_rows, tree_digest,
-                       write_csv, write_kernel_details)
+from .conftest import (
+    FULL_HEADER,
+    kd_row,
+    kernel_details_text,
+    read_rows,
+    tree_digest,
+    write_csv,
+    write_kernel_details,
+)
 
 DEVICE = "ATLAS_800_A3_752T_128G_DIE"
 VERSION_DIR = "vllm0.18.0_torch2.9.0_cann8.5"

@@ -118,7 +118,7 @@ def test_real_msmodeling_fixture_is_read_as_profiling_values(realdata) -> None:
     path = realdata / "msmodeling" / "msmodeling_fixture_fia_raw_test_FusedInferAttentionScore.csv"
     frame = read_table(path)
     assert C.is_legacy_profiling_schema(frame.columns)
-    migrated, renames = migrate_legacy(frame)
+    migrated, _renames = migrate_legacy(frame)
     assert "Average Duration(us)" not in migrated.columns      # nothing mistaken for a replay
     assert migrated["Profiling Average Duration(us)"].tolist() == \
         frame["Average Duration(us)"].tolist()

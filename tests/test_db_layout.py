@@ -11,12 +11,23 @@ from hypothesis import strategies as st
 
 from pytest_npuperf.db import layout
 from pytest_npuperf.db.errors import VersionError
-from pytest_npuperf.db.layout import (DEFAULT_DEVICE, KNOWN_DEVICES, check_device, database_dir,
-                                      detect_cann_version, device_of, hccl_dir,
-                                      is_version_dir_name, kernel_file_name,
-                                      normalize_kernel_type, normalize_version,
-                                      parse_version_dir, resolve_database_dir,
-                                      resolve_version_dir, version_dir_name)
+from pytest_npuperf.db.layout import (
+    DEFAULT_DEVICE,
+    KNOWN_DEVICES,
+    check_device,
+    database_dir,
+    detect_cann_version,
+    device_of,
+    hccl_dir,
+    is_version_dir_name,
+    kernel_file_name,
+    normalize_kernel_type,
+    normalize_version,
+    parse_version_dir,
+    resolve_database_dir,
+    resolve_version_dir,
+    version_dir_name,
+)
 from pytest_npuperf.db.table import write_text
 
 DIR = "vllm0.18.0_torch2.9.0_cann8.5"

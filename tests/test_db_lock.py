@@ -29,10 +29,9 @@ def test_a_lock_file_that_was_there_stays(tmp_path) -> None:
 
 
 def test_a_second_writer_is_refused_and_told_who_writes(tmp_path) -> None:
-    with database_lock(tmp_path, "npuperf parse"):
-        with pytest.raises(DatabaseLockedError) as info:
-            with database_lock(tmp_path, "pytest run"):
-                pass
+    with (database_lock(tmp_path, "npuperf parse"), pytest.raises(DatabaseLockedError) as info,
+          database_lock(tmp_path, "pytest run")):
+        pass
     message = str(info.value)
     assert "npuperf parse" in message and f"pid {os.getpid()}" in message
     with database_lock(tmp_path, "after"):              # free again once released

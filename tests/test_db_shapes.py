@@ -7,10 +7,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_npuperf.db.errors import CellError
-from pytest_npuperf.db.shapes import (dtype_bytes, format_shapes, is_known_dtype,
-                                      normalize_dtype, normalize_format, numel, nz_to_nd,
-                                      parse_dtypes, parse_formats, parse_shapes, 
-                                      split_list, strip_cell)
+from pytest_npuperf.db.shapes import (
+    dtype_bytes,
+    format_shapes,
+    is_known_dtype,
+    normalize_dtype,
+    normalize_format,
+    numel,
+    nz_to_nd,
+    parse_dtypes,
+    parse_formats,
+    parse_shapes,
+    split_list,
+    strip_cell,
+)
 
 GEMM = ((136, 7168), (7168, 3584))
 

@@ -10,8 +10,15 @@ import pytest
 
 from pytest_npuperf.db import table
 from pytest_npuperf.db.errors import ContractError, LfsPointerError, NpuperfError
-from pytest_npuperf.db.table import (WriteBatch, check_writable_dir, is_lfs_pointer, read_header,
-                                     read_table, write_table, write_text)
+from pytest_npuperf.db.table import (
+    WriteBatch,
+    check_writable_dir,
+    is_lfs_pointer,
+    read_header,
+    read_table,
+    write_table,
+    write_text,
+)
 
 from .conftest import write_csv
 
@@ -166,10 +173,9 @@ def test_write_batch_replaces_nothing_when_one_file_fails(tmp_path, monkeypatch)
         real(frame, handle)
 
     monkeypatch.setattr(table, "_to_csv", fail_second)
-    with pytest.raises(NpuperfError):
-        with WriteBatch() as batch:
-            batch.add_table(good, first)
-            batch.add_table(good, second)
+    with pytest.raises(NpuperfError), WriteBatch() as batch:
+        batch.add_table(good, first)
+        batch.add_table(good, second)
     assert (first.read_bytes(), second.read_bytes()) == before
     assert _no_temp_files(tmp_path)
 

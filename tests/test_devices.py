@@ -156,7 +156,7 @@ def test_npu_named_range_is_an_mstx_range_with_a_short_message(monkeypatch):
     long_id = "MatMulV2-" + "x" * 300
     with backend.named_range(long_id):
         calls.append(("body",))
-    start = [c for c in calls if c[0] == "range_start"][0]
+    start = next(c for c in calls if c[0] == "range_start")
     assert len(start[1].encode()) <= npu_module.MSTX_MESSAGE_LIMIT
     assert start[1] == long_id[:npu_module.MSTX_MESSAGE_LIMIT]
     assert start[2] == "stream0"  # device-side range on the current stream

@@ -10,8 +10,12 @@ import pytest
 from pytest_npuperf.db.signature import MATMUL_FAMILY
 from pytest_npuperf.grid import generate_rows, load_config
 from pytest_npuperf.grid.config import PACKAGED_CONFIGS, resolve_config_path
-from pytest_npuperf.grid.errors import (ConfigError, ExpressionError, UnknownKernelError,
-                                        UnsafeExpressionError)
+from pytest_npuperf.grid.errors import (
+    ConfigError,
+    ExpressionError,
+    UnknownKernelError,
+    UnsafeExpressionError,
+)
 
 # The kernel types of CONTRACT.md §10.
 CONTRACT_KERNELS = (

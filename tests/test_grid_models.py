@@ -70,7 +70,7 @@ def test_target_models_restrict_the_gemm_pairs():
     rows = generate_rows(["MatMulV2"], target_models="Qwen/Qwen3-32B", rows=200)["MatMulV2"]
     assert len(rows) == 200
     for row in rows:
-        _, (m, k, n), *_ = signature("MatMulV2", row["Input Shapes"], row["Input Data Types"],
+        _, (_m, k, n), *_ = signature("MatMulV2", row["Input Shapes"], row["Input Data Types"],
                                      row["Input Formats"], row["Output Shapes"],
                                      row["Output Data Types"])
         assert (n, k) in allowed

@@ -15,8 +15,7 @@ from pytest_npuperf.grid.config import load_config
 from pytest_npuperf.grid.job import plan_rows, resolve_settings
 from pytest_npuperf.grid.memory import GIB, budget_bytes, estimate_bytes
 from pytest_npuperf.grid.models import model_grids
-from pytest_npuperf.grid.sampling import (KernelStats, KeySpace, flatten_signature,
-                                          stream_kernel)
+from pytest_npuperf.grid.sampling import KernelStats, KeySpace, flatten_signature, stream_kernel
 from pytest_npuperf.grid.template import CompiledTemplate
 
 

@@ -10,8 +10,12 @@ import pytest
 
 from pytest_npuperf.devices.base import HostClockTimer, Timer
 from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy, sample
-from pytest_npuperf.measure.stats import (median_ci_halfwidth, mean_ci_halfwidth,
-                                          relative_precision, summarize)
+from pytest_npuperf.measure.stats import (
+    mean_ci_halfwidth,
+    median_ci_halfwidth,
+    relative_precision,
+    summarize,
+)
 
 
 class ScriptedTimer(Timer):

@@ -8,12 +8,28 @@ from pathlib import Path
 
 import pytest
 
-from pytest_npuperf.ingest.aggregate import (SKIP_BAD_DURATION, SKIP_DUPLICATE, SKIP_HCCL,
-                                             SKIP_NO_SHAPE, SKIP_NO_TYPE)
+from pytest_npuperf.ingest.aggregate import (
+    SKIP_BAD_DURATION,
+    SKIP_DUPLICATE,
+    SKIP_HCCL,
+    SKIP_NO_SHAPE,
+    SKIP_NO_TYPE,
+)
 from pytest_npuperf.ingest.parse import parse_profiling
 
-from .conftest import (CANN7_HEADER, FULL_HEADER, LEVEL0_HEADER, hccl_row, kd_row, read_header,
-                       read_rows, stats, tree_digest, write_csv, write_kernel_details)
+from .conftest import (
+    CANN7_HEADER,
+    FULL_HEADER,
+    LEVEL0_HEADER,
+    hccl_row,
+    kd_row,
+    read_header,
+    read_rows,
+    stats,
+    tree_digest,
+    write_csv,
+    write_kernel_details,
+)
 
 NK = "128,7168;3584,7168"      # weight stored (N, K)
 KN = "128,7168;7168,3584"      # weight stored (K, N): the same GEMM

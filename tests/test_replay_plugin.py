@@ -14,8 +14,18 @@ import pytest
 from pytest_npuperf.db.lock import database_lock
 from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.table import read_table
-from tests.replay_project import (BENCH, DEVICE, FAST, MATMUL_ROWS, VERSION, cells,
-                                  default_tables, run_json, tree_digest, write_db)
+from tests.replay_project import (
+    BENCH,
+    DEVICE,
+    FAST,
+    MATMUL_ROWS,
+    VERSION,
+    cells,
+    default_tables,
+    run_json,
+    tree_digest,
+    write_db,
+)
 
 ID_RE = re.compile(r"^[A-Za-z0-9_]+-[0-9x]+-[A-Z0-9_]+-[0-9a-f]{8}$")
 

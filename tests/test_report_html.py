@@ -9,8 +9,14 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_npuperf.measure.result import STATUS_FAILED
-from pytest_npuperf.report import (html_cells, html_extra, html_header_cells, html_row_cells,
-                                   html_summary, samples_svg)
+from pytest_npuperf.report import (
+    html_cells,
+    html_extra,
+    html_header_cells,
+    html_row_cells,
+    html_summary,
+    samples_svg,
+)
 from pytest_npuperf.report.writer import report_paths
 
 from .report_data import STAMP, case, outcome, session, session_results

@@ -16,9 +16,9 @@ def test_non_native_run_with_reports() -> None:
     assert lines[0].endswith("10 cases: 4 ok, 1 failed, 1 error, 1 timeout, 2 skipped, "
                              "1 suspect")
     assert lines[1].startswith("duty cycle 0.05: 1.86 s inside measured calls, 40.00 s")
-    gap_index = next(i for i, l in enumerate(lines) if l.startswith("worst gaps"))
+    gap_index = next(i for i, line in enumerate(lines) if line.startswith("worst gaps"))
     gap_lines = lines[gap_index + 1:gap_index + 5]
-    assert [l.split()[:2] for l in gap_lines] == [["3.00x", "Add"], ["0.50x", "MatMulV2"],
+    assert [line.split()[:2] for line in gap_lines] == [["3.00x", "Add"], ["0.50x", "MatMulV2"],
                                                   ["0.70x", "SwiGlu"], ["1.37x", "RmsNorm"]]
     assert "128,7168;128,7168 -> 128,7168" in gap_lines[0]
     slow = lines.index("slowest cases:")
@@ -37,7 +37,7 @@ def test_top_five_gaps_only() -> None:
     value = outcome()
     value.gaps = value.gaps * 3  # 12 hotspots
     lines = terminal_lines(value, session_results(), session(), None)
-    start = next(i for i, l in enumerate(lines) if l.startswith("worst gaps (12 hotspot(s)"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("worst gaps (12 hotspot(s)"))
     assert lines[start + 6] == "slowest cases:"
 
 
@@ -47,9 +47,9 @@ def test_dry_run_native_without_hotspots() -> None:
     assert lines[0].endswith(": 0 cases")
     assert "no duration gap hotspots (1 row(s) compared)" in lines
     assert "dry run: nothing written" in lines
-    assert not any(l.startswith(("reports:", "slowest", "database written")) for l in lines)
+    assert not any(line.startswith(("reports:", "slowest", "database written")) for line in lines)
     # The only notes are the outcome's own: no non-native note for a native run.
-    assert [l for l in lines if l.startswith("note:")] == [f"note: {n}" for n in done.notes]
+    assert [line for line in lines if line.startswith("note:")] == [f"note: {n}" for n in done.notes]
 
 
 def test_cases_from_no_database_say_so() -> None:
@@ -59,7 +59,7 @@ def test_cases_from_no_database_say_so() -> None:
     lines = terminal_lines(done, session_results(), session(), None)
     assert "no database written" in lines
     assert "note: grid cases: measured, not written to any database" in lines
-    assert not any("belongs to" in l for l in lines)
+    assert not any("belongs to" in line for line in lines)
 
 
 def test_non_native_dry_run_note() -> None:

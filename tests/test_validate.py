@@ -232,6 +232,6 @@ def test_nothing_to_validate_is_an_error(tmp_path, npuperf, make: str) -> None:
     target = tmp_path / "db"
     if make == "empty dir":
         target.mkdir()
-    code, out, err = npuperf("validate", target)
+    code, _out, err = npuperf("validate", target)
     assert code == 2
     assert err.startswith("npuperf validate: error: ") and len(err.strip().splitlines()) == 1

@@ -37,7 +37,7 @@ class CellError(ContractError):
         return f"{', '.join(where)}: {self.reason}" if where else self.reason
 
     def located(self, *, path: str | None = None, row: int | None = None,
-                column: str | None = None) -> "CellError":
+                column: str | None = None) -> CellError:
         """A copy of this error with the location filled in where it was unknown."""
         return CellError(self.reason, column=self.column or column,
                          row=self.row if self.row is not None else row,

@@ -36,7 +36,7 @@ def database_lock(directory: str | Path, purpose: str = "write") -> Iterator[Pat
         made_dir = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         created = not path.exists()
-        handle = open(path, "a+", encoding="utf-8")
+        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the lock's lifetime)
     except OSError as exc:
         raise NpuperfError(f"cannot write to {directory}: {exc.strerror or exc}") from None
     with handle:

@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .columns import (EP_SIZE, MICROBENCH_EXTRA_COLUMNS,
-                      PROFILING_EXTRA_COLUMNS, SIGNATURE_COLUMNS, contract_columns_for,
-                      legacy_renames, merge_column_order)
+from .columns import (
+    EP_SIZE,
+    MICROBENCH_EXTRA_COLUMNS,
+    PROFILING_EXTRA_COLUMNS,
+    SIGNATURE_COLUMNS,
+    contract_columns_for,
+    legacy_renames,
+    merge_column_order,
+)
 from .errors import CellError
 from .signature import Signature, signature
 
@@ -47,7 +53,7 @@ def format_number(value: float | int | None) -> str:
     value = float(value)
     if math.isnan(value):
         return ""
-    return "%.10g" % value
+    return f"{value:.10g}"
 
 
 def row_signatures(frame: pd.DataFrame, kernel_type: str

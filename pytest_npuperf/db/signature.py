@@ -19,8 +19,17 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .shapes import (NULL_FORMAT, UNDEFINED_DTYPE, Slot, nz_to_nd, numel, parse_dtypes,
-                     parse_formats, parse_shapes, strip_cell)
+from .shapes import (
+    NULL_FORMAT,
+    UNDEFINED_DTYPE,
+    Slot,
+    numel,
+    nz_to_nd,
+    parse_dtypes,
+    parse_formats,
+    parse_shapes,
+    strip_cell,
+)
 
 Signature = tuple
 

@@ -192,7 +192,7 @@ class WriteBatch:
                 tmp.unlink()
         self._staged = []
 
-    def __enter__(self) -> "WriteBatch":
+    def __enter__(self) -> WriteBatch:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -11,12 +11,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from .columns import (AVERAGE_DURATION, DISPATCH_FFN_COMBINE, EP_SIZE, FORMAT_COLUMNS,
-                      IDENTITY_COLUMNS, MICROBENCH_MEDIAN_DURATION, MICROBENCH_MIN_DURATION,
-                      MICROBENCH_STD_DURATION, PROFILING_AVERAGE_DURATION,
-                      PROFILING_MAX_DURATION, PROFILING_MEDIAN_DURATION,
-                      PROFILING_MIN_DURATION, PROFILING_STD_DURATION, SHAPE_COLUMNS,
-                      is_legacy_profiling_schema, legacy_renames)
+from .columns import (
+    AVERAGE_DURATION,
+    DISPATCH_FFN_COMBINE,
+    EP_SIZE,
+    FORMAT_COLUMNS,
+    IDENTITY_COLUMNS,
+    MICROBENCH_MEDIAN_DURATION,
+    MICROBENCH_MIN_DURATION,
+    MICROBENCH_STD_DURATION,
+    PROFILING_AVERAGE_DURATION,
+    PROFILING_MAX_DURATION,
+    PROFILING_MEDIAN_DURATION,
+    PROFILING_MIN_DURATION,
+    PROFILING_STD_DURATION,
+    SHAPE_COLUMNS,
+    is_legacy_profiling_schema,
+    legacy_renames,
+)
 from .errors import CellError, NpuperfError
 from .layout import REPORTS_DIR, kernel_type_of_file
 from .merge import row_signatures

@@ -63,5 +63,13 @@ def select_backend(kind: str = "auto", index: int | None = None,
         raise BackendError(f"--npuperf-device npu: {exc}") from exc
 
 
-__all__ = ["Backend", "BackendError", "CpuBackend", "Peak", "Timer", "select_backend",
-           "device_count", "KINDS"]
+__all__ = [
+    "KINDS",
+    "Backend",
+    "BackendError",
+    "CpuBackend",
+    "Peak",
+    "Timer",
+    "device_count",
+    "select_backend",
+]

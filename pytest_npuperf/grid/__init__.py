@@ -9,17 +9,39 @@ Public API (used by `npuperf grid` and the pytest plugin's `--npuperf-grid`):
 See config.py for the configuration schema and models.py for model descriptions.
 """
 
-from .config import (DEFAULT_MAX_HBM_GB, DEFAULT_ROWS, DEFAULT_SEED, PACKAGED_CONFIGS,
-                     load_config)
-from .errors import (BudgetError, ConfigError, ExpressionError, GridError, UnknownKernelError,
-                     UnknownModelError, UnsafeExpressionError)
+from .config import DEFAULT_MAX_HBM_GB, DEFAULT_ROWS, DEFAULT_SEED, PACKAGED_CONFIGS, load_config
+from .errors import (
+                     BudgetError,
+                     ConfigError,
+                     ExpressionError,
+                     GridError,
+                     UnknownKernelError,
+                     UnknownModelError,
+                     UnsafeExpressionError,
+)
 from .job import GridSummary, candidate_row, generate_rows, resolve_settings, run_grid
 from .models import BUILTIN_MODELS, Model, ModelRegistry, load_model_file
 
 __all__ = [
-    "BUILTIN_MODELS", "BudgetError", "ConfigError", "DEFAULT_MAX_HBM_GB", "DEFAULT_ROWS",
-    "DEFAULT_SEED", "ExpressionError", "GridError", "GridSummary", "Model", "ModelRegistry",
-    "PACKAGED_CONFIGS", "UnknownKernelError", "UnknownModelError", "UnsafeExpressionError",
-    "candidate_row", "generate_rows", "load_config", "load_model_file", "resolve_settings",
-    "run_grid",
+                     "BUILTIN_MODELS",
+                     "DEFAULT_MAX_HBM_GB",
+                     "DEFAULT_ROWS",
+                     "DEFAULT_SEED",
+                     "PACKAGED_CONFIGS",
+                     "BudgetError",
+                     "ConfigError",
+                     "ExpressionError",
+                     "GridError",
+                     "GridSummary",
+                     "Model",
+                     "ModelRegistry",
+                     "UnknownKernelError",
+                     "UnknownModelError",
+                     "UnsafeExpressionError",
+                     "candidate_row",
+                     "generate_rows",
+                     "load_config",
+                     "load_model_file",
+                     "resolve_settings",
+                     "run_grid",
 ]

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import (ACCELERATOR_CORE, OP_STATE, OUTPUT_FORMATS,
-                          contract_columns_for)
+from ..db.columns import ACCELERATOR_CORE, OP_STATE, OUTPUT_FORMATS, contract_columns_for
 from ..db.errors import ContractError, NpuperfError
 from ..db.merge import ensure_columns, row_signatures
 from ..db.signature import Signature

@@ -211,8 +211,8 @@ class Expr:
 
     def evaluate(self, env: Mapping[str, object]) -> object:
         try:
-            return eval(self.code, RUNTIME_GLOBALS, dict(env))  # noqa: S307 - checked tree
-        except Exception as exc:  # noqa: BLE001 - any failure is the expression's
+            return eval(self.code, RUNTIME_GLOBALS, dict(env))
+        except Exception as exc:
             raise self.failure(env, exc) from None
 
     def failure(self, env: Mapping[str, object], exc: BaseException) -> ExpressionError:
@@ -237,7 +237,7 @@ class Expr:
 
 def parse_expression(text: object, *, where: str = "expression") -> Expr:
     """Parse and check one expression. Raises UnsafeExpressionError / ExpressionError."""
-    if isinstance(text, bool) or isinstance(text, (int, float)):
+    if isinstance(text, (bool, int, float)):
         text = repr(text)
     tree = _parse(text, where)  # type: ignore[arg-type]
     _check(tree, text, where)  # type: ignore[arg-type]

@@ -20,9 +20,20 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..db.columns import (EP_SIZE, FIA_BLOCK_TABLE, FIA_INPUT_SLOTS, FIA_KEY, FIA_KEY_ROPE,
-                          FIA_KV_SEQ_LENS, FIA_MASK, FIA_QUERY, FIA_QUERY_ROPE, FIA_SEQ_LENS,
-                          FIA_VALUE, runtime_column)
+from ..db.columns import (
+    EP_SIZE,
+    FIA_BLOCK_TABLE,
+    FIA_INPUT_SLOTS,
+    FIA_KEY,
+    FIA_KEY_ROPE,
+    FIA_KV_SEQ_LENS,
+    FIA_MASK,
+    FIA_QUERY,
+    FIA_QUERY_ROPE,
+    FIA_SEQ_LENS,
+    FIA_VALUE,
+    runtime_column,
+)
 from ..db.shapes import NULL_FORMAT, UNDEFINED_DTYPE, Slot
 from .models import Model
 

@@ -13,24 +13,42 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..db.columns import (ACCELERATOR_CORE, DISPATCH_FFN_COMBINE, EP_SIZE, INPUT_DTYPES,
-                          INPUT_FORMATS, INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS,
-                          OUTPUT_SHAPES, SIGNATURE_COLUMNS)
+from ..db.columns import (
+    ACCELERATOR_CORE,
+    DISPATCH_FFN_COMBINE,
+    EP_SIZE,
+    INPUT_DTYPES,
+    INPUT_FORMATS,
+    INPUT_SHAPES,
+    OP_STATE,
+    OUTPUT_DTYPES,
+    OUTPUT_FORMATS,
+    OUTPUT_SHAPES,
+    SIGNATURE_COLUMNS,
+)
 from ..db.errors import CellError, NpuperfError
 from ..db.layout import kernel_file_name
 from ..db.lock import database_lock
+from ..db.progress import Progress
 from ..db.shapes import DTYPE_BYTES, format_shapes, normalize_dtype
 from ..db.signature import MATMUL_FAMILY, Signature, signature
 from ..db.table import WriteBatch, check_writable_dir
-from ..db.progress import Progress
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
-from .config import (DEFAULT_MAX_HBM_GB, DEFAULT_ROWS, DEFAULT_SEED, GeneratorPattern,
-                     GridConfig, TemplatePattern, check_kernels, load_config)
+from .config import (
+    DEFAULT_MAX_HBM_GB,
+    DEFAULT_ROWS,
+    DEFAULT_SEED,
+    GeneratorPattern,
+    GridConfig,
+    TemplatePattern,
+    check_kernels,
+    load_config,
+)
 from .errors import BudgetError, GridError
 from .generators import GENERATORS, Candidate
 from .memory import GIB, budget_bytes, estimate_bytes
 from .models import Model, ModelRegistry, load_model_file, model_grids
-from .sampling import Key, KernelStats, KeySpace, Picked, sample_rng, stream_kernel
+from .sampling import KernelStats, Key, KeySpace, Picked, sample_rng, stream_kernel
 from .template import EVALUATION_ERRORS, CompiledTemplate, signature_kind
 
 DEFAULT_OP_STATE = "dynamic"
@@ -432,7 +450,7 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
     signatures = {k: f.signatures for k, f in files.items() if f is not None}
     plans = plan_rows(settings, signatures, show_progress=show_progress)
     summary = GridSummary(settings, plans, data_dir, dry_run)
-    for kernel_type, existing in files.items():
+    for _kernel_type, existing in files.items():
         if existing is not None and existing.bad_rows:
             summary.notes.append(f"{existing.path.name}: {existing.bad_rows} row(s) with "
                                  f"unparsable identity cells were ignored (run npuperf validate)")

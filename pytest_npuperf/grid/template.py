@@ -126,7 +126,7 @@ class CompiledTemplate:
         module = ast.Module(body=[self._stream_function(), self._shape_function()],
                             type_ignores=[])
         code = compile(ast.fix_missing_locations(module), f"<grid pattern {pattern.name}>", "exec")
-        exec(code, namespace)  # noqa: S102 - assembled from checked trees only
+        exec(code, namespace)
         self._stream = namespace["_stream"]
         self._shapes = namespace["_shapes"]
 

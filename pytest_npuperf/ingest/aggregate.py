@@ -17,15 +17,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..db.columns import (ACCELERATOR_CORE, FIA_KERNEL, INPUT_DTYPES, INPUT_FORMATS,
-                          INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
-                          RAW_DURATION)
+from ..db.columns import (
+    ACCELERATOR_CORE,
+    FIA_KERNEL,
+    INPUT_DTYPES,
+    INPUT_FORMATS,
+    INPUT_SHAPES,
+    OP_STATE,
+    OUTPUT_DTYPES,
+    OUTPUT_FORMATS,
+    OUTPUT_SHAPES,
+    RAW_DURATION,
+)
 from ..db.errors import CellError, ContractError
 from ..db.layout import normalize_kernel_type
 from ..db.shapes import format_shapes, parse_shapes, split_list, strip_cell
 from ..db.signature import Signature, signature
-from .kernel_details import (DEFAULT_CHUNK_ROWS, TYPE, KernelDetailsReader, KernelTableHeader,
-                             read_kernel_header)
+from .kernel_details import (
+    DEFAULT_CHUNK_ROWS,
+    TYPE,
+    KernelDetailsReader,
+    KernelTableHeader,
+    read_kernel_header,
+)
 
 KEY_COLUMNS = (TYPE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES)
 

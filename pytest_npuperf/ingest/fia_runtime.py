@@ -15,8 +15,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import (FIA_BLOCK_TABLE, FIA_KEY, FIA_KEY_ROPE, FIA_KV_SEQ_LENS, FIA_MASK,
-                          FIA_QUERY, FIA_QUERY_ROPE, FIA_SEQ_LENS, runtime_column)
+from ..db.columns import (
+    FIA_BLOCK_TABLE,
+    FIA_KEY,
+    FIA_KEY_ROPE,
+    FIA_KV_SEQ_LENS,
+    FIA_MASK,
+    FIA_QUERY,
+    FIA_QUERY_ROPE,
+    FIA_SEQ_LENS,
+    runtime_column,
+)
 from ..db.errors import CellError, NpuperfError
 from ..db.shapes import Shapes, Slot, format_slot, parse_shapes
 from ..db.table import read_header

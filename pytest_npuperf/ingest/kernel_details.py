@@ -18,9 +18,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..db.columns import (ACCELERATOR_CORE, INPUT_DTYPES, INPUT_FORMATS,
-                          INPUT_SHAPES, OP_STATE, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
-                          RAW_DURATION)
+from ..db.columns import (
+    ACCELERATOR_CORE,
+    INPUT_DTYPES,
+    INPUT_FORMATS,
+    INPUT_SHAPES,
+    OP_STATE,
+    OUTPUT_DTYPES,
+    OUTPUT_FORMATS,
+    OUTPUT_SHAPES,
+    RAW_DURATION,
+)
 from ..db.errors import CellError, ContractError, NpuperfError
 from ..db.table import read_header
 

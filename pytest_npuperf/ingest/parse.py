@@ -14,18 +14,28 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..db.columns import (DISPATCH_FFN_COMBINE, EP_SIZE, FIA_KERNEL,
-                          PROFILING_AVERAGE_DURATION, PROFILING_COUNT, PROFILING_MAX_DURATION,
-                          PROFILING_MEDIAN_DURATION, PROFILING_MIN_DURATION, PROFILING_SOURCE,
-                          PROFILING_STD_DURATION, PROFILING_UPDATED, contract_columns_for,
-                          profiling_counter)
+from ..db.columns import (
+    DISPATCH_FFN_COMBINE,
+    EP_SIZE,
+    FIA_KERNEL,
+    PROFILING_AVERAGE_DURATION,
+    PROFILING_COUNT,
+    PROFILING_MAX_DURATION,
+    PROFILING_MEDIAN_DURATION,
+    PROFILING_MIN_DURATION,
+    PROFILING_SOURCE,
+    PROFILING_STD_DURATION,
+    PROFILING_UPDATED,
+    contract_columns_for,
+    profiling_counter,
+)
 from ..db.errors import NpuperfError
 from ..db.layout import kernel_file_name
 from ..db.lock import database_lock
 from ..db.merge import RowUpdate, apply_updates, format_number
+from ..db.progress import Progress
 from ..db.signature import Signature, signature
 from ..db.table import WriteBatch, check_writable_dir, empty_table, read_table
-from ..db.progress import Progress
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details

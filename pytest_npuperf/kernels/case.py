@@ -9,12 +9,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..db.columns import (EP_SIZE, FIA_RUNTIME_FIELDS, INPUT_DTYPES, INPUT_FORMATS,
-                          INPUT_SHAPES, OUTPUT_DTYPES, OUTPUT_FORMATS, OUTPUT_SHAPES,
-                          runtime_column)
+from ..db.columns import (
+    EP_SIZE,
+    FIA_RUNTIME_FIELDS,
+    INPUT_DTYPES,
+    INPUT_FORMATS,
+    INPUT_SHAPES,
+    OUTPUT_DTYPES,
+    OUTPUT_FORMATS,
+    OUTPUT_SHAPES,
+    runtime_column,
+)
 from ..db.errors import CellError
-from ..db.shapes import (NULL_FORMAT, UNDEFINED_DTYPE, Slot, dtype_bytes, numel,
-                         parse_dtypes, parse_formats, parse_shapes, strip_cell)
+from ..db.shapes import (
+    NULL_FORMAT,
+    UNDEFINED_DTYPE,
+    Slot,
+    dtype_bytes,
+    numel,
+    parse_dtypes,
+    parse_formats,
+    parse_shapes,
+    strip_cell,
+)
 
 
 @dataclass(frozen=True)

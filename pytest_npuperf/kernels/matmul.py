@@ -13,7 +13,6 @@ from .spec import KernelSpec, SlotLayout
 from .tensors import broadcast_shape, nd_shape
 
 
-
 def _layout(case: KernelCase) -> GemmLayout:
     a, b = case.input(0), case.input(1)
     layout = gemm_layout(nd_shape(a), nd_shape(b), case.output(0).shape)

@@ -21,15 +21,34 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import (AVERAGE_DURATION, INPUT_SHAPES, MICROBENCH_DEVICE, MICROBENCH_METHOD,
-                          MICROBENCH_MEDIAN_DURATION, MICROBENCH_MIN_DURATION,
-                          MICROBENCH_RUN_ID, MICROBENCH_SAMPLES, MICROBENCH_STACK,
-                          MICROBENCH_STATUS, MICROBENCH_STD_DURATION, MICROBENCH_TIMESTAMP,
-                          MICROBENCH_WARMUP, OUTPUT_SHAPES,
-                          PROFILING_AVERAGE_DURATION, parse_duration)
+from ..db.columns import (
+    AVERAGE_DURATION,
+    INPUT_SHAPES,
+    MICROBENCH_DEVICE,
+    MICROBENCH_MEDIAN_DURATION,
+    MICROBENCH_METHOD,
+    MICROBENCH_MIN_DURATION,
+    MICROBENCH_RUN_ID,
+    MICROBENCH_SAMPLES,
+    MICROBENCH_STACK,
+    MICROBENCH_STATUS,
+    MICROBENCH_STD_DURATION,
+    MICROBENCH_TIMESTAMP,
+    MICROBENCH_WARMUP,
+    OUTPUT_SHAPES,
+    PROFILING_AVERAGE_DURATION,
+    parse_duration,
+)
 from ..db.layout import OP_MAPPING_FILE, kernel_type_of_file
-from ..db.merge import (RowUpdate, apply_updates, canonical_order, ensure_columns,
-                        format_number, migrate_legacy, row_signatures)
+from ..db.merge import (
+    RowUpdate,
+    apply_updates,
+    canonical_order,
+    ensure_columns,
+    format_number,
+    migrate_legacy,
+    row_signatures,
+)
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.table import WriteBatch, read_table
 from .cases import kernel_csvs
@@ -85,8 +104,9 @@ def _better(new: CaseResult, old: CaseResult | None) -> bool:
     that the outcome does not depend on the order xdist workers report in."""
     if old is None:
         return True
-    key = lambda r: (_RANK.get(r.status, 9), r.row if r.row is not None else 1 << 62,
-                     r.case_id)  # noqa: E731
+    def key(r):
+        return (_RANK.get(r.status, 9), r.row if r.row is not None else 1 << 62,
+                         r.case_id)
     return key(new) < key(old)
 
 

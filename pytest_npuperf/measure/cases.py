@@ -111,7 +111,7 @@ class CaseCatalog:
             self.texts[name] = [repr(s) if s is not None else "" for s in self.signatures[name]]
 
     @classmethod
-    def from_rows(cls, db_dir: Path, rows: dict[str, list[dict[str, str]]]) -> "CaseCatalog":
+    def from_rows(cls, db_dir: Path, rows: dict[str, list[dict[str, str]]]) -> CaseCatalog:
         """A catalog of rows that are in no file (shape-grid points)."""
         frames = {kernel_file_name(kernel_type): pd.DataFrame(kernel_rows, dtype=object).fillna("")
                   for kernel_type, kernel_rows in rows.items() if kernel_rows}

@@ -72,7 +72,7 @@ class CaseResult:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CaseResult":
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
         values = dict(data)
         stats = values.pop("stats", None)
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}

@@ -22,8 +22,17 @@ from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
 from .cases import CaseRef
 from .profiler import ProfilerSession
-from .result import (METHOD_EVENTS, METHOD_PROFILER, STATUS_ERROR, STATUS_FAILED, STATUS_OK,
-                     STATUS_SKIPPED, STATUS_SUSPECT, STATUS_TIMEOUT, CaseResult)
+from .result import (
+    METHOD_EVENTS,
+    METHOD_PROFILER,
+    STATUS_ERROR,
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    STATUS_SUSPECT,
+    STATUS_TIMEOUT,
+    CaseResult,
+)
 from .sampler import CaseTimeout, SamplingPolicy, sample
 
 # A measurement this much below the physical bound is flagged (timer granularity slack).

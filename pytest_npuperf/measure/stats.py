@@ -36,7 +36,7 @@ class SampleStats:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, float]) -> "SampleStats":
+    def from_dict(cls, data: dict[str, float]) -> SampleStats:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
 
@@ -62,8 +62,8 @@ def median_ci_halfwidth(samples: list[float] | np.ndarray) -> float:
     if n < 3:
         return math.inf
     half = Z95 * math.sqrt(n) / 2
-    lo = max(int(math.floor(n / 2 - half)), 0)
-    hi = min(int(math.ceil(n / 2 + half)), n - 1)
+    lo = max(math.floor(n / 2 - half), 0)
+    hi = min(math.ceil(n / 2 + half), n - 1)
     return float(values[hi] - values[lo]) / 2
 
 
