@@ -68,11 +68,6 @@ assert len(CONTRACT_COLUMNS) == 62
 FIA_KERNEL = "FusedInferAttentionScore"
 DISPATCH_FFN_COMBINE = "DispatchFFNCombine"
 
-# The 31 input slots of a FusedInferAttentionScore row (CONTRACT.md §10): where each tensor is.
-FIA_INPUT_SLOTS = 31
-FIA_QUERY, FIA_KEY, FIA_VALUE, FIA_MASK = 0, 1, 2, 4
-FIA_SEQ_LENS, FIA_KV_SEQ_LENS, FIA_BLOCK_TABLE, FIA_QUERY_ROPE, FIA_KEY_ROPE = 5, 6, 14, 24, 25
-
 FIA_RUNTIME_FIELDS: tuple[str, ...] = (
     "source_profile", "actual_seq_lengths_shape", "actual_seq_lengths_values",
     "actual_seq_lengths_kv_shape", "actual_seq_lengths_kv_values", "avg_seq_len",

@@ -5,7 +5,7 @@
   for decode); the 31-slot input layout (query 0, key 1, value 2, mask 4, seq lens 5, kv seq
   lens 6, block table 14, query rope 24, key rope 25) and the `Runtime ...` columns filled.
 - `grouped_matmul`: MoE expert GEMMs (gate/up and down) with the experts of one EP rank;
-  group list at slot 7.
+  the group list in its catalog slot.
 - `dispatch_ffn_combine`: the fused MoE dispatch + FFN + combine of one EP rank (7 inputs,
   2 outputs, `EP Size`).
 - `split_qkv_rmsnorm_rope`: the QKV split + q/k RMSNorm + RoPE kernel of GQA models.
@@ -20,8 +20,10 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..db.columns import (
-    EP_SIZE,
+from ..db.columns import DISPATCH_FFN_COMBINE, EP_SIZE, runtime_column
+from ..db.shapes import NULL_FORMAT, UNDEFINED_DTYPE, Slot
+from ..kernels import catalog
+from ..kernels.catalog import (
     FIA_BLOCK_TABLE,
     FIA_INPUT_SLOTS,
     FIA_KEY,
@@ -32,9 +34,8 @@ from ..db.columns import (
     FIA_QUERY_ROPE,
     FIA_SEQ_LENS,
     FIA_VALUE,
-    runtime_column,
 )
-from ..db.shapes import NULL_FORMAT, UNDEFINED_DTYPE, Slot
+from ..kernels.layout import SlotLayout
 from .models import Model
 
 Values = Sequence
@@ -55,17 +56,30 @@ class Candidate:
 
 
 class _Slots:
-    """Builds a slot list by index; unset slots are empty (DT_UNDEFINED, NULL)."""
+    """Builds a slot list by index, or by name on a catalog layout; unset slots are empty
+    (DT_UNDEFINED, NULL)."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, layout: tuple[SlotLayout, ...] = ()) -> None:
         self.shapes: list[Slot] = [None] * count
         self.dtypes = [UNDEFINED_DTYPE] * count
         self.formats = [NULL_FORMAT] * count
+        self.layout = layout
+        self.index = {slot.name: i for i, slot in enumerate(layout)}
+
+    @classmethod
+    def of(cls, layout: tuple[SlotLayout, ...]) -> _Slots:
+        return cls(len(layout), layout)
 
     def set(self, index: int, shape: tuple[int, ...], dtype: str, fmt: str = "ND") -> None:
         self.shapes[index] = tuple(int(d) for d in shape)
         self.dtypes[index] = dtype
         self.formats[index] = fmt
+
+    def put(self, name: str, shape: tuple[int, ...], dtype: str | None = None) -> None:
+        """Slot `name` of the layout; dtype and format default to the layout's."""
+        index = self.index[name]
+        slot = self.layout[index]
+        self.set(index, shape, dtype or slot.dtype, slot.format)
 
     def parts(self) -> tuple[tuple[Slot, ...], tuple[str, ...], tuple[str, ...]]:
         return tuple(self.shapes), tuple(self.dtypes), tuple(self.formats)
@@ -245,8 +259,9 @@ def _fia_decode(model: Model, dtype: str, batch: int, kv_len: int, block_size: i
 # ---------------------------------------------------------------------------------------------
 # MoE: GroupedMatmul and DispatchFFNCombine
 
-GMM_SLOTS = 8
-GMM_X, GMM_WEIGHT, GMM_GROUP_LIST = 0, 1, 7
+GMM = catalog.require("GroupedMatmul")
+DFC = catalog.require(DISPATCH_FFN_COMBINE)
+
 
 
 def _moe_models(models: list[Model]) -> list[Model]:
@@ -275,19 +290,15 @@ def _grouped_matmul(params: Mapping[str, Values], models: list[Model]) -> Iterat
                     gate_up = phase == "gate_up"
                     k, n = (model.hidden, 2 * inter) if gate_up else (inter, model.hidden)
                     for tokens in (int(t) for t in params["tokens"]):
-                        ins = _Slots(GMM_SLOTS)
-                        ins.set(GMM_X, (tokens, k), dtype)
-                        ins.set(GMM_WEIGHT, (per_rank, k, n), dtype)
-                        ins.set(GMM_GROUP_LIST, (per_rank,), "DT_INT64")
-                        outs = _Slots(1)
-                        outs.set(0, (tokens, n), dtype)
+                        ins, outs = _Slots.of(GMM.inputs), _Slots.of(GMM.outputs)
+                        ins.put("x", (tokens, k), dtype)
+                        ins.put("weight", (per_rank, k, n), dtype)
+                        ins.put("group_list", (per_rank,))
+                        outs.put("y", (tokens, n), dtype)
                         yield _io(ins, outs, variables={
                             "tokens": tokens, "tp": tp, "ep": ep, "experts": model.experts,
                             "experts_per_rank": per_rank, "hidden": model.hidden, "k": k,
                             "n": n, "top_k": model.top_k or 1, "gate_up": int(gate_up)})
-
-
-DFC_SLOTS = 7
 
 
 def _dispatch_ffn_combine(params: Mapping[str, Values], models: list[Model]
@@ -302,17 +313,16 @@ def _dispatch_ffn_combine(params: Mapping[str, Values], models: list[Model]
                 continue  # a multi-rank operator: EP size 1 has nothing to dispatch
             per_rank = model.experts // ep
             for tokens in (int(t) for t in params["tokens"]):
-                ins = _Slots(DFC_SLOTS)
-                ins.set(0, (tokens, hidden), dtype)                    # x
-                ins.set(1, (per_rank, hidden, n), weight_dtype)        # weight1 (gate + up)
-                ins.set(2, (per_rank, n // 2, hidden), weight_dtype)   # weight2 (down)
-                ins.set(3, (tokens, top_k), "DT_INT32")                # expert_idx
-                ins.set(4, (per_rank * n,), "DT_FLOAT")                # scale1
-                ins.set(5, (per_rank * hidden,), "DT_FLOAT")           # scale2
-                ins.set(6, (tokens, top_k), "DT_FLOAT")                # probs
-                outs = _Slots(2)
-                outs.set(0, (tokens, hidden), dtype)                   # out
-                outs.set(1, (per_rank,), "DT_INT64")                   # expert_token_nums
+                ins, outs = _Slots.of(DFC.inputs), _Slots.of(DFC.outputs)
+                ins.put("x", (tokens, hidden), dtype)
+                ins.put("weight1", (per_rank, hidden, n), weight_dtype)  # gate + up
+                ins.put("weight2", (per_rank, n // 2, hidden), weight_dtype)  # down
+                ins.put("expert_idx", (tokens, top_k))
+                ins.put("scale1", (per_rank * n,))
+                ins.put("scale2", (per_rank * hidden,))
+                ins.put("probs", (tokens, top_k))
+                outs.put("out", (tokens, hidden), dtype)
+                outs.put("expert_token_nums", (per_rank,))
                 yield _io(ins, outs, {EP_SIZE: str(ep)}, {
                     "tokens": tokens, "ep": ep, "experts": model.experts,
                     "experts_per_rank": per_rank, "hidden": hidden, "n": n, "top_k": top_k})
@@ -320,6 +330,8 @@ def _dispatch_ffn_combine(params: Mapping[str, Values], models: list[Model]
 
 # ---------------------------------------------------------------------------------------------
 # split_qkv_rmsnorm_rope_kernel
+
+SPLIT_QKV = catalog.require("split_qkv_rmsnorm_rope_kernel")
 
 def _split_qkv(params: Mapping[str, Values], models: list[Model]) -> Iterator[Candidate]:
     dtype = str(params["dtype"][0])
@@ -331,12 +343,12 @@ def _split_qkv(params: Mapping[str, Values], models: list[Model]) -> Iterator[Ca
             d = model.head_dim
             q_hidden, kv_hidden = heads * d, kv_heads * d
             for tokens in (int(t) for t in params["tokens"]):
-                ins, outs = _Slots(2), _Slots(3)
-                ins.set(0, (tokens, q_hidden + 2 * kv_hidden), dtype)
-                ins.set(1, (d,), dtype)
-                outs.set(0, (tokens, q_hidden), dtype)
-                outs.set(1, (tokens, kv_hidden), dtype)
-                outs.set(2, (tokens, kv_hidden), dtype)
+                ins, outs = _Slots.of(SPLIT_QKV.inputs), _Slots.of(SPLIT_QKV.outputs)
+                ins.put("qkv", (tokens, q_hidden + 2 * kv_hidden), dtype)
+                ins.put("norm_weight", (d,), dtype)
+                outs.put("q", (tokens, q_hidden), dtype)
+                outs.put("k", (tokens, kv_hidden), dtype)
+                outs.put("v", (tokens, kv_hidden), dtype)
                 yield _io(ins, outs, variables={
                     "tokens": tokens, "tp": tp, "heads": heads, "kv_heads": kv_heads,
                     "head_dim": d, "q_hidden": q_hidden, "kv_hidden": kv_hidden})

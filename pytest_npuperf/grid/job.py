@@ -31,8 +31,9 @@ from ..db.layout import kernel_file_name
 from ..db.lock import database_lock
 from ..db.progress import Progress
 from ..db.shapes import DTYPE_BYTES, format_shapes, normalize_dtype
-from ..db.signature import MATMUL_FAMILY, Signature, signature
+from ..db.signature import Signature, signature
 from ..db.table import WriteBatch, check_writable_dir
+from ..kernels import catalog
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (
     DEFAULT_MAX_HBM_GB,
@@ -52,23 +53,16 @@ from .sampling import KernelStats, Key, KeySpace, Picked, sample_rng, stream_ker
 from .template import EVALUATION_ERRORS, CompiledTemplate, signature_kind
 
 DEFAULT_OP_STATE = "dynamic"
-_CUBE_KERNELS = {"MatMulV2", "MatMulV3", "MatMulCommon", "BatchMatMulV2", "QuantBatchMatmulV3",
-                 "GroupedMatmul", "TransposeBatchMatMul"}
-_MIX_KERNELS = {"FusedInferAttentionScore", "RINGMLAPrefillBF16Kernel", "DispatchFFNCombine",
-                "GroupedMatmulSwigluQuant"}
 
 
 def default_core(kernel_type: str) -> str:
-    if kernel_type in _CUBE_KERNELS:
-        return "AI_CORE"
-    if kernel_type in _MIX_KERNELS:
-        return "MIX_AIC"
-    return "AI_VECTOR_CORE"
+    return catalog.accelerator_core(kernel_type)
 
 
 def family_of(kernel_type: str) -> list[str]:
-    """Kernel types sharing one signature space with `kernel_type` (itself included)."""
-    return list(MATMUL_FAMILY) if kernel_type in MATMUL_FAMILY else [kernel_type]
+    """Kernel types sharing one signature space with `kernel_type` (itself included): the
+    types whose rows are calls of one replay."""
+    return list(catalog.same_call_types(kernel_type))
 
 
 @dataclass

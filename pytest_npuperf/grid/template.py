@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from ..db.columns import SIGNATURE_COLUMNS
 from ..db.shapes import DTYPE_BYTES, NULL_FORMAT, UNDEFINED_DTYPE, Slot, format_shapes
 from ..db.signature import INDEX_KERNEL, MATMUL_FAMILY, SLICE_LIKE, signature
+from ..kernels import catalog
 from .config import TemplatePattern, Values
 from .errors import ConfigError, ExpressionError
 from .expr import RUNTIME_GLOBALS, Expr
@@ -171,9 +172,7 @@ class CompiledTemplate:
         return env
 
     def _layout(self) -> tuple[list[str], list[str], list[str], list[str]]:
-        from ..kernels.registry import slot_layout  # torch is only needed from here on
-
-        layout = slot_layout(self.kernel_type)
+        layout = catalog.slot_layout(self.kernel_type)
         spec_in, spec_out = layout if layout else ((), ())
         p = self.pattern
 

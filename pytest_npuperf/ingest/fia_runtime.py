@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import (
+from ..db.columns import runtime_column
+from ..db.errors import CellError, NpuperfError
+from ..db.shapes import Shapes, Slot, format_slot, parse_shapes
+from ..db.table import read_header
+from ..kernels.catalog import (
     FIA_BLOCK_TABLE,
     FIA_KEY,
     FIA_KEY_ROPE,
@@ -24,11 +28,7 @@ from ..db.columns import (
     FIA_QUERY,
     FIA_QUERY_ROPE,
     FIA_SEQ_LENS,
-    runtime_column,
 )
-from ..db.errors import CellError, NpuperfError
-from ..db.shapes import Shapes, Slot, format_slot, parse_shapes
-from ..db.table import read_header
 
 QUERY, KEY, MASK, SEQ, SEQ_KV = FIA_QUERY, FIA_KEY, FIA_MASK, FIA_SEQ_LENS, FIA_KV_SEQ_LENS
 BLOCK_TABLE, QUERY_ROPE, KEY_ROPE = FIA_BLOCK_TABLE, FIA_QUERY_ROPE, FIA_KEY_ROPE

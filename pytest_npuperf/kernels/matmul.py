@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..db.signature import MATMUL_FAMILY, GemmLayout, gemm_layout
+from ..db.signature import GemmLayout, gemm_layout
 from .case import KernelCase
-from .spec import KernelSpec, SlotLayout
+from .spec import KernelSpec
 from .tensors import broadcast_shape, nd_shape
 
 
@@ -25,11 +25,7 @@ def _layout(case: KernelCase) -> GemmLayout:
 class MatMul(KernelSpec):
     """`torch.mm(a, b.t())` with b stored (N, K); the reference replay of all three types."""
 
-    kernel_type = "MatMulV2"
-    covers = MATMUL_FAMILY
-    inputs = (SlotLayout("a"), SlotLayout("b"), SlotLayout("bias", optional=True))
-    outputs = (SlotLayout("y"),)
-    npu_api = "torch.mm(a, b.t())"
+    kernel_type = "MatMulV2"  # and the other types of its catalog entry
 
     def check(self, case: KernelCase) -> None:
         super().check(case)
@@ -80,9 +76,6 @@ def _batch_layout(case: KernelCase) -> tuple[bool, bool, int, int, int, int]:
 
 class BatchMatMulV2(KernelSpec):
     kernel_type = "BatchMatMulV2"
-    inputs = (SlotLayout("a"), SlotLayout("b"), SlotLayout("bias", optional=True))
-    outputs = (SlotLayout("y"),)
-    npu_api = "torch.matmul(a, b)"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)

@@ -3,6 +3,8 @@ torch call, and the work it does (FLOPs, bytes).
 
 A spec covers one or more kernel types (database files): `torch.mm` replays MatMulV2,
 MatMulV3 and MatMulCommon rows alike, since which of them runs is only known after profiling.
+What it covers, its slot layout, its NPU API and whether it is a custom operator come from its
+kernel catalog entry (`kernels/entries.py`); a spec class only says its `kernel_type`.
 """
 
 from __future__ import annotations
@@ -14,20 +16,13 @@ from typing import ClassVar
 
 import torch
 
+from . import catalog
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
+from .layout import SlotLayout
 from .tensors import generator_for, input_tensor
 
-
-@dataclass(frozen=True)
-class SlotLayout:
-    """One slot of a kernel's signature: its name and the dtype/format a new row gets."""
-
-    name: str
-    dtype: str = "DT_BF16"
-    format: str = "ND"
-    optional: bool = False
-
+__all__ = ["KernelSpec", "Prepared", "SlotLayout", "present"]
 
 @dataclass
 class Prepared:
@@ -47,6 +42,19 @@ class KernelSpec(ABC):
     npu_api: ClassVar[str]
     # Kernels from vllm-ascend's custom op package need its environment variables.
     custom_op: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Metadata a subclass does not set itself comes from its catalog entry."""
+        super().__init_subclass__(**kwargs)
+        entry = catalog.entry_for(cls.__dict__.get("kernel_type", ""))
+        if entry is None:
+            return
+        metadata = {"covers": entry.kernel_types if len(entry.kernel_types) > 1 else (),
+                    "inputs": entry.inputs, "outputs": entry.outputs,
+                    "npu_api": entry.npu_api, "custom_op": entry.custom_op}
+        for name, value in metadata.items():
+            if name not in cls.__dict__:
+                setattr(cls, name, value)
 
     @classmethod
     def kernel_types(cls) -> tuple[str, ...]:

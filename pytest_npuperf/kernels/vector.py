@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from .case import KernelCase
-from .spec import KernelSpec, SlotLayout
+from .spec import KernelSpec
 from .tensors import broadcast_shape, input_tensor, random_tensor, torch_dtype
 
 RMS_NORM_EPS = 1e-6
@@ -20,9 +20,6 @@ def _npu(backend):
 
 class RmsNorm(KernelSpec):
     kernel_type = "RmsNorm"
-    inputs = (SlotLayout("x"), SlotLayout("gamma"))
-    outputs = (SlotLayout("y"), SlotLayout("rstd", dtype="DT_FLOAT"))
-    npu_api = "torch_npu.npu_rms_norm(x, gamma, epsilon)"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)
@@ -56,9 +53,6 @@ class RmsNorm(KernelSpec):
 
 class SwiGlu(KernelSpec):
     kernel_type = "SwiGlu"
-    inputs = (SlotLayout("x"),)
-    outputs = (SlotLayout("y"),)
-    npu_api = "torch_npu.npu_swiglu(x, dim=-1)"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)
@@ -88,9 +82,6 @@ class SwiGlu(KernelSpec):
 
 class SoftmaxV2(KernelSpec):
     kernel_type = "SoftmaxV2"
-    inputs = (SlotLayout("x"),)
-    outputs = (SlotLayout("y"),)
-    npu_api = "torch.softmax(x, dim=-1)"
 
     def build_inputs(self, case, backend, generator):
         return {"x": self.tensor(case, 0, backend, generator)}
@@ -110,9 +101,6 @@ class Add(KernelSpec):
     """`torch.add(a, b)`; an empty slot that carries a dtype is a 0-d (scalar) tensor."""
 
     kernel_type = "Add"
-    inputs = (SlotLayout("a"), SlotLayout("b"))
-    outputs = (SlotLayout("y"),)
-    npu_api = "torch.add(a, b)"
 
     def check(self, case: KernelCase) -> None:
         for i in range(2):

@@ -19,9 +19,8 @@ from ..db.layout import REPORTS_DIR, kernel_file_name, kernel_type_of_file
 from ..db.merge import migrate_legacy, row_signatures
 from ..db.signature import Signature, short_hash
 from ..db.table import read_table
-from ..kernels.registry import spec_for
-
-UPDATE_MODES = ("all", "missing-only")
+from ..kernels.catalog import replayable as has_replay
+from .policy import UPDATE_MODES as UPDATE_MODES
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ class CaseCatalog:
         out (missing-only mode)."""
         for name in self.frames:
             kernel_type = self.kernel_types[name]
-            replayable = spec_for(kernel_type) is not None
+            replayable = has_replay(kernel_type)
             seen: Counter = Counter()
             for position, (sig, sig_text) in enumerate(zip(self.signatures[name],
                                                            self.texts[name])):

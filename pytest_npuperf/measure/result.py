@@ -11,6 +11,9 @@ import datetime as _dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .policy import METHOD_EVENTS
+from .policy import METHOD_MSPROF as METHOD_MSPROF
+from .policy import METHOD_PROFILER as METHOD_PROFILER
 from .stats import SampleStats, summarize
 
 STATUS_OK = "ok"
@@ -21,10 +24,7 @@ STATUS_SKIPPED = "skipped"  # no replay for this kernel type
 STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, not trusted
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
             STATUS_SUSPECT)
-
-METHOD_EVENTS = "events"
-METHOD_PROFILER = "profiler"
-METHOD_MSPROF = "msprof"
+FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)  # the pytest case fails
 
 # Results travel between processes and stay in memory for a whole session (10^5 cases): each
 # keeps at most this many of its samples, evenly spread over the run, for plots.

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..devices.base import Timer
+from .policy import STATISTICS as STATISTICS
+from .policy import SamplingPolicy
 from .stats import relative_precision
 
-STATISTICS = ("median", "mean")
 # Aim for a stopping-rule check about this often (seconds of calls per batch).
 _BATCH_SECONDS = 0.02
 _MAX_BATCH = 256
@@ -23,26 +24,6 @@ _MAX_BATCH = 256
 
 class CaseTimeout(Exception):
     """The case ran past --npuperf-case-timeout."""
-
-
-@dataclass(frozen=True)
-class SamplingPolicy:
-    warmup: int = 3
-    min_samples: int = 10
-    max_samples: int = 10_000
-    budget_s: float = 1.0  # stop sampling once this much time went into calls
-    min_time_s: float = 0.1  # and not before this much (steadier numbers for fast kernels)
-    precision: float = 0.02  # target relative 95 % CI half-width
-    statistic: str = "median"
-    flush_l2: bool = False
-
-    def __post_init__(self) -> None:
-        if self.statistic not in STATISTICS:
-            raise ValueError(f"statistic must be one of {STATISTICS}, not {self.statistic!r}")
-        if self.min_samples < 1 or self.max_samples < self.min_samples:
-            raise ValueError("need 1 <= min samples <= max samples")
-        if self.warmup < 0 or self.budget_s <= 0 or self.precision <= 0:
-            raise ValueError("warmup must be >= 0, budget and precision > 0")
 
 
 @dataclass

@@ -1,0 +1,180 @@
+"""The kernel catalog's entries: every kernel type of CONTRACT.md §10 and of the shape grid.
+
+Slot layouts are in the order the kernel tables list the slots; dtype and format are what a
+new (grid) row gets for a slot that its pattern does not type itself. Adding a kernel type
+means one entry here and, when it can be replayed, one replay module named by `replay`.
+"""
+
+from __future__ import annotations
+
+from ..db.columns import DISPATCH_FFN_COMBINE, FIA_KERNEL
+from ..db.signature import MATMUL_FAMILY
+from .layout import CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+
+S = SlotLayout
+BF16, FLOAT, INT8, INT32, INT64, BOOL = (
+    "DT_BF16", "DT_FLOAT", "DT_INT8", "DT_INT32", "DT_INT64", "DT_BOOL")
+
+
+def opt(name: str, dtype: str = BF16) -> SlotLayout:
+    return SlotLayout(name, dtype, optional=True)
+
+
+def _x_to_y(*, y_dtype: str = BF16) -> dict:
+    return {"inputs": (S("x"),), "outputs": (S("y", y_dtype),)}
+
+
+_REPLAYS = "pytest_npuperf.kernels"
+
+# -- GEMMs ----------------------------------------------------------------------------------
+MATMUL = KernelEntry(
+    MATMUL_FAMILY, "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
+    "torch.mm(a, b.t())", replay=f"{_REPLAYS}.matmul:MatMul")
+BATCH_MATMUL = KernelEntry(
+    ("BatchMatMulV2",), "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
+    "torch.matmul(a, b)", replay=f"{_REPLAYS}.matmul:BatchMatMulV2")
+QUANT_MATMUL = KernelEntry(
+    ("QuantBatchMatmulV3",), "gemm", CUBE,
+    (S("x1", INT8), S("x2", INT8, "FRACTAL_NZ"), S("scale", FLOAT)), (S("y"),),
+    "torch_npu.npu_quant_matmul(x1, x2, scale)")
+TRANSPOSE_BATCH_MATMUL = KernelEntry(
+    ("TransposeBatchMatMul",), "gemm", CUBE, (S("x1"), S("x2"), opt("bias"), opt("scale", FLOAT)),
+    (S("y"),), "torch_npu.npu_transpose_batchmatmul(x1, x2)")
+# torch_npu.npu_grouped_matmul's tensor order: the group list is slot 7.
+GROUPED_MATMUL = KernelEntry(
+    ("GroupedMatmul",), "moe", CUBE,
+    (S("x"), S("weight"), opt("bias"), opt("scale", FLOAT), opt("offset", FLOAT),
+     opt("antiquant_scale"), opt("antiquant_offset"), S("group_list", INT64)),
+    (S("y"),), "torch_npu.npu_grouped_matmul")
+GROUPED_MATMUL_SWIGLU_QUANT = KernelEntry(
+    ("GroupedMatmulSwigluQuant",), "moe", MIX,
+    (S("x", INT8), S("weight", INT8), S("weight_scale", FLOAT), S("x_scale", FLOAT),
+     S("group_list", INT64)),
+    (S("y", INT8), S("y_scale", FLOAT)), "torch_npu.npu_grouped_matmul_swiglu_quant")
+DISPATCH_FFN = KernelEntry(
+    (DISPATCH_FFN_COMBINE,), "moe", MIX,
+    (S("x"), S("weight1", INT8), S("weight2", INT8), S("expert_idx", INT32),
+     S("scale1", FLOAT), S("scale2", FLOAT), S("probs", FLOAT)),
+    (S("out"), S("expert_token_nums", INT64)),
+    "torch.ops._C_ascend.dispatch_ffn_combine (multi-rank, EP group)", custom_op=True)
+
+# -- attention ------------------------------------------------------------------------------
+# torch_npu.npu_fused_infer_attention_score's tensor order; the kernel tables list 31 slots,
+# the last four of which no recorded call fills.
+_FIA_INPUTS = (
+    S("query"), S("key"), S("value"), opt("pse_shift"), opt("atten_mask", INT8),
+    opt("actual_seq_lengths", INT64), opt("actual_seq_lengths_kv", INT64),
+    opt("dequant_scale1", FLOAT), opt("quant_scale1", FLOAT), opt("dequant_scale2", FLOAT),
+    opt("quant_scale2", FLOAT), opt("quant_offset2", FLOAT), opt("antiquant_scale"),
+    opt("antiquant_offset"), opt("block_table", INT32), opt("query_padding_size", INT64),
+    opt("kv_padding_size", INT64), opt("key_antiquant_scale"), opt("key_antiquant_offset"),
+    opt("value_antiquant_scale"), opt("value_antiquant_offset"), opt("key_shared_prefix"),
+    opt("value_shared_prefix"), opt("actual_shared_prefix_len", INT64), opt("query_rope"),
+    opt("key_rope"), opt("key_rope_antiquant_scale", FLOAT),
+    *(opt(f"reserved_{i}") for i in range(27, 31)),
+)
+FIA = KernelEntry(
+    (FIA_KERNEL,), "attention", MIX, _FIA_INPUTS,
+    (S("attention_out"), S("softmax_lse", FLOAT)), "torch_npu.npu_fused_infer_attention_score")
+RING_MLA = KernelEntry(
+    ("RINGMLAPrefillBF16Kernel",), "attention", MIX,
+    (S("q_nope"), S("q_rope"), S("k_nope"), S("k_rope"), S("value"), S("mask"),
+     S("seq_len", INT32)),
+    (S("out"), S("lse", FLOAT)), "torch_npu.atb.npu_ring_mla", custom_op=True)
+
+# -- rope, KV cache -------------------------------------------------------------------------
+SPLIT_QKV = KernelEntry(
+    ("split_qkv_rmsnorm_rope_kernel",), "rope", VECTOR, (S("qkv"), S("norm_weight")),
+    (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope", custom_op=True)
+INTERLEAVE_ROPE = KernelEntry(
+    ("InterleaveRope",), "rope", VECTOR, (S("x"), S("cos"), S("sin")), (S("y"),),
+    "torch_npu.npu_interleave_rope(x, cos, sin)")
+RESHAPE_AND_CACHE = KernelEntry(
+    ("ReshapeAndCacheNdKernel",), "cache", VECTOR,
+    (S("key"), S("value"), S("key_cache"), S("value_cache"), S("slot_mapping", INT32)),
+    (S("key_cache"), S("value_cache")), "torch_npu._npu_reshape_and_cache")
+KV_RMSNORM_ROPE_CACHE = KernelEntry(
+    ("KvRmsNormRopeCache",), "cache", VECTOR,
+    (S("kv"), S("gamma"), S("cos"), S("sin"), S("index", INT64), S("k_rope_cache"),
+     S("ckv_cache"), opt("k_rope_scale", FLOAT), opt("c_kv_scale", FLOAT),
+     opt("k_rope_offset", FLOAT), opt("c_kv_offset", FLOAT), opt("reserved_11")),
+    (S("k_rope_cache"), S("ckv_cache"), S("k_rope"), S("c_kv")),
+    "torch_npu.npu_kv_rmsnorm_rope_cache", custom_op=True)
+
+# -- normalisation, activation, quantisation ------------------------------------------------
+RMS_NORM = KernelEntry(
+    ("RmsNorm",), "norm", VECTOR, (S("x"), S("gamma")), (S("y"), S("rstd", FLOAT)),
+    "torch_npu.npu_rms_norm(x, gamma, epsilon)", replay=f"{_REPLAYS}.vector:RmsNorm")
+ADD_RMS_NORM_BIAS = KernelEntry(
+    ("AddRmsNormBias",), "norm", VECTOR, (S("x1"), S("x2"), S("gamma"), S("bias")),
+    (S("y"), S("rstd", FLOAT), S("x")), "torch.ops._C_ascend.npu_add_rms_norm_bias",
+    custom_op=True)
+SWIGLU = KernelEntry(
+    ("SwiGlu",), "activation", VECTOR, **_x_to_y(), npu_api="torch_npu.npu_swiglu(x, dim=-1)",
+    replay=f"{_REPLAYS}.vector:SwiGlu")
+ASCEND_QUANT = KernelEntry(
+    ("AscendQuantV2",), "quant", VECTOR, (S("x"), S("scale"), S("offset")), (S("y", INT8),),
+    "torch_npu.npu_quantize")
+DYNAMIC_QUANT = KernelEntry(
+    ("DynamicQuant",), "quant", VECTOR, (S("x"),), (S("y", INT8), S("scale", FLOAT)),
+    "torch_npu.npu_dynamic_quant(x)")
+
+# -- softmax, sampling ----------------------------------------------------------------------
+SOFTMAX = KernelEntry(
+    ("SoftmaxV2",), "softmax", VECTOR, **_x_to_y(), npu_api="torch.softmax(x, dim=-1)",
+    replay=f"{_REPLAYS}.vector:SoftmaxV2")
+SORT = KernelEntry(
+    ("Sort",), "sampling", VECTOR, (S("x"),), (S("values"), S("indices", INT64)),
+    "torch.sort(x, dim=-1)")
+ARGMAX = KernelEntry(
+    ("ArgMaxV2",), "sampling", VECTOR, **_x_to_y(y_dtype=INT64),
+    npu_api="torch.argmax(x, dim=-1)")
+MASKED_FILL = KernelEntry(
+    ("MaskedFill",), "elementwise", VECTOR, (S("x"), S("mask", BOOL)), (S("y"),),
+    "x.masked_fill_(mask, value)")
+
+# -- elementwise, data movement -------------------------------------------------------------
+ADD = KernelEntry(
+    ("Add",), "elementwise", VECTOR, (S("a"), S("b")), (S("y"),), "torch.add(a, b)",
+    replay=f"{_REPLAYS}.vector:Add")
+TENSOR_MOVE = KernelEntry(
+    ("TensorMove",), "movement", VECTOR, **_x_to_y(), npu_api="dst.copy_(src)")
+SLICE = KernelEntry(
+    ("Slice",), "movement", VECTOR, (S("x"), S("offsets", INT64), S("size", INT64)), (S("y"),),
+    "torch_npu.npu_slice(x, offsets, size)")
+TRANSPOSE = KernelEntry(
+    ("Transpose",), "movement", VECTOR, (S("x"), S("perm", INT64)), (S("y"),),
+    "x.transpose(...).contiguous()")
+PAD = KernelEntry(
+    ("PadV3",), "movement", VECTOR, (S("x"), S("paddings", INT64)), (S("y"),),
+    "torch.nn.functional.pad(x, pad, mode='constant')")
+INDEX = KernelEntry(
+    ("Index",), "movement", VECTOR,
+    (S("x"), S("indexed_sizes", INT64), S("indexed_strides", INT64), S("indices", INT64)),
+    (S("y"),), "x[indices]")
+GATHER = KernelEntry(
+    ("GatherV2",), "movement", VECTOR, (S("x"), S("indices", INT32), S("axis", INT64)),
+    (S("y"),), "torch.nn.functional.embedding(indices, x)")
+MOE_TOKEN_PERMUTE = KernelEntry(
+    ("MoeTokenPermute",), "moe", VECTOR, (S("tokens"), S("indices", INT32)),
+    (S("permuted_tokens"), S("sorted_indices", INT32)), "torch_npu.npu_moe_token_permute")
+MOE_TOKEN_UNPERMUTE = KernelEntry(
+    ("MoeTokenUnpermute",), "moe", VECTOR,
+    (S("permuted_tokens"), S("sorted_indices", INT32), S("probs")), (S("y"),),
+    "torch_npu.npu_moe_token_unpermute")
+
+ENTRIES: tuple[KernelEntry, ...] = (
+    MATMUL, BATCH_MATMUL, QUANT_MATMUL, TRANSPOSE_BATCH_MATMUL, GROUPED_MATMUL,
+    GROUPED_MATMUL_SWIGLU_QUANT, DISPATCH_FFN, FIA, RING_MLA, SPLIT_QKV, INTERLEAVE_ROPE,
+    RESHAPE_AND_CACHE, KV_RMSNORM_ROPE_CACHE, RMS_NORM, ADD_RMS_NORM_BIAS, SWIGLU, ASCEND_QUANT,
+    DYNAMIC_QUANT, SOFTMAX, SORT, ARGMAX, MASKED_FILL, ADD, TENSOR_MOVE, SLICE, TRANSPOSE, PAD,
+    INDEX, GATHER, MOE_TOKEN_PERMUTE, MOE_TOKEN_UNPERMUTE,
+)
+
+# Attention slot positions that ingest and the grid address directly, from the layout above.
+FIA_INPUT_SLOTS = len(FIA.inputs)
+FIA_QUERY, FIA_KEY, FIA_VALUE, FIA_MASK = (
+    FIA.input_index(n) for n in ("query", "key", "value", "atten_mask"))
+FIA_SEQ_LENS, FIA_KV_SEQ_LENS, FIA_BLOCK_TABLE, FIA_QUERY_ROPE, FIA_KEY_ROPE = (
+    FIA.input_index(n) for n in ("actual_seq_lengths", "actual_seq_lengths_kv", "block_table",
+                                 "query_rope", "key_rope"))

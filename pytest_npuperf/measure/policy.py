@@ -1,0 +1,36 @@
+"""What a session can ask of measurement: methods, statistics, update modes, sampling policy.
+
+Plain data with no torch, numpy or pandas behind it, so that the plugin's options can name
+and check them when pytest starts, before (and without) any case being collected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+METHOD_EVENTS = "events"
+METHOD_PROFILER = "profiler"
+METHOD_MSPROF = "msprof"
+
+STATISTICS = ("median", "mean")
+UPDATE_MODES = ("all", "missing-only")
+
+
+@dataclass(frozen=True)
+class SamplingPolicy:
+    warmup: int = 3
+    min_samples: int = 10
+    max_samples: int = 10_000
+    budget_s: float = 1.0  # stop sampling once this much time went into calls
+    min_time_s: float = 0.1  # and not before this much (steadier numbers for fast kernels)
+    precision: float = 0.02  # target relative 95 % CI half-width
+    statistic: str = "median"
+    flush_l2: bool = False
+
+    def __post_init__(self) -> None:
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"statistic must be one of {STATISTICS}, not {self.statistic!r}")
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError("need 1 <= min samples <= max samples")
+        if self.warmup < 0 or self.budget_s <= 0 or self.precision <= 0:
+            raise ValueError("warmup must be >= 0, budget and precision > 0")
