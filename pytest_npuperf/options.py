@@ -1,4 +1,8 @@
-"""The plugin's options: command line and `[tool.pytest.ini_options]` alike."""
+"""The plugin's options: command line and `[tool.pytest.ini_options]` alike.
+
+Loaded with the plugin in every pytest run, so it imports only light modules (no torch,
+numpy or pandas): the option vocabulary lives in `devices.KINDS` and `measure.policy`.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from .devices import KINDS
-from .measure.cases import UPDATE_MODES
-from .measure.result import METHOD_EVENTS, METHOD_PROFILER
-from .measure.sampler import STATISTICS, SamplingPolicy
+from .measure.policy import METHOD_EVENTS, METHOD_PROFILER, STATISTICS, UPDATE_MODES, SamplingPolicy
 
 DEFAULT_DB = Path("data") / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
 DEFAULT_OUT = Path("npuperf-out")

@@ -2,20 +2,28 @@
 
 The logic lives in `session.ReplaySession`; these hooks only connect it to pytest. The plugin
 is inert in a session that collects no replay case (a test function asking for the
-`npuperf_case` fixture).
+`npuperf_case` fixture): loading it imports neither torch nor pandas, and until a replay case
+is parametrized (or, under xdist, reported) no session object exists and no hook does work.
 """
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 import pytest
 
-from .measure.cases import CaseRef
-from .measure.result import STATUS_ERROR, STATUS_FAILED, STATUS_TIMEOUT, CaseResult
 from .options import add_options
-from .session import RESULT_PROPERTY, SESSION_KEY, ReplaySession, replay_session
+from .state import RESULT_PROPERTY, existing_session, mark_start, replay_session
 
-_RESULT = pytest.StashKey[CaseResult]()
-_FAILING = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)
+if TYPE_CHECKING:
+    from .measure.cases import CaseRef
+    from .measure.result import CaseResult
+
+_RESULT = pytest.StashKey["CaseResult"]()
+# A replay case's node id ends in its case id, `<type>-<shape>-<dtype>-<8 hex>[-dupN]`
+# (measure.cases.case_id): only such ids make the xdist controller read the database.
+_CASE_NODEID = re.compile(r"\[[^\[\]]+-[0-9a-f]{8}(?:-dup\d+)?\]$")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,19 +34,18 @@ class _ResultCollector:
     """Receives every test report in the owning process (xdist sends workers' reports to the
     controller, user_properties included) and hands replay results to the session."""
 
-    def __init__(self, replay: ReplaySession) -> None:
-        self.replay = replay
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == RESULT_PROPERTY and isinstance(value, dict):
-                self.replay.record(value)
+                replay_session(self.config).record(value)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    replay = ReplaySession(config)
-    config.stash[SESSION_KEY] = replay
-    config.pluginmanager.register(_ResultCollector(replay), "npuperf-results")
+    mark_start(config)
+    config.pluginmanager.register(_ResultCollector(config), "npuperf-results")
     config.addinivalue_line("markers", "npuperf: a replay case of pytest_npuperf")
     if config.pluginmanager.hasplugin("html"):
         from . import html_hooks
@@ -52,8 +59,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    replay = replay_session(session.config)
-    if replay.active and any(_case_of(item) for item in session.items):
+    replay = existing_session(session.config)
+    if replay is not None and replay.active and any(_case_of(item) for item in session.items):
         replay.prepare_writes()
 
 
@@ -61,9 +68,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_xdist_node_collection_finished(node, ids) -> None:
     """Under xdist the controller collects nothing itself: it checks and locks the database
     once workers report replay cases, before any of them is scheduled."""
-    replay = replay_session(node.config)
-    if replay.active or not any("[" in nodeid for nodeid in ids):
+    replay = existing_session(node.config)
+    if (replay is not None and replay.active) or not any(map(_CASE_NODEID.search, ids)):
         return
+    replay = replay_session(node.config)
     case_ids = {ref.case_id for ref in replay.case_refs()}
     if any(nodeid.rsplit("[", 1)[-1].rstrip("]") in case_ids for nodeid in ids):
         replay.active = True
@@ -73,6 +81,10 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
 def _case_of(item: pytest.Item) -> CaseRef | None:
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get("npuperf_case") if callspec else None
+    if value is None or existing_session(item.config) is None:
+        return None  # not a replay case (none was parametrized in this process)
+    from .measure.cases import CaseRef
+
     return value if isinstance(value, CaseRef) else None
 
 
@@ -89,11 +101,13 @@ def npuperf_replay(request: pytest.FixtureRequest):
     benchmark = _benchmark_fixture(request)
 
     def run(ref: CaseRef) -> CaseResult:
+        from .measure.result import FAILING_STATUSES
+
         result = replay.run_case(ref, request.node.nodeid)
         request.node.stash[_RESULT] = result
         if benchmark is not None and replay.runner.last_samples:
             _feed_benchmark(benchmark, result, replay.runner.last_samples)
-        if result.status in _FAILING:
+        if result.status in FAILING_STATUSES:
             message = f"{result.status}: {result.error}"
             if result.detail:
                 message += "\n" + result.detail
@@ -149,15 +163,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    replay = replay_session(session.config)
+    replay = existing_session(session.config)
+    if replay is None:
+        return
     replay.close_runner()
     if not replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # measured, but nothing was saved
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    replay = replay_session(config)
-    if not replay.active or replay.is_worker:
+    replay = existing_session(config)
+    if replay is None or not replay.active or replay.is_worker:
         return
     from .report.terminal import terminal_lines
 
@@ -171,6 +187,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    replay = config.stash.get(SESSION_KEY, None)
+    replay = existing_session(config)
     if replay is not None:
         replay.release()

@@ -12,6 +12,7 @@ import datetime as _dt
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,23 +20,21 @@ from .db.errors import NpuperfError
 from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of
 from .db.lock import database_lock
 from .db.table import check_writable_dir
-from .devices import Backend, BackendError, select_backend
-from .devices.npu import same_family
+from .devices import BackendError, select_backend
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef, marker_name
 from .measure.outcome import BackfillOutcome, SessionInfo
 from .measure.result import METHOD_EVENTS, METHOD_PROFILER, STATUS_SKIPPED, CaseResult
-from .measure.runner import CaseRunner, RunnerOptions
 from .options import Settings, read_settings
 from .report.writer import ReportPaths, write_reports
+from .state import RESULT_PROPERTY as RESULT_PROPERTY
+from .state import SESSION_KEY as SESSION_KEY
+from .state import replay_session as replay_session
+from .state import started_at
 
-RESULT_PROPERTY = "npuperf_result"
-SESSION_KEY = pytest.StashKey["ReplaySession"]()
-
-
-def replay_session(config: pytest.Config) -> ReplaySession:
-    """The replay session of a pytest run (created in pytest_configure)."""
-    return config.stash[SESSION_KEY]
+if TYPE_CHECKING:  # torch: imported when the first case runs, not when cases are collected
+    from .devices import Backend
+    from .measure.runner import CaseRunner
 
 
 def _worker_index(config: pytest.Config) -> int | None:
@@ -50,9 +49,10 @@ def _worker_index(config: pytest.Config) -> int | None:
 class ReplaySession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.started = time.time()
-        self.started_iso = _dt.datetime.now().isoformat(timespec="seconds")
-        self.stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+        self.started = started_at(config)
+        start = _dt.datetime.fromtimestamp(self.started)
+        self.started_iso = start.isoformat(timespec="seconds")
+        self.stamp = start.strftime("%Y%m%d_%H%M%S")
         self.run_id = f"{self.stamp}-{uuid.uuid4().hex[:8]}"
         self.is_worker = hasattr(config, "workerinput")
         self._settings: Settings | None = None
@@ -83,6 +83,8 @@ class ReplaySession:
                                          self.settings.device_name)
             except BackendError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            from .devices.npu import same_family
+
             if (backend.kind == "npu" and not self.settings.device_name
                     and same_family(backend.device_name(), self.source_device)):
                 # An NPU measuring a database of its own product family: the SoC name cannot
@@ -220,6 +222,8 @@ class ReplaySession:
     @property
     def runner(self) -> CaseRunner:
         if self._runner is None:
+            from .measure.runner import CaseRunner, RunnerOptions
+
             self._runner = CaseRunner(self.backend, RunnerOptions(
                 policy=self.settings.policy, method=self.method,
                 case_timeout_s=self.settings.case_timeout_s))

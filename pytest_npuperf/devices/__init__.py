@@ -1,15 +1,27 @@
-"""Device backends: cpu, cuda, npu. `select_backend("auto")` picks npu, then cuda, then cpu."""
+"""Device backends: cpu, cuda, npu. `select_backend("auto")` picks npu, then cuda, then cpu.
+
+torch is imported when a backend is first needed, not with this package: the plugin's options
+read `KINDS` when pytest starts.
+"""
 
 from __future__ import annotations
 
+import importlib
 import warnings
+from typing import TYPE_CHECKING
 
-import torch
-
-from .base import Backend, Peak, Timer
-from .cpu import CpuBackend
+if TYPE_CHECKING:
+    from .base import Backend, Peak, Timer
+    from .cpu import CpuBackend
 
 KINDS = ("auto", "cpu", "cuda", "npu")
+_LAZY = {"Backend": "base", "Peak": "base", "Timer": "base", "CpuBackend": "cpu"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class BackendError(RuntimeError):
@@ -23,6 +35,8 @@ def _npu(index: int, database_device: str | None) -> Backend:
 
 
 def device_count(kind: str) -> int:
+    import torch
+
     if kind == "cuda":
         return torch.cuda.device_count()
     if kind == "npu":
@@ -33,6 +47,10 @@ def device_count(kind: str) -> int:
 def select_backend(kind: str = "auto", index: int | None = None,
                    database_device: str | None = None) -> Backend:
     """The backend for `kind`; `index` None means the first device (xdist workers pass theirs)."""
+    import torch
+
+    from .cpu import CpuBackend
+
     if kind not in KINDS:
         raise BackendError(f"unknown device {kind!r}; choose from {', '.join(KINDS)}")
     if kind == "auto":

@@ -1,0 +1,45 @@
+"""Where a pytest run keeps its replay session, created with the run's first replay case.
+
+Light on purpose: the plugin loads this in every pytest run, and a run without replay cases
+must cost nothing. The session module, and torch, pandas and the database behind it, are
+imported only when a run has a replay case.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from .session import ReplaySession
+
+RESULT_PROPERTY = "npuperf_result"
+SESSION_KEY = pytest.StashKey["ReplaySession"]()
+_STARTED = pytest.StashKey[float]()
+
+
+def mark_start(config: pytest.Config) -> None:
+    """Remember when the run started (pytest_configure): a session created later counts from it."""
+    config.stash[_STARTED] = time.time()
+
+
+def started_at(config: pytest.Config) -> float:
+    return config.stash.get(_STARTED, time.time())
+
+
+def existing_session(config: pytest.Config) -> ReplaySession | None:
+    """The run's replay session if one was created (a replay case was collected or reported)."""
+    return config.stash.get(SESSION_KEY, None)
+
+
+def replay_session(config: pytest.Config) -> ReplaySession:
+    """The run's replay session, created (with the heavy imports) on first use."""
+    replay = config.stash.get(SESSION_KEY, None)
+    if replay is None:
+        from .session import ReplaySession
+
+        replay = ReplaySession(config)
+        config.stash[SESSION_KEY] = replay
+    return replay
