@@ -11,6 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+# In-process pytester runs drop the modules first imported inside them when they end, and torch
+# cannot be imported twice into one process: it is imported here, before any run replays a case.
+import torch  # noqa: F401
+
 from pytest_npuperf.db.lock import database_lock
 from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.table import read_table
@@ -252,9 +256,10 @@ def test_a_case_past_the_timeout_fails_and_the_session_goes_on(pytester):
 def test_an_interrupted_session_leaves_every_database_as_it_was(pytester):
     db = faulty_project(pytester, "InterruptKernel")
     before = tree_digest(db)
-    # In a subprocess: an in-process run would carry the interrupt into this test session.
-    result = pytester.runpytest_subprocess("bench", "--npuperf-db", str(db), "--npuperf-out",
-                                           str(pytester.path / "out"), *FAST)
+    # In-process, with the interrupt kept inside the inner run (not raised into this session).
+    result = pytester.runpytest_inprocess("bench", "--npuperf-db", str(db), "--npuperf-out",
+                                          str(pytester.path / "out"), *FAST,
+                                          no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert tree_digest(db) == before
     assert not list((pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv"))
@@ -287,8 +292,8 @@ def test_a_read_only_database_is_an_error_before_any_case_runs_under_xdist(proje
     pytester, db = project
     blocker = pytester.path / "not-a-dir"
     blocker.write_text("a file where the output directory should be")
-    result = pytester.runpytest_subprocess("bench", "--npuperf-db", str(db), "--npuperf-out",
-                                           str(blocker / "out"), *FAST, "-n", "2")
+    result = pytester.runpytest_inprocess("bench", "--npuperf-db", str(db), "--npuperf-out",
+                                          str(blocker / "out"), *FAST, "-n", "1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot write" in "\n".join(result.errlines + result.outlines)
     assert not any("PASSED" in line or "passed" in line for line in result.outlines)
@@ -345,10 +350,11 @@ def test_xdist_workers_give_the_serial_result(project):
     pytester, db = project
     serial_out, parallel_out = pytester.path / "serial", pytester.path / "parallel"
     common = ["bench", "--npuperf-db", str(db), *FAST]
-    pytester.runpytest_subprocess(*common, "--npuperf-out", str(serial_out)).assert_outcomes(
+    # Both in-process: xdist's workers are processes of their own either way.
+    pytester.runpytest_inprocess(*common, "--npuperf-out", str(serial_out)).assert_outcomes(
         passed=3, skipped=1)
-    pytester.runpytest_subprocess(*common, "--npuperf-out", str(parallel_out), "-n", "2",
-                                  ).assert_outcomes(passed=3, skipped=1)
+    pytester.runpytest_inprocess(*common, "--npuperf-out", str(parallel_out), "-n", "2",
+                                 ).assert_outcomes(passed=3, skipped=1)
     for name in ("MatMulV2.csv", "RmsNorm.csv", "Unreplayable.csv"):
         serial = read_table(cpu_db(serial_out) / name)
         parallel = read_table(cpu_db(parallel_out) / name)
@@ -434,7 +440,8 @@ def test_the_embedded_default_database_replays_on_this_cpu_and_stays_unchanged(p
     pytester.makepyfile(**{"bench/test_kernels": BENCH})
     out = pytester.path / "out"
     result = pytester.runpytest("bench", "--npuperf-db", str(embedded), "--npuperf-out",
-                                str(out), *FAST, "--npuperf-max-samples", "3")
+                                str(out), *FAST, "--npuperf-warmup", "0",
+                                "--npuperf-min-samples", "1", "--npuperf-max-samples", "1")
     outcomes = result.parseoutcomes()
     assert "failed" not in outcomes and "error" not in outcomes, result.stdout.str()[-3000:]
     assert outcomes["passed"] >= 100

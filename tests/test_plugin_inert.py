@@ -1,0 +1,106 @@
+"""The plugin costs nothing where it is not used: loading it imports neither torch nor pandas
+(nor numpy), and a pytest run without replay cases behaves as if it were not installed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_npuperf import plugin
+from pytest_npuperf.plugin import _CASE_NODEID
+from pytest_npuperf.state import existing_session
+
+HEAVY = ("torch", "pandas", "numpy")
+UNRELATED_TESTS = f"""
+import sys
+
+import pytest
+
+
+def test_plugin_is_loaded_and_imported_nothing_heavy(request):
+    assert request.config.pluginmanager.hasplugin("npuperf")
+    assert [m for m in {HEAVY!r} if m in sys.modules] == []
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_parametrized(n):
+    assert n > 0
+"""
+# Says, once the run is over, what the pytest process imported.
+REPORTING_CONFTEST = f"""
+import sys
+
+
+def pytest_unconfigure(config):
+    print("HEAVY", [m for m in {HEAVY!r} if m in sys.modules])
+"""
+NO_SECTION = re.compile(r"=+ npuperf =+")
+
+
+def test_loading_the_plugin_imports_neither_torch_nor_pandas():
+    code = ("import sys, pytest_npuperf.plugin, pytest_npuperf.html_hooks; "
+            f"print([m for m in {HEAVY!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_an_unrelated_project_with_the_plugin_loaded_imports_nothing_heavy(pytester):
+    pytester.makepyfile(test_unrelated=UNRELATED_TESTS)
+    pytester.makeconftest(REPORTING_CONFTEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["HEAVY []"])
+    assert not NO_SECTION.search(result.stdout.str())
+    assert not (pytester.path / "npuperf-out").exists()
+
+
+def test_the_xdist_controller_reads_no_database_for_ids_that_are_not_cases(pytester):
+    """No database under this rootdir: reading one would be a usage error."""
+    config = pytester.parseconfigure()
+    node = SimpleNamespace(config=config)
+    plugin.pytest_xdist_node_collection_finished(
+        node, ["test_x.py::test_a[1]", "test_x.py::test_b[foo-bar]", "test_x.py::test_c"])
+    assert existing_session(config) is None
+    with pytest.raises(pytest.UsageError, match="not a database directory"):
+        plugin.pytest_xdist_node_collection_finished(
+            node, ["bench/test_kernels.py::test_kernel[MatMulV2-16x64x32-BF16-0a1b2c3d]"])
+
+
+def test_an_unrelated_run_creates_no_replay_session(pytester):
+    pytester.makepyfile(test_unrelated=UNRELATED_TESTS.replace("assert [m", "assert 1 or [m"))
+    reprec = pytester.inline_run("-p", "no:cacheprovider")
+    reprec.assertoutcome(passed=4)
+    config = reprec.getcalls("pytest_sessionfinish")[0].session.config
+    assert config.pluginmanager.hasplugin("npuperf")
+    assert existing_session(config) is None
+    assert not (pytester.path / "npuperf-out").exists()
+
+
+def test_options_stay_in_help_and_bad_values_are_still_usage_errors(pytester):
+    pytester.makepyfile(test_unrelated="def test_one():\n    pass\n")
+    help_text = pytester.runpytest("--help").stdout.str()
+    for text in ("--npuperf-db", "--npuperf-device", "--npuperf-grid", "npuperf_update_mode",
+                 "npuperf_statistic"):
+        assert text in help_text
+    result = pytester.runpytest("--npuperf-device", "gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--npuperf-device*invalid choice*gpu*"])
+    assert pytester.runpytest("--npuperf-warmup", "x").ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.parametrize("nodeid, is_case", [
+    ("bench/test_kernels.py::test_kernel[MatMulV2-16x64x32-BF16-0a1b2c3d]", True),
+    ("bench/test_kernels.py::test_kernel[RmsNorm-4x256-BF16-0a1b2c3d-dup2]", True),
+    ("bench/test_kernels.py::test_kernel[FusedInferAttentionScore-badrow-NA-99aa00ff]", True),
+    ("tests/test_x.py::test_a[1]", False),
+    ("tests/test_x.py::test_a[foo-bar]", False),
+    ("tests/test_x.py::test_a[name-0A1B2C3D]", False),
+    ("tests/test_x.py::test_a", False),
+])
+def test_only_case_ids_make_the_xdist_controller_read_the_database(nodeid, is_case):
+    assert bool(_CASE_NODEID.search(nodeid)) is is_case
