@@ -18,7 +18,6 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
+from timing import timed  # noqa: E402
 
 from pytest_npuperf.db.columns import contract_columns_for  # noqa: E402
 from pytest_npuperf.db.layout import kernel_type_of_file  # noqa: E402
@@ -75,15 +75,6 @@ def build_database(root: Path, rows: int, seed: int = 0) -> Path:
                              dtype=object).fillna("")
         write_table(frame, db / f"{kernel_type}.csv")
     return db
-
-
-def timed(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return elapsed
 
 
 def bench_collection(work: Path, rows: int) -> None:

@@ -16,8 +16,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import timed
 
 GOAL_S = 0.3
 HEAVY = ("torch", "pandas", "numpy")
@@ -25,15 +26,6 @@ TRIVIAL_TEST = "def test_one():\n    assert 1 + 1 == 2\n"
 # Runs pytest in-process on the project, then names the heavy modules it left imported.
 _PROBE = ("import sys, pytest; code = pytest.main(['-q', '-p', 'no:cacheprovider']); "
           f"print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules]); sys.exit(code)")
-
-
-def timed(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return elapsed
 
 
 def heavy_modules(cwd: Path) -> str:
@@ -47,7 +39,7 @@ def heavy_modules(cwd: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7, help="runs of each (default 7)")
+    parser.add_argument("--repeat", type=int, default=11, help="runs of each (default 11)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_import_") as tmp:
         project = Path(tmp)

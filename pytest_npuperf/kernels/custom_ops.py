@@ -1,5 +1,6 @@
-"""vllm-ascend's custom operators (CONTRACT.md §10): AddRmsNormBias, DispatchFFNCombine,
-KvRmsNormRopeCache, RINGMLAPrefillBF16Kernel, split_qkv_rmsnorm_rope_kernel.
+"""vllm-ascend's custom operators (CONTRACT.md §10): the kernels whose catalog entry says
+`custom_op` (AddRmsNormBias, DispatchFFNCombine, KvRmsNormRopeCache, RINGMLAPrefillBF16Kernel,
+split_qkv_rmsnorm_rope_kernel).
 
 They load only when CANN is told where vllm-ascend installed them; without that the failure
 deep inside CANN names nothing useful, so the replay checks first and says what to set.
