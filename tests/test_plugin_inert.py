@@ -11,8 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_npuperf import plugin
+
+# Imported here, not first inside a pytester test: pytester drops the modules a test imported
+# when it ends, and numpy (under pandas) cannot be imported twice into one process.
+from pytest_npuperf.measure.cases import CaseCatalog
 from pytest_npuperf.plugin import _CASE_NODEID
 from pytest_npuperf.state import existing_session
+from tests.replay_project import MATMUL_ROWS, default_tables, write_db
 
 HEAVY = ("torch", "pandas", "numpy")
 UNRELATED_TESTS = f"""
@@ -104,3 +109,11 @@ def test_options_stay_in_help_and_bad_values_are_still_usage_errors(pytester):
 ])
 def test_only_case_ids_make_the_xdist_controller_read_the_database(nodeid, is_case):
     assert bool(_CASE_NODEID.search(nodeid)) is is_case
+
+
+def test_every_case_id_the_catalog_makes_is_recognised_as_one(tmp_path):
+    tables = default_tables()
+    tables["MatMulV2"] = [*MATMUL_ROWS, MATMUL_ROWS[0]]  # a duplicate row: its id gets -dup2
+    ids = [ref.case_id for ref in CaseCatalog(write_db(tmp_path, tables)).cases()]
+    assert any(i.endswith("-dup2") for i in ids)
+    assert all(_CASE_NODEID.search(f"bench/test_kernels.py::test_kernel[{i}]") for i in ids), ids
