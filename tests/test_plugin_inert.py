@@ -17,7 +17,7 @@ from pytest_npuperf import plugin
 from pytest_npuperf.measure.cases import CaseCatalog
 from pytest_npuperf.plugin import _CASE_NODEID
 from pytest_npuperf.state import existing_session
-from tests.replay_project import MATMUL_ROWS, default_tables, write_db
+from tests.replay_project import BENCH, FAST, MATMUL_ROWS, default_tables, write_db
 
 HEAVY = ("torch", "pandas", "numpy")
 UNRELATED_TESTS = f"""
@@ -117,3 +117,14 @@ def test_every_case_id_the_catalog_makes_is_recognised_as_one(tmp_path):
     ids = [ref.case_id for ref in CaseCatalog(write_db(tmp_path, tables)).cases()]
     assert any(i.endswith("-dup2") for i in ids)
     assert all(_CASE_NODEID.search(f"bench/test_kernels.py::test_kernel[{i}]") for i in ids), ids
+
+
+def test_collecting_replay_cases_needs_no_torch(pytester):
+    """Collection (and so each xdist worker's start) reads the database, not the replays."""
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    pytester.makeconftest(REPORTING_CONFTEST)
+    db = write_db(pytester.path / "db", default_tables())
+    result = pytester.runpytest_subprocess("bench", "--npuperf-db", str(db), "--collect-only",
+                                           "-q", "-s", *FAST)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*4 tests collected*", "HEAVY ['pandas', 'numpy']"])
