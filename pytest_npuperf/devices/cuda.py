@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Backend, DeviceEventTimer, Peak, Timer
+from .base import Backend, DeviceEventTimer, DeviceGraphs, Peak, Timer
+from .graphs import TorchGraphs
 
 # Nominal dense BF16 tensor-core FLOP/s and HBM bandwidth (vendor data sheets). Used only to
 # flag a measurement that is faster than the device could possibly be.
@@ -42,6 +43,9 @@ class CudaBackend(Backend):
 
     def timer(self) -> Timer:
         return DeviceEventTimer(lambda: torch.cuda.Event(enable_timing=True), self.synchronize)
+
+    def graphs(self) -> DeviceGraphs:
+        return TorchGraphs(torch.cuda, torch.cuda.CUDAGraph)
 
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]

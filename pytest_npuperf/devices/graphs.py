@@ -1,0 +1,81 @@
+"""Device graphs through torch's graph API: `torch.cuda.CUDAGraph` on a GPU.
+
+The API is written against a torch device module (`torch.cuda`: Stream, stream, Event,
+current_stream) and its graph class, because torch_npu mirrors it (`torch.npu.NPUGraph`,
+aclgraph underneath): the NPU backend can hand its own module here once it times graphs.
+
+Capture runs on a side stream, after one call on that stream (lazy initialisation such as
+library handles and workspaces must not happen inside a capture), without the
+synchronise / garbage-collect / empty-cache that `torch.cuda.graph` does on entry: those
+cost milliseconds per case in a session holding 10^5 collected cases, and nothing here needs
+them (each case's graph draws from its own private memory pool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from itertools import pairwise
+from types import ModuleType
+
+from .base import CaptureError, DeviceGraphs, GraphReplay
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class TorchGraphReplay(GraphReplay):
+    def __init__(self, graph, calls: int, module: ModuleType) -> None:
+        self.graph = graph
+        self.calls = calls
+        self._module = module
+
+    def replay_times(self, n: int) -> list[float]:
+        """Replays queued back to back, one event between each two: while the device runs
+        replay k the host queues replay k+1, so no replay waits for its launch and each
+        interval is device time only. One untimed replay first puts the device to work
+        before the first timed one starts."""
+        module = self._module
+        events = [module.Event(enable_timing=True) for _ in range(n + 1)]
+        replay = self.graph.replay
+        replay()
+        events[0].record()
+        for event in events[1:]:
+            replay()
+            event.record()
+        events[-1].synchronize()
+        return [start.elapsed_time(end) * 1e3 for start, end in pairwise(events)]
+
+
+class TorchGraphs(DeviceGraphs):
+    def __init__(self, module: ModuleType, graph_class: type) -> None:
+        self._module = module
+        self._graph_class = graph_class
+
+    def capture(self, call: Callable[[], object], calls: int) -> TorchGraphReplay:
+        module = self._module
+        main = module.current_stream()
+        side = module.Stream()
+        side.wait_stream(main)
+        graph = self._graph_class()
+        try:
+            with module.stream(side):
+                call()
+                graph.capture_begin()
+                try:
+                    for _ in range(calls):
+                        call()
+                except BaseException:
+                    with contextlib.suppress(Exception):  # ends the failed capture
+                        graph.capture_end()
+                    raise
+                graph.capture_end()
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                side.synchronize()
+            raise CaptureError(_first_line(exc)) from exc
+        finally:
+            main.wait_stream(side)
+        return TorchGraphReplay(graph, calls, module)

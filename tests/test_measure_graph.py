@@ -1,0 +1,166 @@
+"""The graph method's logic, with a stand-in device graph (CUDA cannot run here): how the
+batch is sized, what a sample is, what counts as time in calls, and the fallback of a call
+that cannot be captured, recorded in the result and the row."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_npuperf.devices import CpuBackend
+from pytest_npuperf.devices.base import CaptureError, DeviceGraphs, GraphReplay
+from pytest_npuperf.measure import runner as runner_module
+from pytest_npuperf.measure.backfill import _values
+from pytest_npuperf.measure.cases import CaseRef
+from pytest_npuperf.measure.graph import MAX_CALLS, calls_for, capture_batch, sample_graph
+from pytest_npuperf.measure.result import (
+    METHOD_EVENTS,
+    METHOD_GRAPH,
+    METHOD_PROFILER,
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+)
+from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
+from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy
+
+ROW = {"Input Shapes": "16,64;32,64", "Input Data Types": "DT_FLOAT;DT_FLOAT",
+       "Input Formats": "ND;ND", "Output Shapes": "16,32", "Output Data Types": "DT_FLOAT"}
+REF = CaseRef("MatMulV2-16x64x32-FLOAT-00000000", "MatMulV2", "MatMulV2.csv", 0, "sig", True)
+FAST = SamplingPolicy(warmup=2, min_samples=5, max_samples=50, budget_s=10, min_time_s=0,
+                      precision=0.01)
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):
+    """The stand-in device is this CPU: leave its load out of the statuses compared here."""
+    monkeypatch.setattr(runner_module, "host_load", lambda: None)
+
+
+class StandInReplay(GraphReplay):
+    """A captured batch whose replays take `kernel_us` per call on the device, but no less
+    than `launch_us` per replay (a host that cannot queue replays faster than that)."""
+
+    def __init__(self, graphs: StandInGraphs, calls: int) -> None:
+        self.graphs, self.calls = graphs, calls
+
+    def replay_times(self, n: int) -> list[float]:
+        self.graphs.replays += n
+        per_replay = max(self.calls * self.graphs.kernel_us, self.graphs.launch_us)
+        return [per_replay] * n
+
+
+class StandInGraphs(DeviceGraphs):
+    def __init__(self, kernel_us: float = 3.0, launch_us: float = 20.0,
+                 error: BaseException | None = None) -> None:
+        self.kernel_us, self.launch_us, self.error = kernel_us, launch_us, error
+        self.captured: list[int] = []  # calls per captured graph, in order
+        self.replays = 0
+
+    def capture(self, call, calls: int) -> StandInReplay:
+        if self.error is not None:
+            raise CaptureError("cannot capture") from self.error
+        for _ in range(calls):
+            call()
+        self.captured.append(calls)
+        return StandInReplay(self, calls)
+
+
+class GraphCapable(CpuBackend):
+    """The CPU backend with a stand-in device graph: the runner's graph path end to end."""
+
+    def __init__(self, graphs: StandInGraphs) -> None:
+        super().__init__(0, "CPU_TEST")
+        self._graphs = graphs
+
+    def graphs(self):
+        return self._graphs
+
+
+def test_calls_per_graph_aim_at_a_replay_of_the_target_length():
+    assert calls_for(3.0, 1e-3) == 334
+    assert calls_for(5000.0, 1e-3) == 1  # a long kernel: one call per replay
+    assert calls_for(0.01, 1e-3) == MAX_CALLS and calls_for(0.0) == MAX_CALLS
+
+
+def test_a_launch_bound_first_estimate_is_refined_by_recapturing():
+    graphs = StandInGraphs(kernel_us=3.0, launch_us=20.0)
+    graph = capture_batch(lambda: None, graphs, target_s=1e-3)
+    # 1 call: 20 us per replay (launch bound) -> 50 calls: 150 us -> 334 calls: 1 ms.
+    assert graphs.captured == [1, 50, 334]
+    assert graph.calls == 334
+
+
+def test_a_long_kernel_is_replayed_one_call_at_a_time():
+    graphs = StandInGraphs(kernel_us=4000.0, launch_us=20.0)
+    assert capture_batch(lambda: None, graphs, target_s=1e-3).calls == 1
+    assert graphs.captured == [1]
+
+
+def test_a_sample_is_one_replay_per_call_and_calls_time_is_device_time():
+    graphs = StandInGraphs(kernel_us=3.0, launch_us=20.0)
+    run, calls = sample_graph(lambda: None, graphs, FAST)
+    assert calls == 334
+    assert run.samples and set(run.samples) == {3.0}  # launch cost hidden: kernel time only
+    assert run.warmup == 1  # one replay uploads the graph; eager warmup is the caller's
+    assert run.stop_reason == "precision reached" and run.precision == 0.0
+    assert run.time_in_calls_s == pytest.approx(len(run.samples) * 334 * 3.0 / 1e6)
+
+
+def _run(backend, policy=FAST, method=METHOD_GRAPH):
+    runner = CaseRunner(backend, RunnerOptions(policy=policy, method=method))
+    return runner, runner.run(REF, ROW, "node", "MatMulV2.csv")
+
+
+def test_the_runner_measures_with_graph_replays():
+    graphs = StandInGraphs(kernel_us=2.0, launch_us=20.0)
+    _, result = _run(GraphCapable(graphs))
+    assert result.status == STATUS_OK and result.method == METHOD_GRAPH
+    assert result.fallback == ""
+    assert result.stats.median == 2.0 and result.stats.samples >= FAST.min_samples
+    values = _values(result, "run-1")
+    assert values["MicroBench Method"] == "graph" and values["MicroBench Status"] == "ok"
+    assert values["Average Duration(us)"] == "2"
+
+
+def test_a_call_that_cannot_be_captured_falls_back_to_the_profiler_and_says_so():
+    graphs = StandInGraphs(error=RuntimeError("operation not permitted when stream is "
+                                              "capturing"))
+    _, result = _run(GraphCapable(graphs))
+    assert result.status == STATUS_OK and result.method == METHOD_PROFILER
+    assert result.fallback.startswith("graph capture failed (cannot capture)")
+    assert result.stats.samples >= FAST.min_samples and result.stats.min > 0
+    values = _values(result, "run-1")
+    assert values["MicroBench Method"] == "profiler"
+    assert values["MicroBench Status"] == "ok (graph capture failed (cannot capture))"
+    assert graphs.replays == 0
+
+
+def test_without_a_profiler_the_fallback_is_events(monkeypatch):
+    class NoProfiler:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("Can't disable Kineto profiler when it's not running")
+
+    monkeypatch.setattr(runner_module, "ProfilerSession", NoProfiler)
+    _, result = _run(GraphCapable(StandInGraphs(error=RuntimeError("sync inside"))))
+    assert result.status == STATUS_OK and result.method == METHOD_EVENTS
+    assert "graph capture failed" in result.fallback
+    assert "profiler: RuntimeError: Can't disable Kineto" in result.fallback
+
+
+def test_a_timeout_during_capture_is_a_timeout_not_a_fallback():
+    graphs = StandInGraphs(error=CaseTimeout("case timeout (1 s) inside a call"))
+    _, result = _run(GraphCapable(graphs))
+    assert result.status == STATUS_TIMEOUT and not result.fallback
+
+
+def test_an_eager_failure_is_a_failed_case(monkeypatch):
+    backend = GraphCapable(StandInGraphs())
+    runner = CaseRunner(backend, RunnerOptions(policy=FAST, method=METHOD_GRAPH))
+
+    def boom(call, n, before_each=None):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(runner.timer, "time_calls", boom)
+    result = runner.run(REF, ROW, "node", "MatMulV2.csv")
+    assert result.status == STATUS_FAILED and "illegal memory access" in result.error
+    assert backend.graphs().captured == []  # never captured a call that fails eagerly
