@@ -156,7 +156,7 @@ class CaseRunner:
                                      row_number=ref.row_number)
                 prepared = spec.prepare(case, self.backend)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
-                measured = self._measure(ref, prepared.call, deadline)
+                measured = self.measure_call(ref.case_id, prepared.call, deadline)
             self._record(result, measured)
             self._check_bound(result)
             self._check_noise(result, measured.samples)
@@ -175,10 +175,12 @@ class CaseRunner:
         result.wall_s = time.perf_counter() - started
         return result
 
-    def _measure(self, ref: CaseRef, call: Callable[[], object], deadline: float | None
-                 ) -> Measured:
+    def measure_call(self, name: str, call: Callable[[], object],
+                     deadline: float | None = None) -> Measured:
+        """Samples of a ready call with the session's method (and its fallbacks), inside a
+        range named `name`. The kernel's own exceptions propagate."""
         method = self.options.method
-        with self.backend.named_range(ref.case_id):
+        with self.backend.named_range(name):
             if method == METHOD_PROFILER:
                 return self._profiled(call, deadline, self.profiler)
             if method == METHOD_GRAPH:
