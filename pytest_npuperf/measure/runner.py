@@ -177,33 +177,37 @@ class CaseRunner:
 
     def measure_call(self, name: str, call: Callable[[], object],
                      deadline: float | None = None) -> Measured:
-        """Samples of a ready call with the session's method (and its fallbacks), inside a
-        range named `name`. The kernel's own exceptions propagate."""
+        """Samples of a ready call with the session's method (and its fallbacks); the timed
+        calls run inside a range named `name`. The kernel's own exceptions propagate."""
         method = self.options.method
-        with self.backend.named_range(name):
-            if method == METHOD_PROFILER:
-                return self._profiled(call, deadline, self.profiler)
-            if method == METHOD_GRAPH:
-                return self._graph_or_fallback(call, deadline)
-            return self._events(call, deadline)
+        if method == METHOD_PROFILER:
+            return self._profiled(name, call, deadline, self.profiler)
+        if method == METHOD_GRAPH:
+            return self._graph_or_fallback(name, call, deadline)
+        return self._events(name, call, deadline)
 
-    def _events(self, call: Callable[[], object], deadline: float | None) -> Measured:
-        run = sample(call, self.timer, self.options.policy, flush=self._flush(),
-                     deadline=deadline)
+    def _events(self, name: str, call: Callable[[], object], deadline: float | None
+                ) -> Measured:
+        with self.backend.named_range(name):
+            run = sample(call, self.timer, self.options.policy, flush=self._flush(),
+                         deadline=deadline)
         return Measured(run.samples, run, METHOD_EVENTS)
 
-    def _profiled(self, call: Callable[[], object], deadline: float | None,
+    def _profiled(self, name: str, call: Callable[[], object], deadline: float | None,
                   profiler: ProfilerSession) -> Measured:
-        run = sample(call, self.timer, self.options.policy, flush=self._flush(),
-                     deadline=deadline, wrap=profiler.wrap)
+        with self.backend.named_range(name):
+            run = sample(call, self.timer, self.options.policy, flush=self._flush(),
+                         deadline=deadline, wrap=profiler.wrap)
+        # The profiler cycle ends outside the case's range: a range left open across cycles
+        # leaves the profiler holding an event it has already handed over.
         device_samples = profiler.finish_case()
         if len(device_samples) != len(run.samples):
             raise ProfilerMismatch(f"profiler attributed {len(device_samples)} samples to this "
                                    f"case, {len(run.samples)} were taken")
         return Measured(device_samples, run, METHOD_PROFILER)
 
-    def _graph_or_fallback(self, call: Callable[[], object], deadline: float | None
-                           ) -> Measured:
+    def _graph_or_fallback(self, name: str, call: Callable[[], object],
+                           deadline: float | None) -> Measured:
         """Graph replays; a call that cannot be captured goes to the profiler, then to
         events, and its result says so."""
         graphs = self.backend.graphs()
@@ -212,22 +216,23 @@ class CaseRunner:
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
         self.timer.time_calls(call, max(1, self.options.policy.warmup))
         try:
-            run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline)
+            with self.backend.named_range(name):
+                run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline)
             return Measured(run.samples, run, METHOD_GRAPH)
         except CaptureError as exc:
             if isinstance(exc.__cause__, CaseTimeout):
                 raise exc.__cause__ from None
             fallback = f"graph capture failed ({exc})"
         try:
-            measured = self._fallback_profiled(call, deadline)
+            measured = self._fallback_profiled(name, call, deadline)
         except (ProfilerMismatch, ProfilerUnavailable) as exc:
             fallback += f"; profiler: {exc}"
-            measured = self._events(call, deadline)
+            measured = self._events(name, call, deadline)
         measured.fallback = fallback
         return measured
 
-    def _fallback_profiled(self, call: Callable[[], object], deadline: float | None
-                           ) -> Measured:
+    def _fallback_profiled(self, name: str, call: Callable[[], object],
+                           deadline: float | None) -> Measured:
         """The profiler for one case, stopped right after: one left running would trace
         every graph replay of the cases that follow."""
         try:
@@ -236,7 +241,7 @@ class CaseRunner:
         except Exception as exc:  # e.g. another profiler already active in this process
             raise ProfilerUnavailable(_first_line(exc)) from exc
         try:
-            return self._profiled(call, deadline, profiler)
+            return self._profiled(name, call, deadline, profiler)
         finally:
             profiler.stop()
 
