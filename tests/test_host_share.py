@@ -36,7 +36,8 @@ def torch_threads():
 
 
 def session(pytester, *args, workerinput=None, workers=0) -> ReplaySession:
-    config = pytester.parseconfigure(*args)
+    # Without the plugin whose unconfigure collects garbage five times (a second per test).
+    config = pytester.parseconfigure("-p", "no:unraisableexception", *args)
     if workerinput is not None:
         config.workerinput = workerinput
     if workers:  # what xdist's controller holds for `-n N`
