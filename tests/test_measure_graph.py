@@ -4,6 +4,8 @@ that cannot be captured, recorded in the result and the row."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from pytest_npuperf.devices import CpuBackend
@@ -166,3 +168,112 @@ def test_an_eager_failure_is_a_failed_case(monkeypatch):
     result = runner.run(REF, ROW, "node", "MatMulV2.csv")
     assert result.status == STATUS_FAILED and "illegal memory access" in result.error
     assert backend.graphs().captured == []  # never captured a call that fails eagerly
+
+
+class FakeDeviceModule:
+    """What TorchGraphs uses of `torch.cuda`, on a simulated device clock: a replay of a graph
+    of `calls` calls advances it by calls x kernel_ms; an event records the clock."""
+
+    def __init__(self, kernel_ms: float) -> None:
+        self.kernel_ms, self.clock, self.log = kernel_ms, 0.0, []
+        module = self
+
+        class Stream:
+            def wait_stream(self, other):
+                module.log.append("wait")
+
+            def synchronize(self):
+                module.log.append("sync")
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = module.clock
+
+            def synchronize(self):
+                module.log.append("event sync")
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        class Graph:
+            def __init__(self):
+                self.calls = 0
+                self.capturing = False
+
+            def capture_begin(self):
+                module.log.append("begin")
+                self.capturing = True
+
+            def capture_end(self):
+                module.log.append("end")
+                self.capturing = False
+
+            def replay(self):
+                module.log.append("replay")
+                module.clock += self.calls * module.kernel_ms
+
+        self.Stream, self.Event, self.Graph = Stream, Event, Graph
+        self.current = Stream()
+
+    def current_stream(self):
+        return self.current
+
+    def stream(self, side):
+        return contextlib.nullcontext()
+
+
+def test_torch_graphs_capture_on_a_side_stream_and_time_replays_back_to_back():
+    from pytest_npuperf.devices.graphs import TorchGraphs
+
+    module = FakeDeviceModule(kernel_ms=0.003)
+    made = []
+
+    class CountingGraph(module.Graph):
+        def __init__(self):
+            super().__init__()
+            made.append(self)
+
+    calls = []
+
+    def call():
+        calls.append(made[-1].capturing if made else None)
+        if made and made[-1].capturing:
+            made[-1].calls += 1
+
+    graphs = TorchGraphs(module, CountingGraph)
+    graph = graphs.capture(call, 4)
+    assert calls == [False, True, True, True, True]  # one warm call, then 4 captured
+    assert module.log[:3] == ["wait", "begin", "end"] and module.log[3] == "wait"
+    module.log.clear()
+    times = graph.replay_times(3)
+    assert times == pytest.approx([4 * 0.003 * 1e3] * 3)  # us per replay of 4 calls
+    assert module.log == ["replay"] * 4 + ["event sync"]  # one untimed replay leads a batch
+    module.log.clear()
+    single = graphs.capture(call, 1)
+    assert single.replay_times(2) == pytest.approx([3.0, 3.0])
+    assert module.log.count("replay") == 2  # a single long call needs no lead replay
+
+
+def test_torch_graphs_end_a_failed_capture_and_report_it():
+    from pytest_npuperf.devices.graphs import TorchGraphs
+
+    module = FakeDeviceModule(kernel_ms=0.003)
+    state = {}
+
+    class Graph(module.Graph):
+        def capture_begin(self):
+            super().capture_begin()
+            state["capturing"] = True
+
+    def call():
+        if state.get("capturing"):
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing\n"
+                               "more")
+
+    with pytest.raises(CaptureError, match=r"^RuntimeError: CUDA error: operation not "
+                                           r"permitted when stream is capturing$"):
+        TorchGraphs(module, Graph).capture(call, 8)
+    assert module.log == ["wait", "begin", "end", "sync", "wait"]

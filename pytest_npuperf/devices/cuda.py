@@ -24,6 +24,7 @@ class CudaBackend(Backend):
 
     def __init__(self, index: int = 0, database_device: str | None = None) -> None:
         super().__init__(index, database_device)
+        self._graphs: TorchGraphs | None = None
 
     def activate(self) -> None:
         torch.cuda.set_device(self.index)
@@ -45,7 +46,9 @@ class CudaBackend(Backend):
         return DeviceEventTimer(lambda: torch.cuda.Event(enable_timing=True), self.synchronize)
 
     def graphs(self) -> DeviceGraphs:
-        return TorchGraphs(torch.cuda, torch.cuda.CUDAGraph)
+        if self._graphs is None:
+            self._graphs = TorchGraphs(torch.cuda, torch.cuda.CUDAGraph)
+        return self._graphs
 
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]

@@ -35,12 +35,14 @@ class TorchGraphReplay(GraphReplay):
     def replay_times(self, n: int) -> list[float]:
         """Replays queued back to back, one event between each two: while the device runs
         replay k the host queues replay k+1, so no replay waits for its launch and each
-        interval is device time only. One untimed replay first puts the device to work
-        before the first timed one starts."""
+        interval is device time only. A batch of calls (short kernels, whose launch would
+        show) first gets one untimed replay, so that the device is already at work when the
+        first timed one starts; a single call is a kernel long enough not to need it."""
         module = self._module
         events = [module.Event(enable_timing=True) for _ in range(n + 1)]
         replay = self.graph.replay
-        replay()
+        if self.calls > 1:
+            replay()
         events[0].record()
         for event in events[1:]:
             replay()
@@ -53,11 +55,16 @@ class TorchGraphs(DeviceGraphs):
     def __init__(self, module: ModuleType, graph_class: type) -> None:
         self._module = module
         self._graph_class = graph_class
+        # One capture stream for the session: libraries keep per-stream state (cuBLAS a
+        # workspace per stream), made once by the first warm call on it.
+        self._side = None
 
     def capture(self, call: Callable[[], object], calls: int) -> TorchGraphReplay:
         module = self._module
         main = module.current_stream()
-        side = module.Stream()
+        if self._side is None:
+            self._side = module.Stream()
+        side = self._side
         side.wait_stream(main)
         graph = self._graph_class()
         try:
