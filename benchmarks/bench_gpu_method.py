@@ -139,12 +139,18 @@ def fallback_check() -> dict:
                                                       method="graph"))
     x = torch.randn(4096, device="cuda")
     synced = runner.measure_call("fallback-check", lambda: torch.nonzero(x))
+    # What the runner does after every case: torch dies here if the failed capture left its
+    # allocator believing a capture is still under way.
+    runner.backend.empty_cache()
     a = torch.randn(512, 512, device="cuda", dtype=torch.bfloat16)
     after = runner.measure_call("after-fallback", lambda: torch.mm(a, a))
+    runner.backend.empty_cache()
+    broken = runner.backend.graphs().broken
     runner.close()
-    ok = synced.method == "profiler" and bool(synced.fallback) and after.method == "graph"
+    ok = (synced.method == "profiler" and bool(synced.fallback) and after.method == "graph"
+          and not broken)
     return {"ok": ok, "uncapturable_method": synced.method, "fallback": synced.fallback,
-            "next_case_method": after.method,
+            "next_case_method": after.method, "graphs_broken": broken,
             "next_case_median_us": statistics.median(after.samples) if after.samples else None}
 
 

@@ -257,23 +257,60 @@ def test_torch_graphs_capture_on_a_side_stream_and_time_replays_back_to_back():
     assert module.log.count("replay") == 2  # a single long call needs no lead replay
 
 
-def test_torch_graphs_end_a_failed_capture_and_report_it():
-    from pytest_npuperf.devices.graphs import TorchGraphs
-
-    module = FakeDeviceModule(kernel_ms=0.003)
+def _failing_capture(module):
+    """A call with a host synchronisation inside: the capture is invalidated, so ending it
+    raises as well (as cudaStreamEndCapture does)."""
     state = {}
 
     class Graph(module.Graph):
-        def capture_begin(self):
+        def capture_begin(self, *pool):
             super().capture_begin()
-            state["capturing"] = True
+            state["capturing"], state["pool"] = True, pool
+
+        def capture_end(self):
+            super().capture_end()
+            if state.pop("invalidated", False):
+                raise RuntimeError("CUDA error: operation failed due to a previous error "
+                                   "during capture")
 
     def call():
         if state.get("capturing"):
+            state["invalidated"] = True
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing\n"
                                "more")
 
+    return Graph, call, state
+
+
+def test_torch_graphs_end_a_failed_capture_release_its_pool_and_report_it():
+    from pytest_npuperf.devices.graphs import TorchGraphs
+
+    module = FakeDeviceModule(kernel_ms=0.003)
+    module.graph_pool_handle = lambda: (0, 7)
+    Graph, call, state = _failing_capture(module)
+    released = []
+    graphs = TorchGraphs(module, Graph, abandon_pool=released.append)
     with pytest.raises(CaptureError, match=r"^RuntimeError: CUDA error: operation not "
                                            r"permitted when stream is capturing$"):
-        TorchGraphs(module, Graph).capture(call, 8)
+        graphs.capture(call, 8)
+    assert state["pool"] == ((0, 7),)  # a pool of its own, so that it can be released
+    assert released == [(0, 7)] and not graphs.broken
     assert module.log == ["wait", "begin", "end", "sync", "wait"]
+
+
+def test_a_pool_that_cannot_be_released_turns_graphs_off_for_the_session():
+    from pytest_npuperf.devices.graphs import TorchGraphs
+
+    module = FakeDeviceModule(kernel_ms=0.003)
+    module.graph_pool_handle = lambda: (0, 8)
+    Graph, call, _ = _failing_capture(module)
+
+    def cannot(pool):
+        raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+
+    graphs = TorchGraphs(module, Graph, abandon_pool=cannot)
+    with pytest.raises(CaptureError):
+        graphs.capture(call, 8)
+    assert graphs.broken.startswith("a failed capture's memory pool could not be released")
+    with pytest.raises(CaptureError, match="graphs off for this session"):
+        graphs.capture(lambda: None, 1)

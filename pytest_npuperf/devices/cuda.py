@@ -47,8 +47,19 @@ class CudaBackend(Backend):
 
     def graphs(self) -> DeviceGraphs:
         if self._graphs is None:
-            self._graphs = TorchGraphs(torch.cuda, torch.cuda.CUDAGraph)
+            self._graphs = TorchGraphs(torch.cuda, torch.cuda.CUDAGraph, self._abandon_pool)
         return self._graphs
+
+    def _abandon_pool(self, pool) -> None:
+        """Stop routing allocations to a failed capture's pool, and release it (torch's own
+        capture_end skips both when the capture was invalidated)."""
+        end = (getattr(torch._C, "_cuda_endAllocateToPool", None)
+               or getattr(torch._C, "_cuda_endAllocateCurrentStreamToPool", None))
+        release = getattr(torch._C, "_cuda_releasePool", None)
+        if end is None or release is None:
+            raise RuntimeError(f"torch {torch.__version__} has no allocator pool API")
+        end(self.index, pool)
+        release(self.index, pool)
 
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -64,4 +75,6 @@ class CudaBackend(Backend):
         return None
 
     def empty_cache(self) -> None:
+        if self._graphs is not None and self._graphs.broken:
+            return  # torch would die on its allocator's stale capture state
         torch.cuda.empty_cache()

@@ -52,14 +52,26 @@ class TorchGraphReplay(GraphReplay):
 
 
 class TorchGraphs(DeviceGraphs):
-    def __init__(self, module: ModuleType, graph_class: type) -> None:
+    """`abandon_pool(pool)` undoes what a failed capture leaves in the caching allocator: when
+    the capture is invalidated, torch's `capture_end` raises before it stops routing the
+    stream's allocations to the graph's memory pool, and the next `empty_cache()` dies on an
+    internal assert (`captures_underway.empty()`). Each capture then gets a pool of its own
+    (`graph_pool_handle`) so that it can be named. Without it, or when it fails, graphs are
+    off for the rest of the session (`broken` says why) and the cache is not emptied."""
+
+    def __init__(self, module: ModuleType, graph_class: type,
+                 abandon_pool: Callable[[object], None] | None = None) -> None:
         self._module = module
         self._graph_class = graph_class
+        self._abandon_pool = abandon_pool
+        self.broken = ""
         # One capture stream for the session: libraries keep per-stream state (cuBLAS a
         # workspace per stream), made once by the first warm call on it.
         self._side = None
 
     def capture(self, call: Callable[[], object], calls: int) -> TorchGraphReplay:
+        if self.broken:
+            raise CaptureError(f"graphs off for this session: {self.broken}")
         module = self._module
         main = module.current_stream()
         if self._side is None:
@@ -67,16 +79,16 @@ class TorchGraphs(DeviceGraphs):
         side = self._side
         side.wait_stream(main)
         graph = self._graph_class()
+        pool = module.graph_pool_handle() if self._abandon_pool is not None else None
         try:
             with module.stream(side):
                 call()
-                graph.capture_begin()
+                graph.capture_begin(*(() if pool is None else (pool,)))
                 try:
                     for _ in range(calls):
                         call()
                 except BaseException:
-                    with contextlib.suppress(Exception):  # ends the failed capture
-                        graph.capture_end()
+                    self._end_failed(graph, pool)
                     raise
                 graph.capture_end()
         except Exception as exc:
@@ -86,3 +98,17 @@ class TorchGraphs(DeviceGraphs):
         finally:
             main.wait_stream(side)
         return TorchGraphReplay(graph, calls, module)
+
+    def _end_failed(self, graph, pool) -> None:
+        try:
+            graph.capture_end()
+            return  # the capture itself was sound (the call raised): torch cleaned up
+        except Exception:
+            pass
+        if pool is None:
+            self.broken = "a capture failed and its memory pool cannot be released"
+            return
+        try:
+            self._abandon_pool(pool)
+        except Exception as exc:
+            self.broken = f"a failed capture's memory pool could not be released ({exc})"
