@@ -192,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     basis = runs.get("graph") or next(iter(runs.values()))
     label, reference, failures = references(basis, args.keyword)
     print(f"reference ({label}): {len(reference)} cases, {len(failures)} not timed", flush=True)
-    check = fallback_check()
+    try:
+        check = fallback_check()
+    except Exception as exc:  # the check's own finding: report it with the rest
+        check = {"ok": False, "uncapturable_method": "-", "next_case_method": "-",
+                 "fallback": f"{type(exc).__name__}: {exc}"}
     return report(runs, second, label, reference, failures, check, args.keyword)
 
 
