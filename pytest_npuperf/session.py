@@ -20,11 +20,11 @@ from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of
 from .db.lock import database_lock
 from .db.table import check_writable_dir
 from .devices import Backend, BackendError, check_workers, select_backend
-from .devices.cpu import available_cores, default_threads, host_load, worker_cores
 from .devices.npu import same_family
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef, marker_name
 from .measure.clock import process_start
+from .measure.host import available_cores, default_threads, host_load, worker_cores
 from .measure.outcome import BackfillOutcome, SessionInfo
 from .measure.result import (
     METHOD_EVENTS,
@@ -67,7 +67,6 @@ def _worker_count(config: pytest.Config) -> int:
 class ReplaySession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.started = time.time()
         self.process_started, self.wall_from = process_start()
         self.cores = len(available_cores())
         self.load_at_start = host_load()

@@ -11,10 +11,10 @@ import pytest_npuperf
 import pytest_npuperf.devices as devices
 import pytest_npuperf.session as session_module
 from pytest_npuperf.devices import CpuBackend
-from pytest_npuperf.devices.cpu import available_cores, default_threads, worker_cores
 from pytest_npuperf.measure import clock
 from pytest_npuperf.measure import runner as runner_module
 from pytest_npuperf.measure.cases import CaseRef
+from pytest_npuperf.measure.host import available_cores, default_threads, worker_cores
 from pytest_npuperf.measure.outcome import SessionInfo
 from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
 from pytest_npuperf.measure.sampler import SamplingPolicy

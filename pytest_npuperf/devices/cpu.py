@@ -3,7 +3,8 @@
 A CPU session pins torch's intra-op threads: left to itself torch starts one thread per core,
 and on a machine whose cores are shared (other processes, xdist workers) a small kernel then
 measures thread wake-ups (15.6 ms instead of 27 us for an Add of 16x5120 on 2 busy cores).
-xdist workers split the cores: each gets its own slice and as many threads.
+xdist workers split the cores: each gets its own slice and as many threads (the share is
+decided in measure/host.py).
 """
 
 from __future__ import annotations
@@ -36,33 +37,6 @@ def _parse_size(text: str) -> int | None:
     factor = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(text[-1:], 1)
     digits = text.rstrip("KMG")
     return int(digits) * factor if digits.isdigit() else None
-
-
-def available_cores() -> list[int]:
-    """The CPUs this process may run on (its affinity mask), sorted."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-def default_threads(cores: int, workers: int) -> int:
-    """The cores available to this process divided among the xdist workers, at least 1."""
-    return max(1, cores // max(1, workers))
-
-
-def worker_cores(cores: list[int], workers: int, index: int) -> list[int]:
-    """Worker `index`'s slice of the cores: disjoint while there are enough of them."""
-    share = default_threads(len(cores), workers)
-    start = (index * share) % len(cores)
-    return cores[start:start + share]
-
-
-def host_load() -> float | None:
-    """The 1-minute load average of the machine; None where the system has none."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
 
 
 class CpuBackend(Backend):

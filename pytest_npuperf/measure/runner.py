@@ -19,11 +19,11 @@ import torch
 
 from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError
-from ..devices.cpu import available_cores, host_load
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
 from .cases import CaseRef
 from .graph import sample_graph
+from .host import available_cores, host_load
 from .noise import noise_reason
 from .profiler import ProfilerSession
 from .result import (
