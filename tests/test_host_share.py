@@ -155,3 +155,22 @@ def test_the_wall_clock_starts_when_the_process_did(monkeypatch):
     assert start <= pytest_npuperf.IMPORTED_AT  # the interpreter started before the import
     monkeypatch.setattr(clock, "_process_age_s", lambda: None)
     assert clock.process_start() == (pytest_npuperf.IMPORTED_AT, clock.FROM_PACKAGE_IMPORT)
+
+
+def test_auto_is_graph_on_cuda_and_profiler_with_a_flush(pytester, gpus):
+    assert session(pytester, "--npuperf-device", "cuda").method == "graph"
+    assert session(pytester, "--npuperf-device", "cuda", "--npuperf-flush-l2").method == \
+        "profiler"
+
+
+def test_auto_is_events_on_a_cpu(pytester):
+    assert session(pytester, "--npuperf-device", "cpu").method == "events"
+
+
+def test_graph_where_it_cannot_time_is_a_usage_error(pytester, gpus, monkeypatch):
+    with pytest.raises(pytest.UsageError, match="graph needs device graphs"):
+        _ = session(pytester, "--npuperf-method", "graph").method  # a stand-in without graphs
+    monkeypatch.setattr(FakeCuda, "graphs", lambda self: object())
+    assert session(pytester, "--npuperf-method", "graph").method == "graph"
+    with pytest.raises(pytest.UsageError, match="cannot time an L2 flush"):
+        _ = session(pytester, "--npuperf-method", "graph", "--npuperf-flush-l2").method
