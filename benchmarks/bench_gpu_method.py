@@ -219,7 +219,10 @@ def report(runs, second, label, reference, failures, check, keyword) -> int:
         print(f"  wall {summary['external_wall_s']:.1f} s by this script, "
               f"{summary['wall_s']:.1f} s in the run JSON; {summary['in_calls_s']:.1f} s in "
               f"calls; duty cycle {summary['duty_cycle']:.2f}; overhead "
-              f"{1e3 * summary['per_case_overhead_s']:.0f} ms per case")
+              f"{1e3 * summary['per_case_overhead_s']:.0f} ms per case = "
+              f"{summary['outside_cases_s']:.1f} s outside the cases (start-up, collection, "
+              f"pytest, backfill) + {1e3 * summary['in_case_overhead_s']:.0f} ms per case "
+              f"inside them beyond the calls")
         if values:
             print(f"  value / reference over {len(values)} cases: median "
                   f"{summary['ratio_median']:.3f}, p10-p90 {summary['ratio_p10']:.3f}-"

@@ -48,7 +48,18 @@ class BenchRun:
                 "wall_s": totals["session_wall_s"], "in_calls_s": totals["time_in_calls_s"],
                 "duty_cycle": totals["duty_cycle"],
                 "per_case_overhead_s": totals["per_case_overhead_s"],
-                "cases_wall_s": totals["cases_wall_s"]}
+                "cases_wall_s": totals["cases_wall_s"],
+                # Where the overhead goes: outside the cases (start-up, collection, pytest's
+                # own per-test work, backfill, reports), and inside them beyond the calls
+                # (inputs, warmup, capture, calibration).
+                "outside_cases_s": totals["session_wall_s"] * run_workers(self.report)
+                - totals["cases_wall_s"],
+                "in_case_overhead_s": (totals["cases_wall_s"] - totals["time_in_calls_s"])
+                / max(1, totals["cases"])}
+
+
+def run_workers(report: dict) -> int:
+    return max(1, int(report["session"].get("workers") or 1))
 
 
 def run_bench(label: str, out: Path, *args: str, timeout_s: float = 900) -> BenchRun:

@@ -94,6 +94,13 @@ def test_a_launch_bound_first_estimate_is_refined_by_recapturing():
     assert graph.calls == 334
 
 
+def test_an_eager_estimate_saves_the_single_call_capture():
+    graphs = StandInGraphs(kernel_us=3.0, launch_us=20.0)
+    # Eager calls timed with their launch: 20 us -> 50 calls -> 334 calls.
+    assert capture_batch(lambda: None, graphs, target_s=1e-3, estimate_us=20.0).calls == 334
+    assert graphs.captured == [50, 334]
+
+
 def test_a_long_kernel_is_replayed_one_call_at_a_time():
     graphs = StandInGraphs(kernel_us=4000.0, launch_us=20.0)
     assert capture_batch(lambda: None, graphs, target_s=1e-3).calls == 1

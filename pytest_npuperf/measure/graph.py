@@ -47,14 +47,16 @@ def _per_call(graph: GraphReplay) -> float:
 
 
 def capture_batch(call: Callable[[], object], graphs: DeviceGraphs,
-                  target_s: float = TARGET_REPLAY_S) -> GraphReplay:
+                  target_s: float = TARGET_REPLAY_S, estimate_us: float | None = None
+                  ) -> GraphReplay:
     """A graph of enough calls that one replay lasts about `target_s`.
 
-    The first estimate comes from replays of a single call, which the host may not queue
-    as fast as the device runs them: it can only overestimate, so the batch is recaptured
-    while the better estimate of the bigger graph asks for more than twice its calls.
+    The first batch is sized from `estimate_us` (eager calls timed with their launch), or
+    is a single call; both can only overestimate a short kernel (the host may not keep up
+    with it), so the batch is recaptured while the better estimate from replaying it asks
+    for more than twice its calls.
     """
-    graph = graphs.capture(call, 1)
+    graph = graphs.capture(call, calls_for(estimate_us, target_s) if estimate_us else 1)
     for _ in range(_CAPTURES - 1):
         wanted = calls_for(_per_call(graph), target_s)
         if wanted <= graph.calls or (graph.calls > 1 and wanted <= 2 * graph.calls):
@@ -78,10 +80,11 @@ class ReplayTimer(Timer):
 
 
 def sample_graph(call: Callable[[], object], graphs: DeviceGraphs, policy: SamplingPolicy, *,
-                 deadline: float | None = None) -> tuple[SamplingRun, int]:
+                 deadline: float | None = None, estimate_us: float | None = None
+                 ) -> tuple[SamplingRun, int]:
     """Adaptive sampling of graph replays; the run and the calls per replay. Raises the
     device's CaptureError when the call cannot be captured (the caller falls back)."""
-    graph = capture_batch(call, graphs)
+    graph = capture_batch(call, graphs, estimate_us=estimate_us)
     # The caller warmed the call up eagerly; one replay warms the graph itself (its first
     # launch uploads it to the device).
     replays = dataclasses.replace(policy, warmup=1, flush_l2=False)

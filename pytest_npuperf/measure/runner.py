@@ -214,10 +214,11 @@ class CaseRunner:
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        self.timer.time_calls(call, max(1, self.options.policy.warmup))
+        warm = self.timer.time_calls(call, max(1, self.options.policy.warmup))
         try:
             with self.backend.named_range(name):
-                run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline)
+                run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
+                                      estimate_us=min(warm))
             return Measured(run.samples, run, METHOD_GRAPH)
         except CaptureError as exc:
             if isinstance(exc.__cause__, CaseTimeout):
