@@ -4,9 +4,10 @@
     without this plugin (`-p no:npuperf`) collecting 100,000 parametrized ids, both in fresh
     processes of the same run.
     Goal: within 1.5x.
-(b) duty cycle of `pytest bench -k MatMul` on the embedded default database: time inside
-    measured kernel calls / session wall time, read from the run's run_<ts>.json.
-    Goal: at least 0.6 on a 2-core CPU.
+(b) duty cycle of `pytest bench -k MatMul` on the embedded default database, as its run JSON
+    defines it (time inside measured calls / the whole command's wall time, process start to
+    reports), and the per-case overhead; beside it this script's own clock around the
+    process. Goal: at least 0.8.
 (c) backfill of 100,000 results into a 100,000-row database, in process. Goal: under 10 s.
 
     python benchmarks/bench_harness.py [--rows N] [--only a,b,c]
@@ -15,7 +16,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
+from replay_runs import run_bench  # noqa: E402
 from timing import timed  # noqa: E402
 
 from pytest_npuperf.db.columns import contract_columns_for  # noqa: E402
@@ -99,17 +100,15 @@ def bench_collection(work: Path, rows: int) -> None:
 
 
 def bench_duty_cycle(work: Path) -> None:
-    out = work / "duty"
-    elapsed = timed([sys.executable, "-m", "pytest", "bench", "-k", "MatMul", "-q", "-p",
-                     "no:cacheprovider", "--npuperf-db", str(ROOT / DEFAULT_DB),
-                     "--npuperf-out", str(out)], ROOT)
-    runs = sorted((out / "reports").glob("run_*.json"))
-    if not runs:
-        raise SystemExit("no run_*.json written")
-    totals = json.loads(runs[-1].read_text())["totals"]
-    print(f"(b) pytest bench -k MatMul: {totals['cases']} cases in {elapsed:.1f} s (process), "
-          f"{totals['time_in_calls_s']:.1f} s inside calls / {totals['session_wall_s']:.1f} s "
-          f"session = duty cycle {totals['duty_cycle']:.2f} (goal >= 0.6)")
+    run = run_bench("duty", work / "duty", "-k", "MatMul", "--npuperf-db",
+                    str(ROOT / DEFAULT_DB))
+    s = run.summary()
+    since = run.report["session"].get("wall_from") or "session start"
+    print(f"(b) pytest bench -k MatMul: {s['cases']} cases; from its run JSON: "
+          f"{s['in_calls_s']:.1f} s inside calls / {s['wall_s']:.1f} s wall since {since} = "
+          f"duty cycle {s['duty_cycle']:.2f} (goal >= 0.8), overhead "
+          f"{1e3 * s['per_case_overhead_s']:.0f} ms per case; this script's clock around the "
+          f"whole process: {s['external_wall_s']:.1f} s")
 
 
 def bench_backfill(work: Path, rows: int) -> None:

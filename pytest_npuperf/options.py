@@ -6,17 +6,25 @@ numpy or pandas): the option vocabulary lives in `devices.KINDS` and `measure.po
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
 
 from .devices import KINDS
-from .measure.policy import METHOD_EVENTS, METHOD_PROFILER, STATISTICS, UPDATE_MODES, SamplingPolicy
+from .measure.policy import (
+    METHOD_EVENTS,
+    METHOD_GRAPH,
+    METHOD_PROFILER,
+    STATISTICS,
+    UPDATE_MODES,
+    SamplingPolicy,
+)
 
 DEFAULT_DB = Path("data") / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
 DEFAULT_OUT = Path("npuperf-out")
-METHODS = ("auto", METHOD_EVENTS, METHOD_PROFILER)
+METHODS = ("auto", METHOD_GRAPH, METHOD_EVENTS, METHOD_PROFILER)
 _DEFAULTS = SamplingPolicy()
 
 # name, type, default, help, choices
@@ -33,9 +41,13 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("dry-run", "bool", False, "measure, but write nothing (no database, no reports)", None),
     ("out", "path", None, "directory for reports and for databases of other devices "
      f"(default: {DEFAULT_OUT} under the rootdir)", None),
-    ("method", "str", "auto", "events: device events / synchronised clock; profiler: device "
-     "time of the case's kernels from torch.profiler; auto: profiler on cuda, events elsewhere",
-     METHODS),
+    ("method", "str", "auto", "graph: kernel device time from CUDA-graph replays of a batch "
+     "of calls (a call that cannot be captured falls back to profiler, then events); events: "
+     "device events / synchronised clock around each call (launch included); profiler: "
+     "device time of the case's kernels from torch.profiler; auto: graph on cuda (profiler "
+     "with --npuperf-flush-l2), events elsewhere", METHODS),
+    ("threads", "count", None, "torch intra-op threads of a CPU session (default: the cores "
+     "available to the process divided by the xdist workers, at least 1)", None),
     ("warmup", "int", _DEFAULTS.warmup, "calls before sampling", None),
     ("min-samples", "int", _DEFAULTS.min_samples, "minimum samples per case", None),
     ("max-samples", "int", _DEFAULTS.max_samples, "maximum samples per case", None),
@@ -43,8 +55,8 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("min-time", "float", _DEFAULTS.min_time_s, "seconds of measured calls per case at least", None),
     ("precision", "float", _DEFAULTS.precision, "stop when the 95 percent CI half-width of "
      "the statistic is below this fraction of it", None),
-    ("statistic", "str", _DEFAULTS.statistic, "statistic whose precision stops sampling",
-     STATISTICS),
+    ("statistic", "str", _DEFAULTS.statistic, "statistic stored in Average Duration(us), "
+     "whose precision stops sampling", STATISTICS),
     ("flush-l2", "bool", False, "evict the L2 (last-level) cache before every sample", None),
     ("case-timeout", "float", 0.0, "fail a case that runs longer than this many seconds "
      "(0: no limit)", None),
@@ -53,6 +65,17 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
 
 def _ini_name(name: str) -> str:
     return "npuperf_" + name.replace("-", "_")
+
+
+def _count(text: str) -> int:
+    """A count of at least 1 (argparse reports the error as a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of at least 1")
+    return value
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -65,7 +88,7 @@ def add_options(parser: pytest.Parser) -> None:
         if kind == "bool":
             kwargs["action"] = "store_true"
         else:
-            kwargs["type"] = {"int": int, "float": float}.get(kind, str)
+            kwargs["type"] = {"int": int, "float": float, "count": _count}.get(kind, str)
             kwargs["metavar"] = name.split("-")[-1].upper()
             if choices:
                 kwargs["choices"] = choices
@@ -91,9 +114,9 @@ def _value(config: pytest.Config, name: str, kind: str, default: object,
             value = ini
     if value is None or (kind == "bool" and not value):
         value = default
-    if kind in ("int", "float") and isinstance(value, str):
+    if kind in ("int", "float", "count") and isinstance(value, str):
         try:
-            value = int(value) if kind == "int" else float(value)
+            value = float(value) if kind == "float" else int(value)
         except ValueError:
             raise pytest.UsageError(f"{dest}: expected a number, got {value!r}") from None
     if choices and value not in choices:
@@ -114,12 +137,13 @@ class Settings:
     policy: SamplingPolicy
     case_timeout_s: float | None
     grid: str | None
+    threads: int | None = None  # None: the default share of the cores
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
                 "prune_empty": self.prune_empty, "dry_run": self.dry_run, "out": str(self.out),
                 "method": self.method, "case_timeout_s": self.case_timeout_s,
-                "policy": asdict(self.policy), "grid": self.grid}
+                "policy": asdict(self.policy), "grid": self.grid, "threads": self.threads}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -137,9 +161,13 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"npuperf sampling options: {exc}") from None
     timeout = float(values["case-timeout"])
+    threads = values["threads"]
+    if threads is not None and int(threads) < 1:  # from the ini file (argparse checks flags)
+        raise pytest.UsageError(f"npuperf_threads: {threads} is not a count of at least 1")
     return Settings(db=db, device=str(values["device"]), device_name=values["device-name"],
                     update_mode=str(values["update-mode"]),
                     prune_empty=bool(values["prune-empty-duration-rows"]),
                     dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),
                     policy=policy, case_timeout_s=timeout if timeout > 0 else None,
-                    grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None)
+                    grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None,
+                    threads=None if threads is None else int(threads))

@@ -20,11 +20,13 @@ from .db.errors import NpuperfError
 from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of
 from .db.lock import database_lock
 from .db.table import check_writable_dir
-from .devices import BackendError, select_backend
+from .devices import BackendError, check_workers, select_backend
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef, marker_name
+from .measure.clock import process_start
+from .measure.host import available_cores, default_threads, host_load, worker_cores
 from .measure.outcome import BackfillOutcome, SessionInfo
-from .measure.result import METHOD_EVENTS, METHOD_PROFILER, STATUS_SKIPPED, CaseResult
+from .measure.result import METHOD_EVENTS, METHOD_GRAPH, METHOD_PROFILER, STATUS_SKIPPED, CaseResult
 from .options import Settings, read_settings
 from .report.writer import ReportPaths, write_reports
 from .state import RESULT_PROPERTY as RESULT_PROPERTY
@@ -46,6 +48,15 @@ def _worker_index(config: pytest.Config) -> int | None:
     return int(digits) if digits else 0
 
 
+def _worker_count(config: pytest.Config) -> int:
+    """Processes measuring in this run: xdist's workers, or this one process."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput:
+        return int(workerinput.get("workercount", 1))
+    tx = getattr(config.option, "tx", None) or []
+    return len(tx) if tx and getattr(config.option, "dist", "no") != "no" else 1
+
+
 class ReplaySession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -53,6 +64,10 @@ class ReplaySession:
         start = _dt.datetime.fromtimestamp(self.started)
         self.started_iso = start.isoformat(timespec="seconds")
         self.stamp = start.strftime("%Y%m%d_%H%M%S")
+        self.process_started, self.wall_from = process_start()
+        self.cores = len(available_cores())
+        self.load_at_start = host_load()
+        self._final_info: SessionInfo | None = None  # taken once, after backfill
         self.run_id = f"{self.stamp}-{uuid.uuid4().hex[:8]}"
         self.is_worker = hasattr(config, "workerinput")
         self._settings: Settings | None = None
@@ -85,6 +100,7 @@ class ReplaySession:
                 raise pytest.UsageError(str(exc)) from None
             from .devices.npu import same_family
 
+            self._share_host(backend)
             if (backend.kind == "npu" and not self.settings.device_name
                     and same_family(backend.device_name(), self.source_device)):
                 # An NPU measuring a database of its own product family: the SoC name cannot
@@ -93,6 +109,28 @@ class ReplaySession:
                 backend.database_device_name = self.source_device
             self._backend = backend
         return self._backend
+
+    @property
+    def workers(self) -> int:
+        return _worker_count(self.config)
+
+    @property
+    def threads(self) -> int:
+        """Intra-op threads of each measuring process of a CPU session."""
+        return self.settings.threads or default_threads(self.cores, self.workers)
+
+    def _share_host(self, backend: Backend) -> None:
+        """CPU: pin this process's threads (and, under xdist, its own cores). GPU and NPU:
+        worker K measures on device K, so never more workers than devices."""
+        if backend.kind == "cpu" and hasattr(backend, "share"):
+            index = _worker_index(self.config)
+            cores = (worker_cores(available_cores(), self.workers, index)
+                     if index is not None and self.workers > 1 else None)
+            backend.share(self.threads, cores)
+        try:
+            check_workers(backend.kind, self.workers)
+        except BackendError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
 
     @property
     def source(self) -> Path:
@@ -123,12 +161,24 @@ class ReplaySession:
     @property
     def method(self) -> str:
         method = self.settings.method
+        flush = self.settings.policy.flush_l2
         if method == "auto":
-            return METHOD_PROFILER if self.backend.kind == "cuda" else METHOD_EVENTS
+            if self.backend.kind == "cuda":
+                # A flush between calls cannot be separated from a graph replay's time; the
+                # profiler times the kernels alone (see measure/graph.py).
+                return METHOD_PROFILER if flush else METHOD_GRAPH
+            return METHOD_EVENTS
         if method == METHOD_PROFILER and self.backend.kind == "npu":
             # torch.profiler records no NPU kernels; on an NPU device time comes from msprof.
             raise pytest.UsageError("--npuperf-method profiler is for cpu and cuda; on an NPU "
                                     "use events (or run the session under msprof)")
+        if method == METHOD_GRAPH and self.backend.graphs() is None:
+            raise pytest.UsageError(f"--npuperf-method graph needs device graphs (cuda); on "
+                                    f"{self.backend.kind} use events (or auto)")
+        if method == METHOD_GRAPH and flush:
+            raise pytest.UsageError("--npuperf-method graph cannot time an L2 flush apart from "
+                                    "the kernel; with --npuperf-flush-l2 use profiler (auto "
+                                    "picks it on cuda)")
         return method
 
     @property
@@ -193,9 +243,13 @@ class ReplaySession:
 
     # -- before the first case: fail early, and only one writer -------------------------------
     def prepare_writes(self) -> None:
-        """Check the database this session will write and take its lock (owner process only)."""
-        if (self.is_worker or self.writes_ready or self.settings.dry_run
-                or self.config.option.collectonly):
+        """Check the database this session will write and take its lock (owner process only);
+        under xdist, first that every worker has a device of its own."""
+        if self.is_worker or self.config.option.collectonly:
+            return
+        if self.workers > 1:
+            _ = self.backend  # refuses more workers than devices before any case runs
+        if self.writes_ready or self.settings.dry_run:
             return
         if self.settings.grid:
             targets = [self.reports_dir]
@@ -249,10 +303,16 @@ class ReplaySession:
                           status=STATUS_SKIPPED, error=reason, method="")
 
     def session_info(self) -> SessionInfo:
-        workers = int(getattr(self.config.option, "numprocesses", 0) or 0) or 1
+        """The session so far; after backfill, the figures the reports were written with (so
+        that the terminal prints the duty cycle the run JSON holds)."""
+        if self._final_info is not None:
+            return self._final_info
         return SessionInfo(run_id=self.run_id, started=self.started_iso,
-                           wall_s=time.time() - self.started, device=self.backend.describe(),
-                           options=self.settings.as_dict(), workers=workers)
+                           wall_s=time.time() - self.process_started,
+                           device=self.backend.describe(), options=self.settings.as_dict(),
+                           workers=self.workers, wall_from=self.wall_from, cores=self.cores,
+                           load_at_start=self.load_at_start,
+                           threads=self.threads if self.backend.kind == "cpu" else None)
 
     def finish(self, interrupted: bool) -> bool:
         """Backfill and write reports (owner process). False when the backfill failed."""
@@ -278,7 +338,8 @@ class ReplaySession:
             except NpuperfError as exc:
                 self.notes.append(f"backfill failed, the database was left as it was: {exc}")
                 return False
+        self._final_info = self.session_info()
         if not settings.dry_run:
-            self.paths = write_reports(self.outcome, self.results, self.session_info(),
+            self.paths = write_reports(self.outcome, self.results, self._final_info,
                                        self.reports_dir)
         return True

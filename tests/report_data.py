@@ -40,6 +40,7 @@ def case(kernel_type: str, shape: str, status: str = STATUS_OK, *,
         bytes=nbytes, bound_us=bound_us)
     if samples:
         result.set_samples(samples)
+        result.precision, result.stop_reason = 0.025, "precision reached"
     return result
 
 

@@ -9,7 +9,13 @@ import pytest
 from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.table import read_table
 from pytest_npuperf.measure.backfill import backfill
-from pytest_npuperf.measure.result import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
+from pytest_npuperf.measure.result import (
+    STATUS_FAILED,
+    STATUS_NOISY,
+    STATUS_SKIPPED,
+    STATUS_SUSPECT,
+    CaseResult,
+)
 from tests.replay_project import cells, tree_digest, write_db
 
 V2_ROWS = [
@@ -51,6 +57,45 @@ def test_measurement_lands_in_the_row_with_mean_and_project_columns(db):
     v2 = next(f for f in outcome.files if f.file == "MatMulV2.csv")
     assert (v2.updated, v2.unchanged, v2.missing, v2.added) == (1, 1, 0, 0)
     assert [(g.microbench_us, g.profiling_us) for g in outcome.gaps] == [(12.0, 10.0)]
+
+
+@pytest.mark.parametrize(("statistic", "stored"), [("median", "11"), ("mean", "17")])
+def test_average_duration_holds_the_chosen_statistic_and_the_row_says_how_it_was_made(
+        db, statistic, stored):
+    result = result_for(db, "MatMulV2.csv", 0, samples=(10.0, 11.0, 30.0), statistic=statistic,
+                        precision=0.0123, stop_reason="time budget")
+    backfill(db, db, [result], native=True, run_id="r1", stamp="s")
+    table = read_table(db / "MatMulV2.csv")
+    row = table.iloc[0]
+    assert row["Average Duration(us)"] == stored
+    assert row["MicroBench Statistic"] == statistic
+    assert (row["MicroBench Median Duration(us)"], row["MicroBench Mean Duration(us)"]) == \
+        ("11", "17")
+    assert row["MicroBench Precision"] == "0.0123"
+    assert row["MicroBench Stop Reason"] == "time budget"
+    assert row["MicroBench Outliers"] == str(result.stats.outliers)
+    # Project columns after the contract ones, in their own order.
+    columns = list(table.columns)
+    assert columns.index("MicroBench Statistic") > columns.index(
+        "Profiling Average cube_utilization(%)")
+    order = ["MicroBench Statistic", "MicroBench Median Duration(us)",
+             "MicroBench Mean Duration(us)", "MicroBench Std Duration(us)",
+             "MicroBench Min Duration(us)", "MicroBench Samples", "MicroBench Precision",
+             "MicroBench Stop Reason", "MicroBench Outliers", "MicroBench Warmup",
+             "MicroBench Method", "MicroBench Status"]
+    assert [columns.index(c) for c in order] == sorted(columns.index(c) for c in order)
+
+
+def test_a_noisy_result_keeps_its_statistics_and_the_earlier_latency(db):
+    result = result_for(db, "MatMulV2.csv", 1, samples=(10.0,) * 4 + (80.0,) * 8,
+                        status=STATUS_NOISY, error="median 8.00x its minimum")
+    outcome = backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    row = read_table(db / "MatMulV2.csv").iloc[1]
+    assert row["Average Duration(us)"] == "99"  # never replaced by a number not to trust
+    assert row["MicroBench Status"] == "noisy: median 8.00x its minimum"
+    assert row["MicroBench Median Duration(us)"] == "80"
+    v2 = next(f for f in outcome.files if f.file == "MatMulV2.csv")
+    assert v2.failed == 1 and v2.updated == 0
 
 
 def test_matmul_measurement_follows_the_kernel_that_ran_and_never_adds_rows(db):

@@ -180,3 +180,38 @@ def test_a_result_keeps_all_statistics_and_a_spread_of_samples():
     assert len(result.samples) <= MAX_KEPT_SAMPLES
     assert result.samples[0] == 1.0 and result.samples[-1] > 900  # spread over the run
     assert CaseResult.from_dict(result.to_dict()) == result
+
+
+def test_a_sample_of_a_batch_sizes_batches_by_its_calls_and_counts_device_time():
+    batches = []
+
+    class Replays(ScriptedTimer):
+        def time_calls(self, call, n, before_each=None):
+            batches.append(n)
+            return super().time_calls(call, n, before_each)
+
+    # 2 us per call, 500 calls per sample: a sample costs 1 ms, so about 20 per 20 ms batch.
+    timer = Replays([2.0] * 1000)
+    policy = SamplingPolicy(warmup=1, min_samples=30, max_samples=1000, budget_s=10,
+                            min_time_s=0, precision=0.01)
+    run = sample(lambda: None, timer, policy, calls_per_sample=500, device_time=True)
+    assert batches[0] == 1 and 10 <= batches[1] <= 30
+    assert run.time_in_calls_s == pytest.approx(len(run.samples) * 500 * 2.0 / 1e6)
+
+
+def test_stop_reasons_are_recorded():
+    from pytest_npuperf.measure.sampler import STOP_BUDGET, STOP_MAX_SAMPLES, STOP_PRECISION
+
+    assert {STOP_PRECISION, STOP_BUDGET, STOP_MAX_SAMPLES} == {
+        "precision reached", "time budget", "max samples"}
+    run = sample(lambda: None, ScriptedTimer([10.0] * 1000),
+                 SamplingPolicy(warmup=0, min_samples=5, max_samples=1000, budget_s=10,
+                                min_time_s=0, precision=0.5))
+    assert run.stop_reason == STOP_PRECISION and run.precision == 0.0
+
+
+def test_tukey_outliers_are_counted_and_kept():
+    stats = summarize([10.0, 10.5, 11.0, 10.2, 10.8, 10.4, 50.0, 1.0])
+    assert (stats.q1, stats.q3) == (pytest.approx(10.15), pytest.approx(10.85))
+    assert stats.outliers == 2  # 50 above, 1 below the fences
+    assert stats.samples == 8 and stats.max == 50.0  # counted, not dropped

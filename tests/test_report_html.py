@@ -79,24 +79,29 @@ def test_cells_for_a_measured_case() -> None:
     result = session_results()[0]
     cells = html_cells(result)
     assert cells == {"Median (us)": "41.000", "Mean (us)": "50.700", "Samples": "5",
+                     "Statistic": "median", "Precision": "2.50 %",
+                     "Stop reason": "precision reached", "Outliers": "1",
                      "Method": "profiler", "Status": "ok"}
     row = html_row_cells(result)
     assert row[0] == '<td class="col-npuperf_median">41.000</td>'
-    assert row[4] == '<td class="col-npuperf_status">ok</td>'
+    assert row[-1] == '<td class="col-npuperf_status">ok</td>'
     headers = html_header_cells()
-    assert len(headers) == len(row) == 5
+    assert len(headers) == len(row) == 9
     assert headers[0] == "<th>Median (us)</th>"
     # Sortable headers name the col- class of their cells (pytest-html sorts by it).
     for header, cell in zip(headers, row):
         if "sortable" in header:
             key = re.search(r'data-column-type="(\w+)"', header).group(1)
             assert cell.startswith(f'<td class="col-{key}">')
-    assert sum("sortable" in h for h in headers) == 2  # Method, Status
+    assert sum("sortable" in h for h in headers) == 4  # Statistic, Stop reason, Method, Status
 
 
 def test_cells_for_failed_case_and_non_case() -> None:
     failed = html_cells(session_results()[5])
-    assert failed["Median (us)"] == "" and failed["Status"] == "failed"
+    assert failed["Median (us)"] == "" and failed["Precision"] == ""
+    # The status with its reason, on one line (the error had two).
+    assert failed["Status"] == ("failed: RuntimeError: out of memory | tried to allocate "
+                                "1.2 GiB second line")
     assert set(html_cells(None).values()) == {""}
     assert all(re.fullmatch(r'<td class="col-\w+"></td>', c) for c in html_row_cells(None))
 
@@ -128,7 +133,7 @@ def test_summary_section() -> None:
     fragment = html_summary(outcome(), session_results(), session(), paths)
     ET.fromstring(fragment)
     assert "10 cases: 4 ok, 1 failed, 1 error, 1 timeout, 2 skipped, 1 suspect" in fragment
-    assert "duty cycle 0.05" in fragment
+    assert "Duty cycle 0.05: 1.86 s inside measured calls of 40.00 s wall time" in fragment
     assert "Duration gap hotspots: 4" in fragment
     assert fragment.index("<td>Add</td>") < fragment.index("<td>RmsNorm</td>")  # worst first
     assert "<td>3.00x</td>" in fragment

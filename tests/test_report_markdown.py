@@ -41,7 +41,7 @@ def test_sections_in_order_and_header() -> None:
     assert f"Native: no (the source database belongs to {ASCEND}; results written to" in header
     assert "Dry run: no" in header
     # 1.5 + 0.2 + 0.1 + 0.01 + 0.05 = 1.86 s of 40 s
-    assert "1.86 s inside measured kernel calls (duty cycle 0.05)" in header
+    assert "Time: duty cycle 0.05: 1.86 s inside measured calls of 40.00 s wall time" in header
 
 
 def test_execution_status_counts_and_reasons() -> None:

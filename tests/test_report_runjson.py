@@ -38,7 +38,10 @@ def test_every_case_with_its_fields() -> None:
     assert first["status"] == "ok" and first["method"] == "profiler"
     assert first["stats"] == {"samples": 5, "mean": pytest.approx(50.7), "median": 41.0,
                               "std": pytest.approx(results[0].stats.std), "min": 40.0,
-                              "max": 90.0, "p90": pytest.approx(70.8)}
+                              "max": 90.0, "p90": pytest.approx(70.8), "q1": 40.5, "q3": 42.0,
+                              "outliers": 1}
+    assert first["statistic"] == "median" and first["value"] == 41.0
+    assert first["precision"] == 0.025 and first["stop_reason"] == "precision reached"
     # achieved throughput at the median: 2*128*7168*3584 flops in 41 us
     assert first["achieved_tflops"] == pytest.approx(2 * 128 * 7168 * 3584 / 41e-6 / 1e12)
     assert first["achieved_gbps"] == pytest.approx(results[0].bytes / 41e-6 / 1e9)
@@ -58,9 +61,10 @@ def test_totals_and_duty_cycle() -> None:
     assert totals["session_wall_s"] == 40.0
     assert totals["time_in_calls_s"] == pytest.approx(1.5 + 0.2 + 0.1 + 0.01 + 0.05)
     assert totals["duty_cycle"] == pytest.approx(totals["time_in_calls_s"] / 40.0)
+    assert totals["per_case_overhead_s"] == pytest.approx((40.0 - 1.86) / 10)
     assert totals["cases_wall_s"] == pytest.approx(sum(c["wall_s"] for c in data["cases"]))
     assert totals["by_status"] == {"ok": 4, "failed": 1, "error": 1, "timeout": 1,
-                                   "skipped": 2, "suspect": 1}
+                                   "skipped": 2, "suspect": 1, "noisy": 0}
     assert totals["by_kernel_type"]["MatMulV2"] == {"cases": 2, "ok": 2}
     assert totals["by_kernel_type"]["GroupedMatmul"] == {"cases": 2, "skipped": 2}
     assert sum(v["cases"] for v in totals["by_kernel_type"].values()) == 10

@@ -93,11 +93,17 @@ PROFILING_EXTRA_COLUMNS: tuple[str, ...] = (
     PROFILING_UPDATED,
 )
 
-# Replay (microbenchmark) columns of this project. `Average Duration(us)` holds the mean.
+# Replay (microbenchmark) columns of this project. `Average Duration(us)` holds the statistic
+# named in `MicroBench Statistic` (the median unless chosen otherwise).
+MICROBENCH_STATISTIC = "MicroBench Statistic"
 MICROBENCH_MEDIAN_DURATION = "MicroBench Median Duration(us)"
+MICROBENCH_MEAN_DURATION = "MicroBench Mean Duration(us)"
 MICROBENCH_STD_DURATION = "MicroBench Std Duration(us)"
 MICROBENCH_MIN_DURATION = "MicroBench Min Duration(us)"
 MICROBENCH_SAMPLES = "MicroBench Samples"
+MICROBENCH_PRECISION = "MicroBench Precision"  # relative 95 % CI half-width of the statistic
+MICROBENCH_STOP_REASON = "MicroBench Stop Reason"
+MICROBENCH_OUTLIERS = "MicroBench Outliers"  # samples beyond the Tukey fences
 MICROBENCH_WARMUP = "MicroBench Warmup"
 MICROBENCH_METHOD = "MicroBench Method"
 MICROBENCH_STATUS = "MicroBench Status"
@@ -106,9 +112,11 @@ MICROBENCH_STACK = "MicroBench Stack"
 MICROBENCH_RUN_ID = "MicroBench Run Id"
 MICROBENCH_TIMESTAMP = "MicroBench Timestamp"
 MICROBENCH_EXTRA_COLUMNS: tuple[str, ...] = (
-    MICROBENCH_MEDIAN_DURATION, MICROBENCH_STD_DURATION, MICROBENCH_MIN_DURATION,
-    MICROBENCH_SAMPLES, MICROBENCH_WARMUP, MICROBENCH_METHOD, MICROBENCH_STATUS,
-    MICROBENCH_DEVICE, MICROBENCH_STACK, MICROBENCH_RUN_ID, MICROBENCH_TIMESTAMP,
+    MICROBENCH_STATISTIC, MICROBENCH_MEDIAN_DURATION, MICROBENCH_MEAN_DURATION,
+    MICROBENCH_STD_DURATION, MICROBENCH_MIN_DURATION, MICROBENCH_SAMPLES,
+    MICROBENCH_PRECISION, MICROBENCH_STOP_REASON, MICROBENCH_OUTLIERS, MICROBENCH_WARMUP,
+    MICROBENCH_METHOD, MICROBENCH_STATUS, MICROBENCH_DEVICE, MICROBENCH_STACK,
+    MICROBENCH_RUN_ID, MICROBENCH_TIMESTAMP,
 )
 
 # Legacy names.

@@ -44,6 +44,20 @@ def device_count(kind: str) -> int:
     return 1
 
 
+def check_workers(kind: str, workers: int) -> None:
+    """On GPU and NPU hosts worker K measures on device K: never two workers on one device
+    (they would change what each other measures)."""
+    if kind not in ("cuda", "npu") or workers <= 1:
+        return
+    count = device_count(kind)
+    if workers > count:
+        raise BackendError(
+            f"{workers} xdist workers but {count} {kind.upper()} device(s) on this host: worker "
+            f"K measures on device K, and two processes sharing a device change each other's "
+            f"timings; use -n {count} or fewer" if count else
+            f"{workers} xdist workers but no {kind.upper()} device on this host")
+
+
 def select_backend(kind: str = "auto", index: int | None = None,
                    database_device: str | None = None) -> Backend:
     """The backend for `kind`; `index` None means the first device (xdist workers pass theirs)."""
@@ -88,6 +102,7 @@ __all__ = [
     "CpuBackend",
     "Peak",
     "Timer",
+    "check_workers",
     "device_count",
     "select_backend",
 ]

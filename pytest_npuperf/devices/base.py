@@ -83,6 +83,29 @@ class DeviceEventTimer(Timer):
         return [start.elapsed_time(end) * 1e3 for start, end in pairs]  # ms -> us
 
 
+class CaptureError(RuntimeError):
+    """The call cannot be captured in a device graph (a host synchronisation inside it, an
+    operation the graph cannot hold): the case is measured another way."""
+
+
+class GraphReplay(ABC):
+    """A device graph holding `calls` captured calls."""
+
+    calls: int
+
+    @abstractmethod
+    def replay_times(self, n: int) -> list[float]:
+        """Replay the graph `n` times back to back; each replay's device time (us)."""
+
+
+class DeviceGraphs(ABC):
+    """Capture of calls into device graphs (CUDA graphs; on an NPU, NPUGraph / aclgraph)."""
+
+    @abstractmethod
+    def capture(self, call: Callable[[], object], calls: int) -> GraphReplay:
+        """`calls` calls of `call` in one graph; CaptureError when it cannot be captured."""
+
+
 def sanitize_device_name(name: str) -> str:
     """A device name usable as a database directory name."""
     return re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_") or "UNKNOWN"
@@ -126,6 +149,10 @@ class Backend(ABC):
 
     def timer(self) -> Timer:
         return HostClockTimer(self.synchronize)
+
+    def graphs(self) -> DeviceGraphs | None:
+        """Graph capture of this device, when it has one the harness can time."""
+        return None
 
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Backend, DeviceEventTimer, Peak, Timer
+from .base import Backend, DeviceEventTimer, DeviceGraphs, Peak, Timer
+from .graphs import TorchGraphs
 
 # Nominal dense BF16 tensor-core FLOP/s and HBM bandwidth (vendor data sheets). Used only to
 # flag a measurement that is faster than the device could possibly be.
@@ -23,6 +24,7 @@ class CudaBackend(Backend):
 
     def __init__(self, index: int = 0, database_device: str | None = None) -> None:
         super().__init__(index, database_device)
+        self._graphs: TorchGraphs | None = None
 
     def activate(self) -> None:
         torch.cuda.set_device(self.index)
@@ -43,6 +45,22 @@ class CudaBackend(Backend):
     def timer(self) -> Timer:
         return DeviceEventTimer(lambda: torch.cuda.Event(enable_timing=True), self.synchronize)
 
+    def graphs(self) -> DeviceGraphs:
+        if self._graphs is None:
+            self._graphs = TorchGraphs(torch.cuda, torch.cuda.CUDAGraph, self._abandon_pool)
+        return self._graphs
+
+    def _abandon_pool(self, pool) -> None:
+        """Stop routing allocations to a failed capture's pool, and release it (torch's own
+        capture_end skips both when the capture was invalidated)."""
+        end = (getattr(torch._C, "_cuda_endAllocateToPool", None)
+               or getattr(torch._C, "_cuda_endAllocateCurrentStreamToPool", None))
+        release = getattr(torch._C, "_cuda_releasePool", None)
+        if end is None or release is None:
+            raise RuntimeError(f"torch {torch.__version__} has no allocator pool API")
+        end(self.index, pool)
+        release(self.index, pool)
+
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
 
@@ -57,4 +75,6 @@ class CudaBackend(Backend):
         return None
 
     def empty_cache(self) -> None:
+        if self._graphs is not None and self._graphs.broken:
+            return  # torch would die on its allocator's stale capture state
         torch.cuda.empty_cache()

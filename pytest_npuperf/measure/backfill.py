@@ -1,11 +1,14 @@
 """Session finish: measurements back into the database, in one process, atomically.
 
-- A row matched by signature gets `Average Duration(us)` (the mean) and this project's
-  MicroBench columns (median, std, min, samples, method, status, device, run id, time).
+- A row matched by signature gets `Average Duration(us)` (the statistic the session chose,
+  the median by default, named in `MicroBench Statistic`) and this project's MicroBench
+  columns (median, mean, std, min, samples, precision reached, stop reason, outliers, method,
+  status, device, stack, run id, time).
 - A case that failed leaves its durations alone and gets the error in its status.
-- A result faster than the physical bound is flagged: its statistics are kept in the
-  MicroBench columns with a `suspect` status, but not put in `Average Duration(us)`, which
-  readers take as the row's latency.
+- A result faster than the physical bound (`suspect`) or whose samples are inconsistent with a
+  quiet machine (`noisy`) is flagged: its statistics are kept in the MicroBench columns with
+  the status and its reason, but not put in `Average Duration(us)`, which readers take as the
+  row's latency (an earlier value there stays; missing-only runs measure the row again).
 - MatMulV2/V3/Common: when the device says which of them ran (msprof), the measurement lands
   in that type's file if it holds the signature; replays never add rows.
 - Device isolation: a database of another device is never written; the measuring device
@@ -25,14 +28,19 @@ from ..db.columns import (
     AVERAGE_DURATION,
     INPUT_SHAPES,
     MICROBENCH_DEVICE,
+    MICROBENCH_MEAN_DURATION,
     MICROBENCH_MEDIAN_DURATION,
     MICROBENCH_METHOD,
     MICROBENCH_MIN_DURATION,
+    MICROBENCH_OUTLIERS,
+    MICROBENCH_PRECISION,
     MICROBENCH_RUN_ID,
     MICROBENCH_SAMPLES,
     MICROBENCH_STACK,
+    MICROBENCH_STATISTIC,
     MICROBENCH_STATUS,
     MICROBENCH_STD_DURATION,
+    MICROBENCH_STOP_REASON,
     MICROBENCH_TIMESTAMP,
     MICROBENCH_WARMUP,
     OUTPUT_SHAPES,
@@ -53,12 +61,13 @@ from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.table import WriteBatch, read_table
 from .cases import kernel_csvs
 from .outcome import BackfillOutcome, FileOutcome, GapRow
-from .result import STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
+from .result import STATUS_NOISY, STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
 
 _STATUS_MAX = 300
 _EXAMPLES = 3
-# Preference when several results target the same row (duplicate rows, MatMul aliases).
-_RANK = {STATUS_OK: 0, STATUS_SUSPECT: 1}
+# Preference when several results target the same row (duplicate rows, MatMul aliases);
+# these statuses also keep their statistics in the MicroBench columns.
+_RANK = {STATUS_OK: 0, STATUS_NOISY: 1, STATUS_SUSPECT: 2}
 
 
 def is_measurement_column(column: str) -> bool:
@@ -82,20 +91,24 @@ def seed_frame(source: pd.DataFrame) -> pd.DataFrame:
 def _values(result: CaseResult, run_id: str) -> dict[str, str]:
     values = {MICROBENCH_METHOD: result.method, MICROBENCH_DEVICE: result.device,
               MICROBENCH_STACK: result.stack, MICROBENCH_RUN_ID: run_id,
-              MICROBENCH_TIMESTAMP: result.timestamp}
-    status = result.status if not result.error else f"{result.status}: {result.error}"
-    values[MICROBENCH_STATUS] = " ".join(status.split())[:_STATUS_MAX]
+              MICROBENCH_TIMESTAMP: result.timestamp,
+              MICROBENCH_STATUS: result.status_text[:_STATUS_MAX]}
     stats = result.stats
     if stats is not None and result.status in _RANK:
         values.update({
+            MICROBENCH_STATISTIC: result.statistic,
             MICROBENCH_MEDIAN_DURATION: format_number(stats.median),
+            MICROBENCH_MEAN_DURATION: format_number(stats.mean),
             MICROBENCH_STD_DURATION: format_number(stats.std),
             MICROBENCH_MIN_DURATION: format_number(stats.min),
             MICROBENCH_SAMPLES: str(stats.samples),
+            MICROBENCH_PRECISION: format_number(result.precision),
+            MICROBENCH_STOP_REASON: result.stop_reason,
+            MICROBENCH_OUTLIERS: str(stats.outliers),
             MICROBENCH_WARMUP: str(result.warmup),
         })
         if result.status == STATUS_OK:
-            values[AVERAGE_DURATION] = format_number(stats.mean)
+            values[AVERAGE_DURATION] = format_number(result.value)
     return values
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 METHOD_EVENTS = "events"
 METHOD_PROFILER = "profiler"
+METHOD_GRAPH = "graph"  # device-graph replays of a batch of calls, timed with device events
 METHOD_MSPROF = "msprof"
 
 STATISTICS = ("median", "mean")

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .policy import METHOD_EVENTS
+from .policy import METHOD_GRAPH as METHOD_GRAPH
 from .policy import METHOD_MSPROF as METHOD_MSPROF
 from .policy import METHOD_PROFILER as METHOD_PROFILER
 from .stats import SampleStats, summarize
@@ -22,8 +23,11 @@ STATUS_ERROR = "error"  # the row could not be turned into a call (malformed cel
 STATUS_TIMEOUT = "timeout"
 STATUS_SKIPPED = "skipped"  # no replay for this kernel type
 STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, not trusted
+# Samples inconsistent with a quiet machine (see noise.py): kept in the MicroBench columns,
+# never stored as the row's latency.
+STATUS_NOISY = "noisy"
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
-            STATUS_SUSPECT)
+            STATUS_SUSPECT, STATUS_NOISY)
 FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)  # the pytest case fails
 
 # Results travel between processes and stay in memory for a whole session (10^5 cases): each
@@ -54,11 +58,35 @@ class CaseResult:
     flops: float = 0.0
     bytes: float = 0.0
     bound_us: float | None = None
+    statistic: str = "median"  # which statistic `value` (Average Duration(us)) is
+    precision: float | None = None  # relative 95 % CI half-width of that statistic reached
+    stop_reason: str = ""  # why sampling stopped: precision reached, time budget, max samples
+    threads: int | None = None  # torch intra-op threads the case ran with
+    host_load: float | None = None  # 1-minute load average when the case started (cpu)
+    fallback: str = ""  # why the session's method did not measure this case, if it did not
+    note: str = ""  # what the reader of this number should know (e.g. a busy machine)
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
 
     @property
     def measured(self) -> bool:
-        return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT)
+        return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT,
+                                                          STATUS_NOISY)
+
+    @property
+    def value(self) -> float | None:
+        """The stored central value: the chosen statistic of the samples."""
+        if self.stats is None:
+            return None
+        return self.stats.mean if self.statistic == "mean" else self.stats.median
+
+    @property
+    def status_text(self) -> str:
+        """`status[: why it is flagged][ (what else to know)]`, on one line."""
+        text = f"{self.status}: {self.error}" if self.error else self.status
+        remarks = [r for r in (self.fallback, self.note) if r]
+        if remarks:
+            text += f" ({'; '.join(remarks)})"
+        return " ".join(text.split())
 
     def set_samples(self, samples: list[float]) -> None:
         """Statistics of all samples; a spread-out subset of them kept for plots."""

@@ -7,6 +7,7 @@ the caller decides how the pytest case ends.
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -17,23 +18,29 @@ from dataclasses import dataclass
 import torch
 
 from ..db.errors import CellError
-from ..devices.base import Backend
+from ..devices.base import Backend, CaptureError
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
 from .cases import CaseRef
+from .graph import sample_graph
+from .host import available_cores, host_load
+from .noise import noise_reason
 from .profiler import ProfilerSession
 from .result import (
     METHOD_EVENTS,
+    METHOD_GRAPH,
     METHOD_PROFILER,
     STATUS_ERROR,
     STATUS_FAILED,
+    STATUS_NOISY,
     STATUS_OK,
     STATUS_SKIPPED,
     STATUS_SUSPECT,
     STATUS_TIMEOUT,
     CaseResult,
 )
-from .sampler import CaseTimeout, SamplingPolicy, sample
+from .sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample
+from .stats import relative_precision
 
 # A measurement this much below the physical bound is flagged (timer granularity slack).
 BOUND_SLACK = 0.95
@@ -73,6 +80,22 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+class ProfilerMismatch(RuntimeError):
+    """The profiler did not see one sample per timed call."""
+
+
+class ProfilerUnavailable(RuntimeError):
+    """The profiler cannot be started here."""
+
+
+@dataclass
+class Measured:
+    samples: list[float]  # microseconds per call
+    run: SamplingRun
+    method: str  # the method that measured them
+    fallback: str = ""  # why the session's method did not
+
+
 class CaseRunner:
     def __init__(self, backend: Backend, options: RunnerOptions) -> None:
         self.backend = backend
@@ -83,6 +106,8 @@ class CaseRunner:
         self._flush_buffer: torch.Tensor | None = None
         self.last_samples: list[float] = []
         self.stack = ", ".join(f"{k} {v}" for k, v in backend.stack().items())
+        # The load average is machine-wide; the cores are those this process may use.
+        self.cores = len(available_cores()) if backend.kind == "cpu" else None
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -116,7 +141,9 @@ class CaseRunner:
         result = CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
                             file=ref.file, signature=ref.signature, row=ref.row_number,
                             method=self.options.method, device=self.backend.database_device(),
-                            stack=self.stack)
+                            stack=self.stack, statistic=self.options.policy.statistic,
+                            threads=torch.get_num_threads())
+        self._check_load(result)
         spec = spec_for(ref.kernel_type)
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
@@ -129,11 +156,10 @@ class CaseRunner:
                                      row_number=ref.row_number)
                 prepared = spec.prepare(case, self.backend)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
-                samples, run = self._measure(ref, prepared.call, deadline)
-            result.warmup, result.time_in_calls_s = run.warmup, run.time_in_calls_s
-            result.set_samples(samples)
-            self.last_samples = samples  # all of them, for pytest-benchmark in this process
+                measured = self.measure_call(ref.case_id, prepared.call, deadline)
+            self._record(result, measured)
             self._check_bound(result)
+            self._check_noise(result, measured.samples)
         except CellError as exc:
             result.status, result.error = STATUS_ERROR, str(exc)
         except CaseTimeout as exc:
@@ -149,20 +175,102 @@ class CaseRunner:
         result.wall_s = time.perf_counter() - started
         return result
 
-    def _measure(self, ref: CaseRef, call: Callable[[], object], deadline: float | None):
-        policy = self.options.policy
-        profiling = self.options.method == METHOD_PROFILER
-        wrap = self.profiler.wrap if profiling else None
-        with self.backend.named_range(ref.case_id):
-            run = sample(call, self.timer, policy, flush=self._flush(), deadline=deadline,
-                         wrap=wrap)
-        if not profiling:
-            return run.samples, run
-        device_samples = self.profiler.finish_case()
+    def measure_call(self, name: str, call: Callable[[], object],
+                     deadline: float | None = None) -> Measured:
+        """Samples of a ready call with the session's method (and its fallbacks); the timed
+        calls run inside a range named `name`. The kernel's own exceptions propagate."""
+        method = self.options.method
+        if method == METHOD_PROFILER:
+            return self._profiled(name, call, deadline, self.profiler)
+        if method == METHOD_GRAPH:
+            return self._graph_or_fallback(name, call, deadline)
+        return self._events(name, call, deadline)
+
+    def _events(self, name: str, call: Callable[[], object], deadline: float | None
+                ) -> Measured:
+        with self.backend.named_range(name):
+            run = sample(call, self.timer, self.options.policy, flush=self._flush(),
+                         deadline=deadline)
+        return Measured(run.samples, run, METHOD_EVENTS)
+
+    def _profiled(self, name: str, call: Callable[[], object], deadline: float | None,
+                  profiler: ProfilerSession) -> Measured:
+        with self.backend.named_range(name):
+            run = sample(call, self.timer, self.options.policy, flush=self._flush(),
+                         deadline=deadline, wrap=profiler.wrap)
+        # The profiler cycle ends outside the case's range: a range left open across cycles
+        # leaves the profiler holding an event it has already handed over.
+        device_samples = profiler.finish_case()
         if len(device_samples) != len(run.samples):
-            raise RuntimeError(f"profiler attributed {len(device_samples)} samples to this case, "
-                               f"{len(run.samples)} were taken")
-        return device_samples, run
+            raise ProfilerMismatch(f"profiler attributed {len(device_samples)} samples to this "
+                                   f"case, {len(run.samples)} were taken")
+        return Measured(device_samples, run, METHOD_PROFILER)
+
+    def _graph_or_fallback(self, name: str, call: Callable[[], object],
+                           deadline: float | None) -> Measured:
+        """Graph replays; a call that cannot be captured goes to the profiler, then to
+        events, and its result says so."""
+        graphs = self.backend.graphs()
+        if graphs is None:
+            raise RuntimeError(f"{self.backend.kind} has no device graphs")
+        # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
+        warm = self.timer.time_calls(call, max(1, self.options.policy.warmup))
+        try:
+            with self.backend.named_range(name):
+                run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
+                                      estimate_us=min(warm))
+            return Measured(run.samples, run, METHOD_GRAPH)
+        except CaptureError as exc:
+            if isinstance(exc.__cause__, CaseTimeout):
+                raise exc.__cause__ from None
+            fallback = f"graph capture failed ({exc})"
+        try:
+            measured = self._fallback_profiled(name, call, deadline)
+        except (ProfilerMismatch, ProfilerUnavailable) as exc:
+            fallback += f"; profiler: {exc}"
+            measured = self._events(name, call, deadline)
+        measured.fallback = fallback
+        return measured
+
+    def _fallback_profiled(self, name: str, call: Callable[[], object],
+                           deadline: float | None) -> Measured:
+        """The profiler for one case, stopped right after: one left running would trace
+        every graph replay of the cases that follow."""
+        try:
+            profiler = ProfilerSession(self.backend.profiler_activities(),
+                                       uses_device=self.backend.kind != "cpu")
+        except Exception as exc:  # e.g. another profiler already active in this process
+            raise ProfilerUnavailable(_first_line(exc)) from exc
+        try:
+            return self._profiled(name, call, deadline, profiler)
+        finally:
+            profiler.stop()
+
+    def _record(self, result: CaseResult, measured: Measured) -> None:
+        result.method, result.fallback = measured.method, measured.fallback
+        result.warmup, result.time_in_calls_s = measured.run.warmup, measured.run.time_in_calls_s
+        result.stop_reason = measured.run.stop_reason
+        # Of the stored samples: with the profiler they are not the ones the sampler judged.
+        precision = relative_precision(measured.samples, result.statistic)
+        result.precision = precision if math.isfinite(precision) else None
+        result.set_samples(measured.samples)
+        self.last_samples = measured.samples  # all of them, for pytest-benchmark here
+
+    def _check_load(self, result: CaseResult) -> None:
+        if self.cores is None:
+            return
+        result.host_load = host_load()
+        if result.host_load is not None and result.host_load > self.cores:
+            result.note = (f"machine oversubscribed: 1-minute load {result.host_load:.1f} "
+                           f"above the {self.cores} core(s) available")
+
+    @staticmethod
+    def _check_noise(result: CaseResult, samples: list[float]) -> None:
+        if result.status != STATUS_OK:
+            return
+        reason = noise_reason(samples)
+        if reason:
+            result.status, result.error = STATUS_NOISY, reason
 
     def _abandon_profiler_cycle(self) -> None:
         """Close the cycle of a case that did not finish, so the next case starts clean."""

@@ -17,6 +17,7 @@ from .policy import STATISTICS as STATISTICS
 from .policy import SamplingPolicy
 from .stats import relative_precision
 
+STOP_PRECISION, STOP_BUDGET, STOP_MAX_SAMPLES = "precision reached", "time budget", "max samples"
 # Aim for a stopping-rule check about this often (seconds of calls per batch).
 _BATCH_SECONDS = 0.02
 _MAX_BATCH = 256
@@ -43,24 +44,33 @@ def _batch_size(per_call_us: float, remaining: int) -> int:
 
 def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
            flush: Callable[[], object] | None = None, deadline: float | None = None,
-           wrap: Callable[[Callable[[], object]], Callable[[], object]] | None = None
-           ) -> SamplingRun:
+           wrap: Callable[[Callable[[], object]], Callable[[], object]] | None = None,
+           calls_per_sample: int = 1, device_time: bool = False) -> SamplingRun:
     """Measure `call`. `wrap` decorates each timed call (e.g. a profiler range per sample);
-    `deadline` is a time.monotonic() value past which CaseTimeout is raised."""
+    `deadline` is a time.monotonic() value past which CaseTimeout is raised.
+
+    A sample is the time per call of `calls_per_sample` calls (a graph replay of a batch).
+    Time inside calls is the host clock around the timed calls, or with `device_time` (and
+    with a flush, whose own time must not count) the sum of the samples' device times.
+    """
     run = SamplingRun()
     before = flush if policy.flush_l2 else None
     warm = timer.time_calls(call, policy.warmup, before) if policy.warmup else []
     run.warmup = len(warm)
     estimate = min(warm) if warm else 0.0
     timed = wrap(call) if wrap else call
+    from_samples = device_time or before is not None
     while True:
         if deadline is not None and time.monotonic() > deadline:
             raise CaseTimeout(f"case timeout after {len(run.samples)} samples")
         remaining = policy.max_samples - len(run.samples)
-        batch = 1 if before else _batch_size(estimate, remaining)
+        batch = 1 if before else _batch_size(estimate * calls_per_sample, remaining)
         clock = time.perf_counter()
         values = timer.time_calls(timed, batch, before)
-        run.time_in_calls_s += time.perf_counter() - clock if not before else sum(values) / 1e6
+        if from_samples:
+            run.time_in_calls_s += sum(values) * calls_per_sample / 1e6
+        else:
+            run.time_in_calls_s += time.perf_counter() - clock
         run.samples.extend(values)
         estimate = sorted(run.samples)[len(run.samples) // 2]
         n = len(run.samples)
@@ -69,11 +79,11 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
         run.precision = relative_precision(run.samples, policy.statistic)
         spent = run.time_in_calls_s
         if n >= policy.max_samples:
-            run.stop_reason = "max samples"
+            run.stop_reason = STOP_MAX_SAMPLES
         elif spent >= policy.budget_s:
-            run.stop_reason = "time budget"
+            run.stop_reason = STOP_BUDGET
         elif run.precision <= policy.precision and spent >= policy.min_time_s:
-            run.stop_reason = "precision reached"
+            run.stop_reason = STOP_PRECISION
         else:
             continue
         return run

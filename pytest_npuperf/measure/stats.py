@@ -31,24 +31,38 @@ class SampleStats:
     min: float
     max: float
     p90: float
+    q1: float = math.nan
+    q3: float = math.nan
+    outliers: int = 0  # samples beyond the Tukey fences: counted, still in mean and std
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, float]) -> SampleStats:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__  # type: ignore[arg-type]
+                      if k in data})
+
+
+TUKEY_K = 1.5
+
+
+def tukey_outliers(values: np.ndarray, q1: float, q3: float) -> int:
+    """Samples outside [Q1 - 1.5 IQR, Q3 + 1.5 IQR] (Tukey's fences)."""
+    spread = TUKEY_K * (q3 - q1)
+    return int(np.count_nonzero((values < q1 - spread) | (values > q3 + spread)))
 
 
 def summarize(samples: list[float] | np.ndarray) -> SampleStats:
     values = np.asarray(samples, dtype=np.float64)
     if values.size == 0:
         raise ValueError("no samples")
+    q1, median, q3, p90 = (float(q) for q in np.percentile(values, (25, 50, 75, 90)))
     return SampleStats(
-        samples=int(values.size), mean=float(values.mean()), median=float(np.median(values)),
+        samples=int(values.size), mean=float(values.mean()), median=median,
         std=float(values.std(ddof=1)) if values.size > 1 else 0.0,
-        min=float(values.min()), max=float(values.max()),
-        p90=float(np.percentile(values, 90)))
+        min=float(values.min()), max=float(values.max()), p90=p90, q1=q1, q3=q3,
+        outliers=tukey_outliers(values, q1, q3))
 
 
 def median_ci_halfwidth(samples: list[float] | np.ndarray) -> float:

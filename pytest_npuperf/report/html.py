@@ -23,6 +23,10 @@ COLUMNS: dict[str, tuple[str, bool]] = {
     "Median (us)": ("npuperf_median", False),
     "Mean (us)": ("npuperf_mean", False),
     "Samples": ("npuperf_samples", False),
+    "Statistic": ("npuperf_statistic", True),
+    "Precision": ("npuperf_precision", False),
+    "Stop reason": ("npuperf_stop", True),
+    "Outliers": ("npuperf_outliers", False),
     "Method": ("npuperf_method", True),
     "Status": ("npuperf_status", True),
 }
@@ -31,12 +35,17 @@ COLUMNS: dict[str, tuple[str, bool]] = {
 def html_cells(result: CaseResult | None) -> dict[str, str]:
     """Title -> escaped content of that column's cell; empty for a test that is not a case."""
     stats = result.stats if result is not None else None
+    measured = result is not None and stats is not None
     texts = {
         "Median (us)": S.fmt_us(stats.median) if stats else "",
         "Mean (us)": S.fmt_us(stats.mean) if stats else "",
         "Samples": str(stats.samples) if stats else "",
-        "Method": result.method if result is not None and stats else "",
-        "Status": result.status if result is not None else "",
+        "Statistic": result.statistic if measured else "",
+        "Precision": S.fmt_pct(result.precision) if measured else "",
+        "Stop reason": result.stop_reason if measured else "",
+        "Outliers": str(stats.outliers) if stats else "",
+        "Method": result.method if measured else "",
+        "Status": result.status_text if result is not None else "",
     }
     return {title: escape(text) for title, text in texts.items()}
 
@@ -67,10 +76,20 @@ def html_extra(result: CaseResult) -> str:
     if result.stats is not None:
         st = result.stats
         rows += [("method", result.method), ("samples", str(st.samples)),
-                 ("warmup", str(result.warmup)), ("mean (us)", S.fmt_us(st.mean)),
+                 ("warmup", str(result.warmup)),
+                 (f"stored value: {result.statistic} (us)", S.fmt_us(result.value)),
+                 ("precision (95 % CI half-width)", S.fmt_pct(result.precision)),
+                 ("stop reason", result.stop_reason or "-"),
+                 ("mean (us)", S.fmt_us(st.mean)),
                  ("median (us)", S.fmt_us(st.median)), ("std (us)", S.fmt_us(st.std)),
                  ("min (us)", S.fmt_us(st.min)), ("p90 (us)", S.fmt_us(st.p90)),
-                 ("max (us)", S.fmt_us(st.max))]
+                 ("max (us)", S.fmt_us(st.max)), ("Tukey outliers", str(st.outliers))]
+    if result.fallback:
+        rows.append(("method fallback", result.fallback))
+    if result.threads is not None:
+        rows.append(("threads", str(result.threads)))
+    if result.note:
+        rows.append(("note", result.note))
     if result.bound_us is not None:
         rows.append(("physical bound (us)", S.fmt_us(result.bound_us)))
     tflops, gbps = S.achieved(result)
@@ -99,14 +118,12 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
                  paths: ReportPaths | None = None) -> str:
     """The section heading the pytest-html report."""
     counts = S.status_counts(results)
-    in_calls = S.time_in_calls(results)
-    duty = S.duty_cycle(in_calls, session)
+    duty = S.duty_line(results, session)
     items = [
         f"Run <code>{escape(outcome.run_id)}</code> on {escape(S.device_line(session))}",
         escape(S.status_phrase(counts)),
-        escape(f"{S.fmt_s(in_calls)} inside measured calls of "
-               f"{S.fmt_s(session.wall_s)} session wall time"
-               + (f" (duty cycle {duty:.2f})" if duty is not None else "")),
+        *([escape(duty[:1].upper() + duty[1:])] if duty else []),
+        *(escape(f"Warning: {w}") for w in S.host_warnings(results, session)),
         f"Source database: <code>{escape(str(outcome.source))}</code>",
         ("Dry run: nothing written" if outcome.dry_run or outcome.target is None
          else f"Database written: <code>{escape(str(outcome.target))}</code>"),

@@ -23,7 +23,7 @@ EXAMPLE_MISSING = "missing"
 EXAMPLE_DELETED = "deleted"
 
 STATUS_LABELS = {"ok": "OK", "failed": "Failed", "error": "Error", "timeout": "Timed out",
-                 "skipped": "Skipped", "suspect": "Suspect"}
+                 "skipped": "Skipped", "suspect": "Suspect", "noisy": "Noisy"}
 
 
 def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
@@ -47,11 +47,7 @@ def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
 def _header(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo) -> str:
     target = f"`{outcome.target}`" if outcome.target is not None else "none (nothing written)"
     native = "yes" if outcome.native else f"no ({S.non_native_note(outcome)})"
-    in_calls = S.time_in_calls(results)
-    duty = S.duty_cycle(in_calls, session)
-    time_line = (f"{S.fmt_s(session.wall_s)} session wall time, "
-                 f"{S.fmt_s(in_calls)} inside measured kernel calls"
-                 + (f" (duty cycle {duty:.2f})" if duty is not None else ""))
+    time_line = S.duty_line(results, session) or "-"
     lines = [
         "# Replay Report", "",
         f"- Run id: `{outcome.run_id}`",
@@ -63,6 +59,7 @@ def _header(outcome: BackfillOutcome, results: list[CaseResult], session: Sessio
         f"- Native: {native}",
         f"- Dry run: {'yes' if outcome.dry_run else 'no'}",
         f"- Time: {time_line}",
+        *(f"- Warning: {w}" for w in S.host_warnings(results, session)),
     ]
     return "\n".join(lines)
 
@@ -88,6 +85,16 @@ def _execution_status(results: list[CaseResult]) -> str:
                            [[r.case_id, r.kernel_type,
                              S.fmt_us(r.stats.median if r.stats else None), S.fmt_us(r.bound_us)]
                             for r in flagged[:LISTED_PROBLEMS]],
+                           right=(2, 3))]
+    noisy = S.noisy(results)
+    if noisy:
+        parts += ["", "Noisy (samples inconsistent with a quiet machine, kept out of "
+                  "`Average Duration(us)`):", "",
+                  md_table(["Case", "Operator", "Median(us)", "Min(us)", "Reason"],
+                           [[r.case_id, r.kernel_type,
+                             S.fmt_us(r.stats.median if r.stats else None),
+                             S.fmt_us(r.stats.min if r.stats else None), r.error]
+                            for r in noisy[:LISTED_PROBLEMS]],
                            right=(2, 3))]
     skipped = Counter((r.kernel_type, r.error or "skipped")
                       for r in results if r.status == STATUS_SKIPPED)
@@ -160,9 +167,11 @@ def _notes(outcome: BackfillOutcome, results: list[CaseResult]) -> str:
     note = S.non_native_note(outcome)
     if note:
         notes.append(note[:1].upper() + note[1:])
+    statistics = sorted({r.statistic for r in results if r.measured})
     if methods:
         notes.append(f"Measurement method(s): {', '.join(methods)}. `Average Duration(us)` "
-                     "holds the mean of the measured samples.")
+                     f"holds the {' / '.join(statistics)} of the measured samples (column "
+                     "`MicroBench Statistic`); noisy and suspect cases are kept out of it.")
     notes.append(f"Full hotspot CSV: `{gap_csv_name(outcome.stamp)}`; every case: "
                  f"`{run_json_name(outcome.stamp)}`.")
     return "\n".join(f"- {n}" for n in notes)

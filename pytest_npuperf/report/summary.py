@@ -14,6 +14,7 @@ from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 from ..measure.result import (
     STATUS_ERROR,
     STATUS_FAILED,
+    STATUS_NOISY,
     STATUS_SUSPECT,
     STATUS_TIMEOUT,
     STATUSES,
@@ -45,12 +46,68 @@ def time_in_calls(results: Iterable[CaseResult]) -> float:
     return math.fsum(r.time_in_calls_s for r in results if finite(r.time_in_calls_s))
 
 
-def duty_cycle(in_calls_s: float, session: SessionInfo) -> float | None:
-    """Time inside measured kernel calls / session wall time; None when the wall time is
-    unknown. With xdist workers the calls overlap, so the figure can exceed 1."""
+DUTY_CYCLE_DEFINITION = ("time inside measured calls / (wall time of the whole command, from "
+                         "process start to the reports, x measuring processes)")
+
+
+def _capacity_s(session: SessionInfo) -> float | None:
+    """Process-seconds the command had for measuring: its wall time once per worker."""
     if not finite(session.wall_s) or session.wall_s <= 0:
         return None
-    return in_calls_s / session.wall_s
+    return session.wall_s * max(1, session.workers)
+
+
+def duty_cycle(in_calls_s: float, session: SessionInfo) -> float | None:
+    """The one duty cycle (DUTY_CYCLE_DEFINITION); None when the wall time is unknown. With
+    N xdist workers the wall time counts N times, so 1.0 is every worker always measuring."""
+    capacity = _capacity_s(session)
+    return None if capacity is None else in_calls_s / capacity
+
+
+def per_case_overhead(in_calls_s: float, session: SessionInfo, cases: int) -> float | None:
+    """What each case cost beyond its measured calls: (wall x workers - in calls) / cases."""
+    capacity = _capacity_s(session)
+    if capacity is None or cases <= 0:
+        return None
+    return (capacity - in_calls_s) / cases
+
+
+def duty_line(results: list[CaseResult], session: SessionInfo) -> str | None:
+    """The duty cycle sentence every report prints the same way."""
+    in_calls = time_in_calls(results)
+    duty = duty_cycle(in_calls, session)
+    if duty is None:
+        return None
+    overhead = per_case_overhead(in_calls, session, len(results))
+    workers = f" x {session.workers} workers" if session.workers > 1 else ""
+    since = f" since {session.wall_from}" if session.wall_from else ""
+    text = (f"duty cycle {duty:.2f}: {fmt_s(in_calls)} inside measured calls of "
+            f"{fmt_s(session.wall_s)} wall time{since}{workers}")
+    if overhead is not None:
+        text += f"; overhead {1e3 * overhead:.0f} ms per case"
+    return text
+
+
+def host_warnings(results: list[CaseResult], session: SessionInfo) -> list[str]:
+    """A machine too busy to trust its timings, and cases whose samples say so."""
+    lines = []
+    cores, load = session.cores, session.load_at_start
+    if cores and load is not None and load > cores:
+        lines.append(f"machine oversubscribed at session start: 1-minute load {load:.1f} above "
+                     f"the {cores} core(s) available; timings are not trustworthy")
+    busy = sum(1 for r in results if r.note.startswith("machine oversubscribed"))
+    if busy:
+        lines.append(f"{busy} case(s) started while the machine was oversubscribed (see their "
+                     f"status)")
+    flagged = len(noisy(results))
+    if flagged:
+        lines.append(f"{flagged} case(s) noisy: samples inconsistent with a quiet machine, kept "
+                     f"out of Average Duration(us)")
+    fallbacks = sum(1 for r in results if r.fallback)
+    if fallbacks:
+        lines.append(f"{fallbacks} case(s) measured with another method than the session's "
+                     f"(see MicroBench Method / Status)")
+    return lines
 
 
 def slowest(results: Iterable[CaseResult], n: int) -> list[CaseResult]:
@@ -65,6 +122,10 @@ def problems(results: Iterable[CaseResult]) -> list[CaseResult]:
 
 def suspects(results: Iterable[CaseResult]) -> list[CaseResult]:
     return [r for r in results if r.status == STATUS_SUSPECT]
+
+
+def noisy(results: Iterable[CaseResult]) -> list[CaseResult]:
+    return [r for r in results if r.status == STATUS_NOISY]
 
 
 def source_device(outcome: BackfillOutcome) -> str:
@@ -109,6 +170,10 @@ def achieved(result: CaseResult) -> tuple[float | None, float | None]:
 
 def fmt_us(value: float | None) -> str:
     return "-" if value is None or not finite(value) else f"{value:.3f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "-" if value is None or not finite(value) else f"{100 * value:.2f} %"
 
 
 def fmt_ratio(value: float) -> str:

@@ -16,11 +16,10 @@ SHAPE_WIDTH = 60
 def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
                    paths: ReportPaths | None) -> list[str]:
     lines = [f"npuperf run {outcome.run_id}: {S.status_phrase(S.status_counts(results))}"]
-    in_calls = S.time_in_calls(results)
-    duty = S.duty_cycle(in_calls, session)
+    duty = S.duty_line(results, session)
     if duty is not None:
-        lines.append(f"duty cycle {duty:.2f}: {S.fmt_s(in_calls)} inside measured calls, "
-                     f"{S.fmt_s(session.wall_s)} session wall time")
+        lines.append(duty)
+    lines += [f"warning: {w}" for w in S.host_warnings(results, session)]
     hotspots = outcome.hotspots
     if hotspots:
         lines.append(f"worst gaps ({len(hotspots)} hotspot(s), {S.GAP_THRESHOLD_TEXT}):")

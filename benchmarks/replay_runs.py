@@ -1,0 +1,111 @@
+"""Shared by the benchmarks: run `pytest bench` in a fresh process and read its run JSON.
+
+Every figure comes from the run JSON the session wrote (its one duty-cycle definition), next
+to the wall clock this script measured around the process, for comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ("ok", "noisy", "suspect")
+
+
+@dataclass
+class BenchRun:
+    label: str
+    external_wall_s: float  # this script's clock around the whole process
+    report: dict  # the run JSON
+    cases: dict[str, dict] = field(default_factory=dict)  # case id -> case entry
+
+    @property
+    def totals(self) -> dict:
+        return self.report["totals"]
+
+    def values(self) -> dict[str, float]:
+        """case id -> stored statistic (the chosen one), for every measured case."""
+        return {cid: c["value"] for cid, c in self.cases.items()
+                if c["status"] in MEASURED and c.get("value")}
+
+    def summary(self) -> dict:
+        totals = self.totals
+        statuses = totals["by_status"]
+        fallbacks = sum(1 for c in self.cases.values() if c.get("fallback"))
+        methods = sorted({c["method"] for c in self.cases.values() if c["status"] in MEASURED})
+        return {"label": self.label, "cases": totals["cases"],
+                "measured": sum(statuses.get(s, 0) for s in MEASURED),
+                "noisy": statuses.get("noisy", 0), "fallbacks": fallbacks,
+                "methods": methods, "external_wall_s": self.external_wall_s,
+                "wall_s": totals["session_wall_s"], "in_calls_s": totals["time_in_calls_s"],
+                "duty_cycle": totals["duty_cycle"],
+                "per_case_overhead_s": totals["per_case_overhead_s"],
+                "cases_wall_s": totals["cases_wall_s"],
+                # Where the overhead goes: outside the cases (start-up, collection, pytest's
+                # own per-test work, backfill, reports), and inside them beyond the calls
+                # (inputs, warmup, capture, calibration).
+                "outside_cases_s": totals["session_wall_s"] * run_workers(self.report)
+                - totals["cases_wall_s"],
+                "in_case_overhead_s": (totals["cases_wall_s"] - totals["time_in_calls_s"])
+                / max(1, totals["cases"])}
+
+
+def run_workers(report: dict) -> int:
+    return max(1, int(report["session"].get("workers") or 1))
+
+
+def run_bench(label: str, out: Path, *args: str, timeout_s: float = 900) -> BenchRun:
+    """`python -m pytest bench ARGS --npuperf-out OUT` in a fresh process."""
+    argv = [sys.executable, "-m", "pytest", "bench", "-q", "-p", "no:cacheprovider",
+            "--npuperf-out", str(out), *args]
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    elapsed = time.perf_counter() - start
+    runs = sorted((out / "reports").glob("run_*.json"))
+    if proc.returncode not in (0, 1) or not runs:
+        raise SystemExit(f"{' '.join(argv)} failed (exit {proc.returncode}):\n"
+                         f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    report = json.loads(runs[-1].read_text())
+    return BenchRun(label, elapsed, report, {c["case_id"]: c for c in report["cases"]})
+
+
+def drifts(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """case id -> b / a - 1, for cases measured in both."""
+    return {cid: b[cid] / a[cid] - 1 for cid in sorted(a.keys() & b.keys()) if a[cid] > 0}
+
+
+def quantile(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def write_out(name: str, data: dict) -> Path | None:
+    """Full results as JSON under $OUT (set on the device machine), if set."""
+    target = os.environ.get("OUT")
+    if not target:
+        return None
+    path = Path(target) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str))
+    return path
+
+
+def fmt_pct(value: float) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:+.2f} %"
