@@ -5,6 +5,7 @@ that cannot be captured, recorded in the result and the row."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 
@@ -89,16 +90,24 @@ def test_calls_per_graph_aim_at_a_replay_of_the_target_length():
 def test_a_launch_bound_first_estimate_is_refined_by_recapturing():
     graphs = StandInGraphs(kernel_us=3.0, launch_us=20.0)
     graph = capture_batch(lambda: None, graphs, target_s=1e-3)
-    # 1 call: 20 us per replay (launch bound) -> 50 calls: 150 us -> 334 calls: 1 ms.
-    assert graphs.captured == [1, 50, 334]
-    assert graph.calls == 334
+    # 1 call: 20 us per replay (launch bound, shorter than MIN_REPLAY_S) -> 50 calls: a
+    # 150 us replay keeps the device busy, so no third capture.
+    assert graphs.captured == [1, 50]
+    assert graph.calls == 50
 
 
-def test_an_eager_estimate_saves_the_single_call_capture():
+def test_an_eager_estimate_saves_every_recapture_when_its_replay_is_long_enough():
     graphs = StandInGraphs(kernel_us=3.0, launch_us=20.0)
-    # Eager calls timed with their launch: 20 us -> 50 calls -> 334 calls.
-    assert capture_batch(lambda: None, graphs, target_s=1e-3, estimate_us=20.0).calls == 334
-    assert graphs.captured == [50, 334]
+    # Eager calls timed with their launch: 20 us -> 50 calls, 150 us per replay: kept.
+    assert capture_batch(lambda: None, graphs, target_s=1e-3, estimate_us=20.0).calls == 50
+    assert graphs.captured == [50]
+
+
+def test_a_batch_whose_replay_is_too_short_is_recaptured():
+    graphs = StandInGraphs(kernel_us=0.5, launch_us=20.0)
+    # 20 us eager -> 50 calls, 25 us per replay (< MIN_REPLAY_S) -> 2000 calls, 1 ms.
+    graph = capture_batch(lambda: None, graphs, target_s=1e-3, estimate_us=20.0)
+    assert graphs.captured == [50, 2000] and graph.calls == 2000
 
 
 def test_a_long_kernel_is_replayed_one_call_at_a_time():
@@ -109,12 +118,13 @@ def test_a_long_kernel_is_replayed_one_call_at_a_time():
 
 def test_a_sample_is_one_replay_per_call_and_calls_time_is_device_time():
     graphs = StandInGraphs(kernel_us=3.0, launch_us=20.0)
-    run, calls = sample_graph(lambda: None, graphs, FAST)
-    assert calls == 334
+    # Room for more samples than one batch of 20 ms of replays, so that precision stops it.
+    run, calls = sample_graph(lambda: None, graphs, dataclasses.replace(FAST, max_samples=1000))
+    assert calls == 50
     assert run.samples and set(run.samples) == {3.0}  # launch cost hidden: kernel time only
     assert run.warmup == 1  # one replay uploads the graph; eager warmup is the caller's
     assert run.stop_reason == "precision reached" and run.precision == 0.0
-    assert run.time_in_calls_s == pytest.approx(len(run.samples) * 334 * 3.0 / 1e6)
+    assert run.time_in_calls_s == pytest.approx(len(run.samples) * 50 * 3.0 / 1e6)
 
 
 def _run(backend, policy=FAST, method=METHOD_GRAPH):

@@ -26,6 +26,20 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _leave_capture_mode(module: ModuleType) -> None:
+    """An invalidated capture leaves the device's default random generators in capture mode:
+    torch's `capture_end` raises before the epilogue that ends it, and the next eager random
+    op anywhere in the process fails ("Offset increment outside graph capture encountered
+    unexpectedly"). A generator given a copy of its own state is out of capture mode, with
+    its seed and offset kept."""
+    for generator in getattr(module, "default_generators", ()):
+        clone = getattr(generator, "clone_state", None)
+        restore = getattr(generator, "graphsafe_set_state", None)
+        if clone is not None and restore is not None:
+            with contextlib.suppress(Exception):
+                restore(clone())
+
+
 class TorchGraphReplay(GraphReplay):
     def __init__(self, graph, calls: int, module: ModuleType) -> None:
         self.graph = graph
@@ -105,6 +119,7 @@ class TorchGraphs(DeviceGraphs):
             return  # the capture itself was sound (the call raised): torch cleaned up
         except Exception:
             pass
+        _leave_capture_mode(self._module)
         if pool is None:
             self.broken = "a capture failed and its memory pool cannot be released"
             return

@@ -29,6 +29,9 @@ from ..devices.base import DeviceGraphs, GraphReplay, Timer
 from .sampler import SamplingPolicy, SamplingRun, sample
 
 TARGET_REPLAY_S = 1e-3
+# A replay this long is far longer than queueing the next one (a few us): the device queue
+# never runs dry, so launch costs stay hidden.
+MIN_REPLAY_S = 1e-4
 MAX_CALLS = 2048  # capture and graph memory grow with the batch; 2048 x 0.5 us is 1 ms
 CALIBRATION_REPLAYS = 5
 _CAPTURES = 3  # a first estimate from a 1-call graph, then at most two better-sized batches
@@ -53,13 +56,16 @@ def capture_batch(call: Callable[[], object], graphs: DeviceGraphs,
 
     The first batch is sized from `estimate_us` (eager calls timed with their launch), or
     is a single call; both can only overestimate a short kernel (the host may not keep up
-    with it), so the batch is recaptured while the better estimate from replaying it asks
-    for more than twice its calls.
+    with it), so a replay comes out shorter than `target_s`. It is recaptured only while a
+    replay is shorter than MIN_REPLAY_S: longer replays already keep the device busy while
+    the next one is queued, and each capture costs milliseconds of graph instantiation
+    (measured on an H100: 13 ms on average for the MatMul rows), most of a case's overhead.
     """
     graph = graphs.capture(call, calls_for(estimate_us, target_s) if estimate_us else 1)
     for _ in range(_CAPTURES - 1):
-        wanted = calls_for(_per_call(graph), target_s)
-        if wanted <= graph.calls or (graph.calls > 1 and wanted <= 2 * graph.calls):
+        per_call = _per_call(graph)
+        wanted = calls_for(per_call, target_s)
+        if wanted <= graph.calls or graph.calls * per_call >= MIN_REPLAY_S * 1e6:
             break
         graph = graphs.capture(call, wanted)
     return graph
