@@ -54,6 +54,7 @@ class CaseResult:
     flops: float = 0.0
     bytes: float = 0.0
     bound_us: float | None = None
+    verified: str = ""  # --npuperf-verify: what the output was compared with, when sampled
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
 
     @property

@@ -20,6 +20,7 @@ from ..db.errors import CellError
 from ..devices.base import Backend
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
+from ..kernels.spec import NpuOnly
 from .cases import CaseRef
 from .profiler import ProfilerSession
 from .result import (
@@ -34,6 +35,7 @@ from .result import (
     CaseResult,
 )
 from .sampler import CaseTimeout, SamplingPolicy, sample
+from .verify import Verifier
 
 # A measurement this much below the physical bound is flagged (timer granularity slack).
 BOUND_SLACK = 0.95
@@ -44,6 +46,7 @@ class RunnerOptions:
     policy: SamplingPolicy
     method: str = METHOD_EVENTS
     case_timeout_s: float | None = None
+    verify: int | None = None  # --npuperf-verify: None off, 0 first case per type, N every Nth
 
 
 @contextlib.contextmanager
@@ -83,6 +86,8 @@ class CaseRunner:
         self._flush_buffer: torch.Tensor | None = None
         self.last_samples: list[float] = []
         self.stack = ", ".join(f"{k} {v}" for k, v in backend.stack().items())
+        self.verifier = (Verifier(options.verify, backend.synchronize)
+                         if options.verify is not None else None)
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -129,6 +134,8 @@ class CaseRunner:
                                      row_number=ref.row_number)
                 prepared = spec.prepare(case, self.backend)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
+                if self.verifier is not None:
+                    result.verified = self.verifier.check(spec, case, prepared)
                 samples, run = self._measure(ref, prepared.call, deadline)
             result.warmup, result.time_in_calls_s = run.warmup, run.time_in_calls_s
             result.set_samples(samples)
@@ -136,6 +143,8 @@ class CaseRunner:
             self._check_bound(result)
         except CellError as exc:
             result.status, result.error = STATUS_ERROR, str(exc)
+        except NpuOnly as exc:
+            result.status, result.error = STATUS_SKIPPED, str(exc)
         except CaseTimeout as exc:
             result.status, result.error = STATUS_TIMEOUT, str(exc)
             self._abandon_profiler_cycle()
