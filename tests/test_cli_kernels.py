@@ -89,3 +89,31 @@ def test_grid_warns_once_per_kernel_type_it_writes_without_a_replay(npuperf, tmp
     assert "added 6 row(s)" in out
     code, out, err = npuperf("grid", "--config", config, "--data-dir", db, "--quiet")
     assert code == 0 and err == ""  # nothing written, nothing to warn about
+
+
+def test_the_readme_example_kernel_registers_and_replays(monkeypatch, tmp_path):
+    import re
+    import sys
+    from pathlib import Path
+
+    from pytest_npuperf.devices import CpuBackend
+    from pytest_npuperf.kernels.case import case_from_row
+    from pytest_npuperf.kernels.extensions import register
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"```python\n# my_kernels.py\n(.*?)```", readme, re.S).group(1)
+    (tmp_path / "my_kernels.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(catalog, "_BY_TYPE", dict(catalog._BY_TYPE))
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.delitem(sys.modules, "my_kernels", raising=False)
+    import my_kernels
+
+    register(my_kernels.MyFusedNorm)
+    assert catalog.replayable("MyFusedNorm")
+    case = case_from_row("MyFusedNorm", {"Input Shapes": "4,32;32", "Input Data Types":
+                                         "DT_FLOAT;DT_FLOAT", "Output Shapes": "4,32",
+                                         "Output Data Types": "DT_FLOAT"})
+    prepared = registry.spec_for("MyFusedNorm").prepare(case, CpuBackend())
+    x, gamma = prepared.tensors["x"], prepared.tensors["gamma"]
+    torch.testing.assert_close(prepared.call(), x / x.pow(2).mean(-1, keepdim=True).sqrt() * gamma)
