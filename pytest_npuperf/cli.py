@@ -75,12 +75,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_grid(args: argparse.Namespace) -> int:
     from .grid import run_grid
+    from .kernels.extensions import load_entry_points
 
+    load_entry_points()  # kernel types packages add have replays too
     summary = run_grid(args.data_dir, args.kernels, config_path=args.config,
                        target_models=args.target_models, model_file=args.model_file,
                        rows=args.rows, seed=args.seed, max_hbm_gb=args.max_hbm_gb,
                        dry_run=args.dry_run, show_progress=not args.quiet)
     print(summary.render())
+    for warning in summary.warnings:
+        print(f"npuperf grid: warning: {warning}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    from .devices import BackendError, select_backend
+    from .kernels.extensions import load_entry_points
+    from .kernels.overview import describe, render, to_json
+
+    load_entry_points()
+    try:
+        device = select_backend(args.device).kind
+    except BackendError as exc:  # worded for pytest's option: say it for this one
+        reason = str(exc).removeprefix(f"--npuperf-device {args.device}: ")
+        raise NpuperfError(f"--device {args.device}: {reason}") from None
+    infos = describe(device)
+    print(to_json(infos, device) if args.json else render(infos, device))
     return EXIT_OK
 
 
@@ -157,6 +177,20 @@ def build_parser() -> argparse.ArgumentParser:
                            "duplicates and the rows that would be added; write nothing")
     grid.add_argument("--quiet", action="store_true", help="no progress lines")
     grid.set_defaults(func=cmd_grid)
+
+    kernels = sub.add_parser(
+        "kernels", help="list every kernel type: NPU API, portable path, what replays here",
+        description="List every kernel type of the kernel catalog (and of installed "
+                    "pytest_npuperf.kernels entry points): the NPU API its replay calls, "
+                    "whether that is a vllm-ascend custom operator, what runs on CPU and CUDA, "
+                    "the FLOP and byte formulas of one call, and whether this machine can "
+                    "replay it (its device, the custom-op environment). Kernels a conftest "
+                    "registers through the pytest hook show in pytest runs only.")
+    kernels.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "npu"),
+                         help="the device to judge for (default: auto, as pytest bench picks: "
+                              "npu, then cuda, then cpu)")
+    kernels.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    kernels.set_defaults(func=cmd_kernels)
 
     return parser
 

@@ -60,6 +60,12 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("flush-l2", "bool", False, "evict the L2 (last-level) cache before every sample", None),
     ("case-timeout", "float", 0.0, "fail a case that runs longer than this many seconds "
      "(0: no limit)", None),
+    ("verify", "bool", False, "before measuring the first case of each kernel type, compare "
+     "the device output with the portable path run on the CPU in float64; fail the case "
+     "beyond a dtype-aware tolerance (on a CPU-only run: the portable path against itself "
+     "in float64)", None),
+    ("verify-every", "int", 0, "with --npuperf-verify, also verify every Nth case of each "
+     "kernel type (1: every case; 0: only the first)", None),
 )
 
 
@@ -138,12 +144,14 @@ class Settings:
     case_timeout_s: float | None
     grid: str | None
     threads: int | None = None  # None: the default share of the cores
+    verify: int | None = None  # None: off; 0: first case per kernel type; N: also every Nth
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
                 "prune_empty": self.prune_empty, "dry_run": self.dry_run, "out": str(self.out),
                 "method": self.method, "case_timeout_s": self.case_timeout_s,
-                "policy": asdict(self.policy), "grid": self.grid, "threads": self.threads}
+                "policy": asdict(self.policy), "grid": self.grid, "threads": self.threads,
+                "verify": self.verify}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -164,10 +172,14 @@ def read_settings(config: pytest.Config) -> Settings:
     threads = values["threads"]
     if threads is not None and int(threads) < 1:  # from the ini file (argparse checks flags)
         raise pytest.UsageError(f"npuperf_threads: {threads} is not a count of at least 1")
+    every = int(values["verify-every"])
+    if every < 0:
+        raise pytest.UsageError(f"npuperf_verify_every: expected a number >= 0, got {every}")
     return Settings(db=db, device=str(values["device"]), device_name=values["device-name"],
                     update_mode=str(values["update-mode"]),
                     prune_empty=bool(values["prune-empty-duration-rows"]),
                     dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),
                     policy=policy, case_timeout_s=timeout if timeout > 0 else None,
                     grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None,
-                    threads=None if threads is None else int(threads))
+                    threads=None if threads is None else int(threads),
+                    verify=every if values["verify"] or every else None)

@@ -30,6 +30,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 class _ResultCollector:
     """Receives every test report in the owning process (xdist sends workers' reports to the
     controller, user_properties included) and hands replay results to the session."""
@@ -101,12 +107,14 @@ def npuperf_replay(request: pytest.FixtureRequest):
     benchmark = _benchmark_fixture(request)
 
     def run(ref: CaseRef) -> CaseResult:
-        from .measure.result import FAILING_STATUSES
+        from .measure.result import FAILING_STATUSES, STATUS_SKIPPED
 
         result = replay.run_case(ref, request.node.nodeid)
         request.node.stash[_RESULT] = result
         if benchmark is not None and replay.runner.last_samples:
             _feed_benchmark(benchmark, result, replay.runner.last_samples)
+        if result.status == STATUS_SKIPPED:  # e.g. an NPU-only kernel off the NPU
+            pytest.skip(result.error)
         if result.status in FAILING_STATUSES:
             message = f"{result.status}: {result.error}"
             if result.detail:

@@ -184,6 +184,7 @@ class ReplaySession:
     @property
     def catalog(self) -> CaseCatalog:
         if self._catalog is None:
+            self._register_user_kernels()
             if self.settings.grid:
                 self._catalog = self._grid_catalog()
             else:
@@ -196,6 +197,17 @@ class ReplaySession:
                 except NpuperfError as exc:
                     raise pytest.UsageError(f"--npuperf-db: {exc}") from None
         return self._catalog
+
+    def _register_user_kernels(self) -> None:
+        """Kernels of installed entry points, then of `pytest_npuperf_register_kernels` hooks:
+        known before any row becomes a case."""
+        from .kernels.extensions import load_entry_points, register
+
+        try:
+            load_entry_points()
+            self.config.hook.pytest_npuperf_register_kernels(register=register)
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
 
     def _grid_catalog(self) -> CaseCatalog:
         from .grid import generate_rows
@@ -280,7 +292,7 @@ class ReplaySession:
 
             self._runner = CaseRunner(self.backend, RunnerOptions(
                 policy=self.settings.policy, method=self.method,
-                case_timeout_s=self.settings.case_timeout_s))
+                case_timeout_s=self.settings.case_timeout_s, verify=self.settings.verify))
         return self._runner
 
     def run_case(self, ref: CaseRef, nodeid: str) -> CaseResult:

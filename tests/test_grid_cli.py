@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_npuperf.kernels import catalog
+
 from .conftest import tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED = REPO / "data" / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / \
     "vllm0.18.0_torch2.9.0_cann8.5"
-EMBEDDED_KERNELS = {"MatMulV2", "MatMulV3", "MatMulCommon", "BatchMatMulV2", "RmsNorm",
-                    "SwiGlu", "SoftmaxV2", "Add"}
+# The embedded database holds rows of every kernel type the catalog knows.
+EMBEDDED_KERNELS = set(catalog.kernel_types())
 
 CONFIG = """\
     patterns:
@@ -192,7 +194,10 @@ def test_embedded_rows_are_small():
         spec = spec_for(kernel_type)
         for row in rows:
             case = case_from_row(kernel_type, row)
-            spec.check(case)
-            assert spec.flops(case) <= 2e8, row["Input Shapes"]
-            assert max(s.numel for s in case.inputs if s.present) <= 8 * 2 ** 20
-    assert total <= 150
+            largest = max(s.numel for s in case.inputs if s.present)
+            # DispatchFFNCombine: one DeepSeek-V3 expert per rank is its smallest row.
+            assert largest <= (32 if kernel_type == "DispatchFFNCombine" else 8) * 2 ** 20
+            if spec is not None:  # a kernel without a replay yet: a skipped case
+                spec.check(case)
+                assert spec.flops(case) <= 2e8, row["Input Shapes"]
+    assert total <= 300

@@ -436,7 +436,7 @@ def test_grid_points_become_cases_and_no_database_is_written(pytester):
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] >= 4 and "failed" not in outcomes
     ids = collected_ids(pytester.runpytest("bench", "--npuperf-grid", "embedded_db",
-                                           "--collect-only", "-q", "-k", "SwiGlu", *FAST))
+                                           "--collect-only", "-q", "-m", "SwiGlu", *FAST))
     assert all(ID_RE.match(i) and i.startswith("SwiGlu-") for i in ids)
     assert not list(out.glob("CPU_*"))  # grid points go into no database
     report = run_json(out)

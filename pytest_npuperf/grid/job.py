@@ -96,6 +96,14 @@ class GridSummary:
     def rows_added(self) -> int:
         return sum(len(p.rows) for p in self.plans)
 
+    @property
+    def warnings(self) -> list[str]:
+        """One line per kernel type whose rows (would) go in without a replay to measure them."""
+        verb = "would get" if self.dry_run else "got"
+        return [f"{p.kernel_type}: {len(p.rows)} row(s) {verb} no replay spec: their cases are "
+                f"skipped until one is added (README: adding a kernel type)"
+                for p in self.plans if p.rows and not catalog.replayable(p.kernel_type)]
+
     def render(self) -> str:
         s = self.settings
         budget = f"{s.max_hbm_gb:g} GiB per row" if s.max_hbm_gb else "no memory budget"

@@ -85,30 +85,32 @@ RING_MLA = KernelEntry(
 # -- rope, KV cache -------------------------------------------------------------------------
 SPLIT_QKV = KernelEntry(
     ("split_qkv_rmsnorm_rope_kernel",), "rope", VECTOR, (S("qkv"), S("norm_weight")),
-    (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope", custom_op=True)
+    (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope", custom_op=True,
+    replay=f"{_REPLAYS}.rope:SplitQkvRmsNormRope")
 INTERLEAVE_ROPE = KernelEntry(
     ("InterleaveRope",), "rope", VECTOR, (S("x"), S("cos"), S("sin")), (S("y"),),
-    "torch_npu.npu_interleave_rope(x, cos, sin)")
+    "torch_npu.npu_interleave_rope(x, cos, sin)", replay=f"{_REPLAYS}.rope:InterleaveRope")
 RESHAPE_AND_CACHE = KernelEntry(
     ("ReshapeAndCacheNdKernel",), "cache", VECTOR,
     (S("key"), S("value"), S("key_cache"), S("value_cache"), S("slot_mapping", INT32)),
-    (S("key_cache"), S("value_cache")), "torch_npu._npu_reshape_and_cache")
+    (S("key_cache"), S("value_cache")), "torch_npu._npu_reshape_and_cache",
+    replay=f"{_REPLAYS}.cache:ReshapeAndCacheNd")
 KV_RMSNORM_ROPE_CACHE = KernelEntry(
     ("KvRmsNormRopeCache",), "cache", VECTOR,
     (S("kv"), S("gamma"), S("cos"), S("sin"), S("index", INT64), S("k_rope_cache"),
      S("ckv_cache"), opt("k_rope_scale", FLOAT), opt("c_kv_scale", FLOAT),
      opt("k_rope_offset", FLOAT), opt("c_kv_offset", FLOAT), opt("reserved_11")),
     (S("k_rope_cache"), S("ckv_cache"), S("k_rope"), S("c_kv")),
-    "torch_npu.npu_kv_rmsnorm_rope_cache", custom_op=True)
+    "torch_npu.npu_kv_rmsnorm_rope_cache", replay=f"{_REPLAYS}.cache:KvRmsNormRopeCache")
 
 # -- normalisation, activation, quantisation ------------------------------------------------
 RMS_NORM = KernelEntry(
     ("RmsNorm",), "norm", VECTOR, (S("x"), S("gamma")), (S("y"), S("rstd", FLOAT)),
     "torch_npu.npu_rms_norm(x, gamma, epsilon)", replay=f"{_REPLAYS}.vector:RmsNorm")
 ADD_RMS_NORM_BIAS = KernelEntry(
-    ("AddRmsNormBias",), "norm", VECTOR, (S("x1"), S("x2"), S("gamma"), S("bias")),
+    ("AddRmsNormBias",), "norm", VECTOR, (S("x1"), S("x2"), S("gamma"), opt("bias")),
     (S("y"), S("rstd", FLOAT), S("x")), "torch.ops._C_ascend.npu_add_rms_norm_bias",
-    custom_op=True)
+    custom_op=True, replay=f"{_REPLAYS}.norm:AddRmsNormBias")
 SWIGLU = KernelEntry(
     ("SwiGlu",), "activation", VECTOR, **_x_to_y(), npu_api="torch_npu.npu_swiglu(x, dim=-1)",
     replay=f"{_REPLAYS}.vector:SwiGlu")
@@ -125,36 +127,42 @@ SOFTMAX = KernelEntry(
     replay=f"{_REPLAYS}.vector:SoftmaxV2")
 SORT = KernelEntry(
     ("Sort",), "sampling", VECTOR, (S("x"),), (S("values"), S("indices", INT64)),
-    "torch.sort(x, dim=-1)")
+    "torch.sort(x, dim=-1)", replay=f"{_REPLAYS}.sampling:Sort")
 ARGMAX = KernelEntry(
     ("ArgMaxV2",), "sampling", VECTOR, **_x_to_y(y_dtype=INT64),
-    npu_api="torch.argmax(x, dim=-1)")
+    npu_api="torch.argmax(x, dim=-1)", replay=f"{_REPLAYS}.sampling:ArgMaxV2")
 MASKED_FILL = KernelEntry(
     ("MaskedFill",), "elementwise", VECTOR, (S("x"), S("mask", BOOL)), (S("y"),),
-    "x.masked_fill_(mask, value)")
+    "x.masked_fill_(mask, value)", replay=f"{_REPLAYS}.sampling:MaskedFill")
 
 # -- elementwise, data movement -------------------------------------------------------------
 ADD = KernelEntry(
     ("Add",), "elementwise", VECTOR, (S("a"), S("b")), (S("y"),), "torch.add(a, b)",
     replay=f"{_REPLAYS}.vector:Add")
 TENSOR_MOVE = KernelEntry(
-    ("TensorMove",), "movement", VECTOR, **_x_to_y(), npu_api="dst.copy_(src)")
+    ("TensorMove",), "movement", VECTOR, **_x_to_y(), npu_api="dst.copy_(src)",
+    replay=f"{_REPLAYS}.movement:TensorMove")
 SLICE = KernelEntry(
     ("Slice",), "movement", VECTOR, (S("x"), S("offsets", INT64), S("size", INT64)), (S("y"),),
-    "torch_npu.npu_slice(x, offsets, size)")
+    "torch_npu.npu_slice(x, offsets, size)", replay=f"{_REPLAYS}.movement:Slice")
 TRANSPOSE = KernelEntry(
     ("Transpose",), "movement", VECTOR, (S("x"), S("perm", INT64)), (S("y"),),
-    "x.transpose(...).contiguous()")
+    "x.permute(perm).contiguous()", replay=f"{_REPLAYS}.movement:Transpose")
 PAD = KernelEntry(
     ("PadV3",), "movement", VECTOR, (S("x"), S("paddings", INT64)), (S("y"),),
-    "torch.nn.functional.pad(x, pad, mode='constant')")
+    "torch.nn.functional.pad(x, pad, mode='constant')", replay=f"{_REPLAYS}.movement:PadV3")
 INDEX = KernelEntry(
     ("Index",), "movement", VECTOR,
     (S("x"), S("indexed_sizes", INT64), S("indexed_strides", INT64), S("indices", INT64)),
-    (S("y"),), "x[indices]")
+    (S("y"),), "x[indices]", replay=f"{_REPLAYS}.movement:Index")
 GATHER = KernelEntry(
     ("GatherV2",), "movement", VECTOR, (S("x"), S("indices", INT32), S("axis", INT64)),
-    (S("y"),), "torch.nn.functional.embedding(indices, x)")
+    (S("y"),), "torch.nn.functional.embedding(indices, x)", replay=f"{_REPLAYS}.movement:GatherV2")
+# torch_npu.npu_scatter_nd_update_(var, indices, updates): rows of a cache by slot (N, 1).
+SCATTER_ND_UPDATE = KernelEntry(
+    ("ScatterNdUpdate",), "cache", VECTOR, (S("var"), S("indices", INT32), S("updates")),
+    (S("var"),), "torch_npu.npu_scatter_nd_update_(var, indices, updates)",
+    replay=f"{_REPLAYS}.cache:ScatterNdUpdate")
 MOE_TOKEN_PERMUTE = KernelEntry(
     ("MoeTokenPermute",), "moe", VECTOR, (S("tokens"), S("indices", INT32)),
     (S("permuted_tokens"), S("sorted_indices", INT32)), "torch_npu.npu_moe_token_permute")
@@ -168,7 +176,7 @@ ENTRIES: tuple[KernelEntry, ...] = (
     GROUPED_MATMUL_SWIGLU_QUANT, DISPATCH_FFN, FIA, RING_MLA, SPLIT_QKV, INTERLEAVE_ROPE,
     RESHAPE_AND_CACHE, KV_RMSNORM_ROPE_CACHE, RMS_NORM, ADD_RMS_NORM_BIAS, SWIGLU, ASCEND_QUANT,
     DYNAMIC_QUANT, SOFTMAX, SORT, ARGMAX, MASKED_FILL, ADD, TENSOR_MOVE, SLICE, TRANSPOSE, PAD,
-    INDEX, GATHER, MOE_TOKEN_PERMUTE, MOE_TOKEN_UNPERMUTE,
+    INDEX, GATHER, SCATTER_ND_UPDATE, MOE_TOKEN_PERMUTE, MOE_TOKEN_UNPERMUTE,
 )
 
 # Attention slot positions that ingest and the grid address directly, from the layout above.

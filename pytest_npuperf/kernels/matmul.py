@@ -26,6 +26,8 @@ class MatMul(KernelSpec):
     """`torch.mm(a, b.t())` with b stored (N, K); the reference replay of all three types."""
 
     kernel_type = "MatMulV2"  # and the other types of its catalog entry
+    portable = "torch.mm / torch.addmm"
+    work = "2*M*N*K flops; (M*K + N*K + M*N)*bytes"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)
@@ -76,6 +78,8 @@ def _batch_layout(case: KernelCase) -> tuple[bool, bool, int, int, int, int]:
 
 class BatchMatMulV2(KernelSpec):
     kernel_type = "BatchMatMulV2"
+    portable = "torch.matmul"
+    work = "2*B*M*N*K flops; (B*M*K + B*K*N + B*M*N)*bytes"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)

@@ -22,7 +22,12 @@ from .custom_ops import custom_op_environment
 from .layout import SlotLayout
 from .tensors import generator_for, input_tensor
 
-__all__ = ["KernelSpec", "Prepared", "SlotLayout", "present"]
+__all__ = ["KernelSpec", "NpuOnly", "Prepared", "SameCall", "SlotLayout", "present"]
+
+
+class NpuOnly(Exception):
+    """A kernel without a portable path was asked to run off the NPU: its case is skipped."""
+
 
 @dataclass
 class Prepared:
@@ -42,6 +47,9 @@ class KernelSpec(ABC):
     npu_api: ClassVar[str]
     # Kernels from vllm-ascend's custom op package need its environment variables.
     custom_op: ClassVar[bool] = False
+    # What the portable path runs and the work of one call, as `npuperf kernels` shows them.
+    portable: ClassVar[str] = "plain torch"
+    work: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Metadata a subclass does not set itself comes from its catalog entry."""
@@ -60,9 +68,19 @@ class KernelSpec(ABC):
     def kernel_types(cls) -> tuple[str, ...]:
         return cls.covers or (cls.kernel_type,)
 
+    @classmethod
+    def has_portable_path(cls) -> bool:
+        """False for a kernel that only its NPU operator computes (it defines no
+        `portable_call`): off the NPU its cases are skipped, naming the operator."""
+        return cls.portable_call is not KernelSpec.portable_call
+
     def prepare(self, case: KernelCase, backend) -> Prepared:
         """Check the row, build inputs once on the device, pick the call for the device."""
         self.check(case)
+        if backend.kind != "npu" and not self.has_portable_path():
+            raise NpuOnly(f"{case.kernel_type} runs only on an NPU: {self.npu_api}"
+                          f"{' (a vllm-ascend custom operator)' if self.custom_op else ''} "
+                          f"has no portable path; skipped on {backend.kind}")
         if self.custom_op and backend.kind == "npu":
             missing = custom_op_environment()
             if missing:
@@ -94,15 +112,26 @@ class KernelSpec(ABC):
                      ) -> dict[str, torch.Tensor]:
         ...
 
-    @abstractmethod
     def portable_call(self, tensors: dict[str, torch.Tensor], case: KernelCase
                       ) -> Callable[[], object]:
-        """The same computation in plain torch, for CPU and CUDA."""
+        """The same computation in plain torch, for CPU and CUDA (a spec that cannot offer
+        one leaves this out: see `has_portable_path`)."""
+        raise NpuOnly(f"{case.kernel_type} has no portable path")
 
     @abstractmethod
     def npu_call(self, tensors: dict[str, torch.Tensor], case: KernelCase, backend
                  ) -> Callable[[], object]:
         """The call the reference replays on the NPU (CONTRACT.md §10)."""
+
+    def results(self, returned: object, tensors: dict[str, torch.Tensor], case: KernelCase
+                ) -> tuple[torch.Tensor, ...]:
+        """The tensors a call produced, in an order both paths share (what --npuperf-verify
+        compares); an in-place kernel returns the tensors it updated."""
+        if isinstance(returned, torch.Tensor):
+            return (returned,)
+        if isinstance(returned, (tuple, list)):
+            return tuple(t for t in returned if isinstance(t, torch.Tensor))
+        return ()
 
     def flops(self, case: KernelCase) -> float:
         return 0.0
@@ -110,6 +139,13 @@ class KernelSpec(ABC):
     def bytes_moved(self, case: KernelCase) -> float:
         """Bytes read and written once: the inputs and outputs of the row."""
         return case.io_bytes
+
+
+class SameCall(KernelSpec):
+    """A kernel torch itself dispatches to (aclnn on the NPU): one call for every device."""
+
+    def npu_call(self, tensors, case, backend) -> Callable[[], object]:
+        return self.portable_call(tensors, case)
 
 
 def present(slots: tuple[TensorSlot, ...]) -> list[TensorSlot]:

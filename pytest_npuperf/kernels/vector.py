@@ -20,6 +20,8 @@ def _npu(backend):
 
 class RmsNorm(KernelSpec):
     kernel_type = "RmsNorm"
+    portable = "torch: float32 RMS norm times gamma"
+    work = "4*T*D flops; (2*T*D + D)*bytes + 4*T"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)
@@ -53,6 +55,8 @@ class RmsNorm(KernelSpec):
 
 class SwiGlu(KernelSpec):
     kernel_type = "SwiGlu"
+    portable = "torch: silu(gate) * up"
+    work = "3*numel(x) flops; 1.5*numel(x)*bytes"
 
     def check(self, case: KernelCase) -> None:
         super().check(case)
@@ -82,6 +86,8 @@ class SwiGlu(KernelSpec):
 
 class SoftmaxV2(KernelSpec):
     kernel_type = "SoftmaxV2"
+    portable = "torch.softmax"
+    work = "5*numel flops; 2*numel*bytes"
 
     def build_inputs(self, case, backend, generator):
         return {"x": self.tensor(case, 0, backend, generator)}
@@ -101,6 +107,8 @@ class Add(KernelSpec):
     """`torch.add(a, b)`; an empty slot that carries a dtype is a 0-d (scalar) tensor."""
 
     kernel_type = "Add"
+    portable = "torch.add"
+    work = "numel(y) flops; (numel(a) + numel(b) + numel(y))*bytes"
 
     def check(self, case: KernelCase) -> None:
         for i in range(2):

@@ -65,6 +65,7 @@ class CaseResult:
     host_load: float | None = None  # 1-minute load average when the case started (cpu)
     fallback: str = ""  # why the session's method did not measure this case, if it did not
     note: str = ""  # what the reader of this number should know (e.g. a busy machine)
+    verified: str = ""  # --npuperf-verify: what the output was compared with, when sampled
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
 
     @property

@@ -21,6 +21,7 @@ from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
+from ..kernels.spec import NpuOnly
 from .cases import CaseRef
 from .graph import sample_graph
 from .host import available_cores, host_load
@@ -41,6 +42,7 @@ from .result import (
 )
 from .sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample
 from .stats import relative_precision
+from .verify import Verifier
 
 # A measurement this much below the physical bound is flagged (timer granularity slack).
 BOUND_SLACK = 0.95
@@ -51,6 +53,7 @@ class RunnerOptions:
     policy: SamplingPolicy
     method: str = METHOD_EVENTS
     case_timeout_s: float | None = None
+    verify: int | None = None  # --npuperf-verify: None off, 0 first case per type, N every Nth
 
 
 @contextlib.contextmanager
@@ -108,6 +111,8 @@ class CaseRunner:
         self.stack = ", ".join(f"{k} {v}" for k, v in backend.stack().items())
         # The load average is machine-wide; the cores are those this process may use.
         self.cores = len(available_cores()) if backend.kind == "cpu" else None
+        self.verifier = (Verifier(options.verify, backend.synchronize)
+                         if options.verify is not None else None)
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -156,12 +161,16 @@ class CaseRunner:
                                      row_number=ref.row_number)
                 prepared = spec.prepare(case, self.backend)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
+                if self.verifier is not None:
+                    result.verified = self.verifier.check(spec, case, prepared)
                 measured = self.measure_call(ref.case_id, prepared.call, deadline)
             self._record(result, measured)
             self._check_bound(result)
             self._check_noise(result, measured.samples)
         except CellError as exc:
             result.status, result.error = STATUS_ERROR, str(exc)
+        except NpuOnly as exc:
+            result.status, result.error = STATUS_SKIPPED, str(exc)
         except CaseTimeout as exc:
             result.status, result.error = STATUS_TIMEOUT, str(exc)
             self._abandon_profiler_cycle()

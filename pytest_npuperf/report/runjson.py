@@ -100,6 +100,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "flops": _num(result.flops),
         "bytes": _num(result.bytes),
         "bound_us": _num(result.bound_us),
+        "verified": result.verified,
         "achieved_tflops": _num(tflops),
         "achieved_gbps": _num(gbps),
         "timestamp": result.timestamp,
