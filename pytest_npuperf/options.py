@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from .db.errors import NpuperfError
+from .db.layout import check_device
 from .devices import KINDS
 from .measure.cases import UPDATE_MODES
 from .measure.result import METHOD_EVENTS, METHOD_PROFILER
@@ -135,7 +137,13 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"npuperf sampling options: {exc}") from None
     timeout = float(values["case-timeout"])
-    return Settings(db=db, device=str(values["device"]), device_name=values["device-name"],
+    device_name = values["device-name"]
+    if device_name:
+        try:  # it becomes a directory name under --npuperf-out
+            device_name = check_device(str(device_name))
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
+    return Settings(db=db, device=str(values["device"]), device_name=device_name,
                     update_mode=str(values["update-mode"]),
                     prune_empty=bool(values["prune-empty-duration-rows"]),
                     dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),

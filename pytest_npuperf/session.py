@@ -7,7 +7,6 @@ owns the session (the serial process, or the xdist controller) writes, at the en
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import time
 import uuid
@@ -15,16 +14,25 @@ from pathlib import Path
 
 import pytest
 
+from .db.database import Database
 from .db.errors import NpuperfError
-from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of
-from .db.lock import database_lock
-from .db.table import check_writable_dir
+from .db.layout import REPORTS_DIR, check_component, database_dir, device_of
+from .db.lock import DatabaseLock
+from .db.table import check_writable_dir, is_lfs_pointer
+from .db.transaction import check_inside
 from .devices import Backend, BackendError, select_backend
 from .devices.npu import same_family
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef, marker_name
 from .measure.outcome import BackfillOutcome, SessionInfo
-from .measure.result import METHOD_EVENTS, METHOD_PROFILER, STATUS_SKIPPED, CaseResult
+from .measure.result import (
+    METHOD_EVENTS,
+    METHOD_PROFILER,
+    STATUS_CRASHED,
+    STATUS_ERROR,
+    STATUS_SKIPPED,
+    CaseResult,
+)
 from .measure.runner import CaseRunner, RunnerOptions
 from .options import Settings, read_settings
 from .report.writer import ReportPaths, write_reports
@@ -60,7 +68,10 @@ class ReplaySession:
         self._catalog: CaseCatalog | None = None
         self._refs: list[CaseRef] | None = None
         self._runner: CaseRunner | None = None
-        self._lock: contextlib.ExitStack | None = None
+        self._lock: DatabaseLock | None = None
+        self._own: Database | None = None  # this device's database, when not the source
+        self.collection_error: str | None = None  # raised as a UsageError after collection
+        self.interrupted = False
         self.writes_ready = False  # checked writable (and locked) before the first case
         self.active = False  # any replay case collected (or reported) in this session
         self.results: list[CaseResult] = []
@@ -112,11 +123,37 @@ class ReplaySession:
         """The database this session writes: the source if it is ours, else our own copy."""
         if self.native:
             return self.source
-        return self.settings.out / self.backend.database_device() / FRAMEWORK_DIR / self.source.name
+        try:
+            return database_dir(self.settings.out, self.backend.database_device(),
+                                self.source.name)
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
 
     @property
     def reports_dir(self) -> Path:
         return (self.source if self.native else self.settings.out) / REPORTS_DIR
+
+    def check_usage(self) -> None:
+        """Options a user gave explicitly, checked in pytest_configure: a mistake is one line
+        (pytest prints a UsageError so), not a collection traceback."""
+        settings = self.settings  # bad values and names raise UsageError here
+        explicit_db = self.config.getoption("npuperf_db") or self.config.getini("npuperf_db")
+        if explicit_db and not settings.grid:
+            self.check_source()
+
+    def check_source(self) -> None:
+        source = self.source
+        if source.is_dir():
+            return
+        if not source.exists():
+            problem = "no such directory"
+        elif is_lfs_pointer(source):
+            problem = "a Git LFS pointer file, not a database directory (git lfs pull)"
+        else:
+            problem = "a file, not a database directory"
+        raise pytest.UsageError(
+            f"--npuperf-db: {source}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ "
+            f"with <KernelType>.csv files)")
 
     @property
     def method(self) -> str:
@@ -135,14 +172,16 @@ class ReplaySession:
             if self.settings.grid:
                 self._catalog = self._grid_catalog()
             else:
-                if not self.source.is_dir():
-                    raise pytest.UsageError(
-                        f"--npuperf-db: {self.source} is not a database directory (expected "
-                        f"<root>/<DEVICE>/vllm_ascend/<VERSION>/ with <KernelType>.csv files)")
+                self.check_source()
                 try:
+                    check_component(self.source.name, "database directory name")
                     self._catalog = CaseCatalog(self.source)
                 except NpuperfError as exc:
                     raise pytest.UsageError(f"--npuperf-db: {exc}") from None
+                self.notes += self._catalog.database.notes
+                for name, error in self._catalog.failed.items():
+                    self.notes.append(f"{name} could not be read; its case errors with the "
+                                      f"reason: {error}")
         return self._catalog
 
     def _grid_catalog(self) -> CaseCatalog:
@@ -163,20 +202,30 @@ class ReplaySession:
             self._refs = list(self.catalog.cases(skip=skip))
         return self._refs
 
-    def _measured_in_target(self) -> set[tuple[str, str]]:
+    def _measured_in_target(self) -> set[tuple[str, object]]:
         if self.native:
             return self.catalog.measured()
         target = self.target
         if not target.is_dir():
             return set()
         try:
-            return CaseCatalog(target).measured()
+            own = CaseCatalog(target)
         except NpuperfError as exc:
             raise pytest.UsageError(f"cannot read this device's database {target}: {exc}") from None
+        self._own = own.database  # backfill updates this read, not a new one
+        return own.measured()
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         self.active = True
-        refs = self.case_refs()
+        try:
+            refs = self.case_refs()
+        except pytest.UsageError as exc:
+            # Raised from pytest_collection_finish: pytest prints a UsageError as one line
+            # there, while from here it would be a collection traceback.
+            self.collection_error = str(exc)
+            self.active = False
+            metafunc.parametrize("npuperf_case", [])
+            return
         marks: dict[str, tuple] = {}
         params = []
         for ref in refs:
@@ -200,12 +249,14 @@ class ReplaySession:
         else:
             targets = [self.target, self.reports_dir]
         try:
+            base = self.source if self.native and not self.settings.grid else self.settings.out
+            check_inside(base, self.reports_dir / "report")  # no symlink leads out of it
             for directory in targets:
                 check_writable_dir(directory)
             if not self.settings.grid:
-                stack = contextlib.ExitStack()
-                stack.enter_context(database_lock(self.target, f"pytest run {self.run_id}"))
-                self._lock = stack
+                target = Database(self.target)
+                self._lock = target.lock(f"pytest run {self.run_id}")
+                self.notes += target.notes
             self.writes_ready = True
         except NpuperfError as exc:
             self.active = False  # nothing will be measured, so nothing must be written
@@ -213,7 +264,7 @@ class ReplaySession:
 
     def release(self) -> None:
         if self._lock is not None:
-            self._lock.close()
+            self._lock.release()
             self._lock = None
 
     # -- cases ----------------------------------------------------------------------------------
@@ -238,6 +289,26 @@ class ReplaySession:
     def record(self, data: dict) -> None:
         self.active = True
         self.results.append(CaseResult.from_dict(data))
+
+    def record_crash(self, nodeid: str, message: str) -> None:
+        """A case whose xdist worker died: no result came back, so the controller makes one
+        (status `crashed`, written to its row), and the session fails."""
+        case_id = nodeid.rsplit("[", 1)[-1].rstrip("]") if nodeid.endswith("]") else ""
+        ref = next((r for r in self.case_refs() if r.case_id == case_id), None) \
+            if case_id and self._refs is not None else None
+        if ref is None:
+            return
+        self.active = True
+        self.results.append(CaseResult(
+            case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type, file=ref.file,
+            signature=ref.signature, row=ref.row_number, status=STATUS_CRASHED,
+            error=" ".join(message.split()), method=""))
+
+    def problem_result(self, ref: CaseRef, nodeid: str) -> CaseResult:
+        """The result of a case whose file could not be read."""
+        return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
+                          file=ref.file, signature="", row=None, status=STATUS_ERROR,
+                          error=ref.problem, method="")
 
     def skipped_result(self, ref: CaseRef, nodeid: str, reason: str) -> CaseResult:
         return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
@@ -267,14 +338,30 @@ class ReplaySession:
             self.outcome.notes.append("grid cases: measured, not written to any database")
         else:
             try:
-                self.outcome = backfill(self.source, self.target, self.results, native=self.native,
-                                        prune_empty=settings.prune_empty,
-                                        dry_run=settings.dry_run, run_id=self.run_id,
-                                        stamp=self.stamp)
+                self.outcome = backfill(
+                    self.source, self.target, self.results, native=self.native,
+                    prune_empty=settings.prune_empty, dry_run=settings.dry_run,
+                    run_id=self.run_id, stamp=self.stamp, snapshot=self.catalog.database,
+                    own=self._own, lock=self._lock or True,
+                    purpose=f"pytest run {self.run_id}")
             except NpuperfError as exc:
                 self.notes.append(f"backfill failed, the database was left as it was: {exc}")
                 return False
+            except KeyboardInterrupt:
+                self.interrupted = True
+                self.notes.append("interrupted during backfill: the database was left as it was")
+                return False
         if not settings.dry_run:
-            self.paths = write_reports(self.outcome, self.results, self.session_info(),
-                                       self.reports_dir)
+            try:
+                check_inside(self.source if self.native and not settings.grid else settings.out,
+                             self.reports_dir / "report")
+                self.paths = write_reports(self.outcome, self.results, self.session_info(),
+                                           self.reports_dir)
+            except NpuperfError as exc:
+                self.notes.append(f"reports not written: {exc}")
+                return False
+            except KeyboardInterrupt:
+                self.interrupted = True
+                self.notes.append("interrupted while writing the reports: none was written")
+                return False
         return True

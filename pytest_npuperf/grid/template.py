@@ -233,7 +233,7 @@ class CompiledTemplate:
         operands_ok = (len(p.inputs) >= 2 and p.inputs[0] is not None
                        and p.inputs[1] is not None and p.outputs[0] is not None
                        and len(p.outputs[0]) >= 2)
-        if self.kind == "gemm" and (not operands_ok or static[0] != "gemm"):
+        if self.kind == "gemm" and (not operands_ok or sig.kind != "gemm"):
             raise ConfigError(f"{self.where}: {self.kernel_type} rows need two 2-D operands "
                               f"(or FRACTAL_NZ 4-D ones) and a 2-D output")
         return static

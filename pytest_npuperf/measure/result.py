@@ -19,8 +19,10 @@ STATUS_ERROR = "error"  # the row could not be turned into a call (malformed cel
 STATUS_TIMEOUT = "timeout"
 STATUS_SKIPPED = "skipped"  # no replay for this kernel type
 STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, not trusted
+STATUS_CRASHED = "crashed"  # the xdist worker running the case died
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
-            STATUS_SUSPECT)
+            STATUS_SUSPECT, STATUS_CRASHED)
+FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)
 
 METHOD_EVENTS = "events"
 METHOD_PROFILER = "profiler"
@@ -37,8 +39,8 @@ class CaseResult:
     nodeid: str
     kernel_type: str
     file: str  # the CSV file name within the database
-    signature: str  # repr of the row signature: what backfill matches on
-    row: int | None = None  # 1-based data row in the file when collected (informational)
+    signature: str  # short hash of the row's signature: checked against the row at `row`
+    row: int | None = None  # 1-based data row in the file when collected
     status: str = STATUS_OK
     method: str = METHOD_EVENTS
     stats: SampleStats | None = None

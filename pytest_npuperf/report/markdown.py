@@ -23,7 +23,7 @@ EXAMPLE_MISSING = "missing"
 EXAMPLE_DELETED = "deleted"
 
 STATUS_LABELS = {"ok": "OK", "failed": "Failed", "error": "Error", "timeout": "Timed out",
-                 "skipped": "Skipped", "suspect": "Suspect"}
+                 "skipped": "Skipped", "suspect": "Suspect", "crashed": "Crashed (worker died)"}
 
 
 def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
