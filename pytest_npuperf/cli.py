@@ -97,14 +97,22 @@ def cmd_grid(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes as one line (`npuperf parse: error: ...`), exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see "
+                              f"{self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="npuperf",
         description="Build, measure and guard an operator performance database for Ascend NPUs "
                     "(and CUDA GPUs and CPUs). Replay measurements run under pytest: "
                     "`pytest bench -k MatMul`.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     parse = sub.add_parser(
         "parse", help="aggregate torch_npu kernel_details.csv into the database",

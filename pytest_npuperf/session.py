@@ -235,7 +235,9 @@ class ReplaySession:
                 mark = getattr(pytest.mark, name)
                 skip = pytest.mark.skip(reason=f"no replay for {ref.kernel_type} yet; the row is kept")
                 marks[ref.kernel_type] = (mark,) if ref.replayable else (mark, skip)
-            params.append(pytest.param(ref, id=ref.case_id, marks=marks[ref.kernel_type]))
+            # A case standing for an unreadable file errors (not skips) with the file's problem.
+            case_marks = marks[ref.kernel_type][:1] if ref.problem else marks[ref.kernel_type]
+            params.append(pytest.param(ref, id=ref.case_id, marks=case_marks))
         metafunc.parametrize("npuperf_case", params)
 
     # -- before the first case: fail early, and only one writer -------------------------------

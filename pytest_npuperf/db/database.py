@@ -126,6 +126,27 @@ def kernel_csvs(directory: str | Path) -> list[Path]:
             if n.endswith(".csv") and not n.startswith(("hcom_", ".")) and (directory / n).is_file()]
 
 
+def walk_files(path: Path, keep) -> list[Path]:
+    """Files below `path` for which `keep(relative parts)` holds; a directory that cannot be
+    read is an error naming it (never skipped silently). Hidden and symlinked directories
+    are not entered (a link cycle would never end)."""
+    found: list[Path] = []
+    problems: list[OSError] = []
+    for directory, dirs, files in os.walk(path, onerror=problems.append):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git and the like
+        for name in files:
+            candidate = Path(directory) / name
+            if keep(candidate.relative_to(path).parts) and candidate.is_file():
+                found.append(candidate)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise NpuperfError(f"{first.filename}: cannot read this directory: "
+                           f"{first.strerror or first}{more}; fix its permissions or leave it "
+                           f"out")
+    return sorted(found)
+
+
 class Database:
     """One database (version) directory: its kernel tables, read once, and its writes."""
 

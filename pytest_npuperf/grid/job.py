@@ -39,9 +39,11 @@ from .config import (
     DEFAULT_MAX_HBM_GB,
     DEFAULT_ROWS,
     DEFAULT_SEED,
+    MAX_CANDIDATES,
     GeneratorPattern,
     GridConfig,
     TemplatePattern,
+    candidate_count,
     check_kernels,
     load_config,
 )
@@ -269,6 +271,7 @@ def _generator_stream(pattern: GeneratorPattern, kernel_type: str, params, model
 def _sources(settings: GridSettings, kernel_type: str, grids, keys: KeySpace) -> list[_Source]:
     config = settings.config
     out = []
+    counts: list[tuple[str, int]] = []
     for name in config.assignments[kernel_type].patterns:
         pattern = config.patterns[name]
         op_state = pattern.op_state or DEFAULT_OP_STATE
@@ -276,12 +279,21 @@ def _sources(settings: GridSettings, kernel_type: str, grids, keys: KeySpace) ->
         if isinstance(pattern, TemplatePattern):
             template = CompiledTemplate(pattern, kernel_type, grids, keys, config.marks,
                                         op_state=op_state, core=core)
+            counts.append((name, template.count))
             out.append(_Source(template.candidates(), template.candidate, template, pattern,
                                op_state, core))
         else:
             params = _generator_params(pattern, grids, config)
+            # The generator's loops run over its parameters for every model: an upper bound.
+            counts.append((name, candidate_count(list(params.values()))
+                           * max(1, len(settings.models))))
             stream = _generator_stream(pattern, kernel_type, params, settings.models, keys, config)
             out.append(_Source(stream, lambda cand: cand, None, pattern, op_state, core))
+    total = sum(n for _, n in counts)
+    if total > MAX_CANDIDATES:
+        shown = ", ".join(f"{name}: {n:,}" for name, n in counts)
+        raise GridError(f"{config.source}: {kernel_type} would stream {total:,} candidates "
+                        f"({shown}); at most {MAX_CANDIDATES:,}: narrow its patterns' values")
     return out
 
 

@@ -14,7 +14,6 @@ so is a header that names a column twice.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from ..db.columns import (
     RAW_DURATION,
 )
 from ..db.csvfile import CsvLayout, scan_csv
+from ..db.database import walk_files
 from ..db.errors import CellError, ContractError, NpuperfError, clip, os_error
 from ..db.table import read_header
 
@@ -76,27 +76,6 @@ class KernelTableHeader:
                   OUTPUT_SHAPES, OUTPUT_DTYPES]
         present = set(self.columns)
         return [c for c in dict.fromkeys(wanted) if c in present]
-
-
-def walk_files(path: Path, keep) -> list[Path]:
-    """Files below `path` for which `keep(relative parts)` holds; a directory that cannot be
-    read is an error naming it (never skipped silently). Symlinked directories are not
-    followed (a link cycle would never end)."""
-    found: list[Path] = []
-    problems: list[OSError] = []
-    for directory, dirs, files in os.walk(path, onerror=problems.append):
-        dirs.sort()
-        for name in files:
-            candidate = Path(directory) / name
-            if keep(candidate.relative_to(path).parts) and candidate.is_file():
-                found.append(candidate)
-    if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise NpuperfError(f"{first.filename}: cannot read this directory: "
-                           f"{first.strerror or first}{more}; fix its permissions or leave it "
-                           f"out")
-    return sorted(found)
 
 
 def find_kernel_details(path: str | Path) -> list[Path]:
