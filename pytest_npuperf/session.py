@@ -323,6 +323,19 @@ class ReplaySession:
                            wall_s=time.time() - self.started, device=self.backend.describe(),
                            options=self.settings.as_dict(), workers=workers)
 
+    def _attempt(self, step, failed: str, interrupted: str) -> bool:
+        """Run a writing step; a failure or Ctrl-C becomes a note (nothing half written)."""
+        try:
+            step()
+        except NpuperfError as exc:
+            self.notes.append(f"{failed}: {exc}")
+            return False
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.notes.append(interrupted)
+            return False
+        return True
+
     def finish(self, interrupted: bool) -> bool:
         """Backfill and write reports (owner process). False when the backfill failed."""
         if not self.active or self.is_worker or self.config.option.collectonly:
@@ -339,31 +352,24 @@ class ReplaySession:
                                            stamp=self.stamp)
             self.outcome.notes.append("grid cases: measured, not written to any database")
         else:
-            try:
+            def write_database() -> None:
                 self.outcome = backfill(
                     self.source, self.target, self.results, native=self.native,
                     prune_empty=settings.prune_empty, dry_run=settings.dry_run,
                     run_id=self.run_id, stamp=self.stamp, snapshot=self.catalog.database,
                     own=self._own, lock=self._lock or True,
                     purpose=f"pytest run {self.run_id}")
-            except NpuperfError as exc:
-                self.notes.append(f"backfill failed, the database was left as it was: {exc}")
-                return False
-            except KeyboardInterrupt:
-                self.interrupted = True
-                self.notes.append("interrupted during backfill: the database was left as it was")
+            if not self._attempt(write_database, "backfill failed, the database was left as it "
+                                                 "was", "interrupted during backfill: the "
+                                                        "database was left as it was"):
                 return False
         if not settings.dry_run:
-            try:
+            def write() -> None:
                 check_inside(self.source if self.native and not settings.grid else settings.out,
                              self.reports_dir / "report")
                 self.paths = write_reports(self.outcome, self.results, self.session_info(),
                                            self.reports_dir)
-            except NpuperfError as exc:
-                self.notes.append(f"reports not written: {exc}")
-                return False
-            except KeyboardInterrupt:
-                self.interrupted = True
-                self.notes.append("interrupted while writing the reports: none was written")
+            if not self._attempt(write, "reports not written", "interrupted while writing the "
+                                                              "reports: none was written"):
                 return False
         return True

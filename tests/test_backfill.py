@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pytest_npuperf.db.merge import row_signatures
@@ -206,3 +207,41 @@ def test_old_schema_profiling_values_never_reach_another_devices_copy(tmp_path):
                    "Profiling Median Duration(us)", "Profiling Std Duration(us)",
                    "Profiling Average aicore_time(us)"):
         assert copy[column].tolist() == [""], column
+
+
+def test_a_failed_rename_in_native_mode_leaves_every_file_as_it_was(db, monkeypatch):
+    """Issue 8: native mode said "the database was left as it was" while MatMulV2.csv had
+    been replaced; now the failed rename restores what the transaction already replaced."""
+    import os
+
+    from pytest_npuperf.db.errors import NpuperfError
+
+    results = [result_for(db, "MatMulV2.csv", 0), result_for(db, "MatMulV3.csv", 0)]
+    before = tree_digest(db)
+    real = os.replace
+
+    def immutable_v3(src, dst):
+        if str(dst).endswith("MatMulV3.csv"):  # MatMulV2.csv is renamed first
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", immutable_v3)
+    with pytest.raises(NpuperfError, match="every file was left as it was"):
+        backfill(db, db, results, native=True, run_id="r", stamp="s")
+    assert tree_digest(db) == before
+
+
+def test_a_file_changed_after_collection_is_matched_by_signature(db):
+    from pytest_npuperf.measure.cases import CaseCatalog
+
+    catalog = CaseCatalog(db)
+    result = result_for(db, "MatMulV2.csv", 1)
+    # Another writer inserts a row above it between collection and the lock.
+    table = read_table(db / "MatMulV2.csv")
+    moved = pd.concat([table.iloc[[0]].assign(**{"Input Shapes": "2,64;32,64",
+                                                 "Output Shapes": "2,32"}), table],
+                      ignore_index=True)
+    moved.to_csv(db / "MatMulV2.csv", index=False)
+    backfill(db, db, [result], native=True, run_id="r", stamp="s", snapshot=catalog.database)
+    after = read_table(db / "MatMulV2.csv")
+    assert after["Average Duration(us)"].tolist() == ["", "", "12"]  # the same row, now 3rd

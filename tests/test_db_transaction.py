@@ -119,6 +119,13 @@ def test_a_writer_killed_between_renames_is_rolled_back_by_the_next_one(files, k
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_validate_reports_an_interrupted_write(files, npuperf):
+    _killed_child(files, 2)
+    code, out, _ = npuperf("validate", files)
+    assert code == 1 and "a write was interrupted here" in out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_reader_rolls_back_a_dead_writers_commit_before_it_reads(files):
     before = tree_digest(files)
     _killed_child(files, 2)

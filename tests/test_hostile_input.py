@@ -97,6 +97,14 @@ def test_unreadable_and_unreadable_like_files_are_one_line(tmp_path, npuperf, mo
         _one_line(code, err, "parse", "/proc/self/mem")
 
 
+def test_a_fifo_as_profiling_path_is_refused_without_blocking(tmp_path, npuperf):
+    fifo = tmp_path / "kernel_details.csv"
+    os.mkfifo(fifo)
+    code, _, err = npuperf("parse", "--quiet", "--profiling-path", fifo,
+                           "--database-path", tmp_path / "db")
+    _one_line(code, err, "parse", "not a regular file")
+
+
 def test_an_unreadable_subdirectory_is_named_not_skipped(tmp_path, npuperf, monkeypatch):
     _kd(tmp_path, [kd_row("Add", 2.0, **ADD)], "rank0/kernel_details.csv")
     locked = tmp_path / "prof" / "rank1"
@@ -287,8 +295,9 @@ def test_yaml_aliases_past_the_node_budget_are_refused(tmp_path, npuperf):
 
 
 @pytest.mark.parametrize("iterators, needle", [
-    ("{M: {min: 1, max: 1.0e+300, mul: 1.0000001}}", "range has 6,907,755,621 values"),
-    ("{M: {min: 1.0e-300, max: 1.0e+300, mul: 2}}", "inputs"),  # 1,994 values: fine
+    ("{M: {min: 1, max: 1.0e+30, mul: 1.0000001}}", "range has 690,775,563 values"),
+    ("{M: {min: 1, max: 1.0e+300, mul: 1.0000001}}", "beyond the 3.4e+38 limit"),
+    ("{M: {min: 1.0e-30, max: 1.0e+30, mul: 2}}", "inputs"),  # 200 values: only M's dims fail
     ("{M: {min: 1, max: .inf, step: 1}}", "expected a finite number, got inf"),
     ("{M: {min: .nan, max: 4}}", "expected a finite number, got nan"),
     ("{M: {min: 1, max: 10000000}, N: {min: 1, max: 10000000}, K: {min: 1, max: 10000000}}",
@@ -327,3 +336,29 @@ def test_deeply_nested_expressions_are_one_line(tmp_path, npuperf):
     config.write_text(config.read_text().replace(f"{'not ' * 400}M", "(" * 150 + "M" + ")" * 150))
     code, _, err = _grid(npuperf, tmp_path, "--config", config)
     _one_line(code, err, "grid", "nested")
+
+
+@pytest.mark.parametrize("iterators, constraint, needle", [
+    ("{M: [1, " + "9" * 3000 + "]}", "M > 0", "(3,000 characters) is beyond the"),
+    ("{M: [1, 1.0e+400]}", "M > 0", "expected a finite number, got inf"),
+    ("{M: [1, 2]}", "M < " + "9" * 1500, "unsafe expression"),
+    ("{M: [1, 2]}", "M < 1e999", "not finite"),
+])
+def test_numbers_beyond_any_shape_are_one_line(tmp_path, npuperf, iterators, constraint, needle):
+    """Found while trying hostile input: these used to end in an OverflowError traceback."""
+    config = _config(tmp_path, f'patterns: {{p: {{iterators: {iterators}, '
+                               f'constraints: ["{constraint}"], inputs: ["(M,)"], '
+                               f'outputs: ["(M,)"]}}}}')
+    code, _, err = _grid(npuperf, tmp_path, "--config", config)
+    _one_line(code, err, "grid", needle)
+
+
+def test_a_model_file_with_an_absurd_dimension_or_nesting_is_one_line(tmp_path, npuperf):
+    models = tmp_path / "models.yaml"
+    models.write_text(f"name: m\nhidden: {'9' * 3000}\nintermediate: 1\nheads: 1\n"
+                      f"kv_heads: 1\nhead_dim: 1\ntp: [1]\n")
+    code, _, err = _grid(npuperf, tmp_path, "--model-file", models)
+    _one_line(code, err, "grid", "larger than any model dimension")
+    models.write_text("models: " + "[" * 20000 + "]" * 20000 + "\n")
+    code, _, err = _grid(npuperf, tmp_path, "--model-file", models)
+    _one_line(code, err, "grid", "nested too deeply")

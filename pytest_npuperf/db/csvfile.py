@@ -82,7 +82,8 @@ class CsvLayout:
                 f"(line{'s' if count > 1 else ''} {lines}{more})")
 
 
-def _open(path: Path):
+def open_binary(path: str | Path):
+    """`open(path, 'rb')` with its failures as one-line NpuperfErrors."""
     try:
         return open(path, "rb")
     except IsADirectoryError:
@@ -107,7 +108,7 @@ def read_first_line(path: str | Path) -> bytes:
     """The header line's bytes (BOM removed), read with a bound: a file without a newline in
     its first MAX_HEADER_BYTES, or with a NUL byte there, is an error."""
     path = Path(path)
-    with _open(path) as handle:
+    with open_binary(path) as handle:
         try:
             head = handle.read(MAX_HEADER_BYTES + 1)
         except OSError as exc:
@@ -329,7 +330,7 @@ def scan_csv(path: str | Path, *, keep_skip: bool = False) -> CsvLayout:
     """
     path = Path(path)
     counter = _Counter(path, keep_skip)
-    with _open(path) as handle:
+    with open_binary(path) as handle:
         try:
             while True:
                 block = handle.read(BLOCK)

@@ -16,10 +16,10 @@ _CLIP = 80
 
 def clip(text: object, limit: int = _CLIP) -> str:
     """`repr(text)`, cut to about `limit` characters: safe to put in a one-line message."""
-    shown = repr(text if isinstance(text, str) else str(text))
+    shown = repr(text)
     if len(shown) <= limit:
         return shown
-    return f"{shown[:limit]}...' ({len(str(text)):,} characters)"
+    return f"{shown[:limit]}... ({len(shown):,} characters)"
 
 
 class NpuperfError(Exception):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .csvfile import header_fields, read_first_line, scan_csv
+from .csvfile import header_fields, open_binary, read_first_line, scan_csv
 from .errors import ContractError, LfsPointerError, NpuperfError, clip, os_error
 from .transaction import Transaction, write_frame
 
@@ -23,15 +23,11 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def is_lfs_pointer(path: str | Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
+    with open_binary(path) as handle:
+        try:
             head = handle.read(len(_BOM) + len(LFS_MAGIC))
-    except IsADirectoryError:
-        raise NpuperfError(f"{path}: is a directory, not a CSV file") from None
-    except FileNotFoundError:
-        raise NpuperfError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise os_error(path, exc) from None
+        except OSError as exc:
+            raise os_error(path, exc) from None
     return head.removeprefix(_BOM).startswith(LFS_MAGIC)
 
 
@@ -72,7 +68,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     if not path.is_file():
-        raise NpuperfError(f"{path}: no such file")
+        raise NpuperfError(f"{path}: not a regular file" if os.path.exists(path)
+                           else f"{path}: no such file")
     header = read_header(path)
     duplicates = sorted({h for h in header if header.count(h) > 1})
     if duplicates:

@@ -35,6 +35,7 @@ from .layout import REPORTS_DIR, kernel_type_of_file
 from .merge import row_signatures
 from .shapes import is_known_dtype, parse_shapes, split_list
 from .table import read_table
+from .transaction import pending_journals
 
 # Durations that must be > 0 when present; spreads that must be >= 0.
 _POSITIVE = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, PROFILING_MEDIAN_DURATION,
@@ -265,6 +266,13 @@ def validate_path(path: str | Path) -> list[FileReport]:
     if not path.exists():
         raise NpuperfError(f"{path}: no such file or directory")
     reports = []
+    if path.is_dir():
+        for journal in pending_journals(path):
+            report = FileReport(journal)
+            report.problems.append(Problem(
+                "a write was interrupted here (its journal is left): some files may be the new "
+                "version, some the old; the next npuperf writer of this directory rolls it back"))
+            reports.append(report)
     for file in database_files(path):
         validate = validate_collective_table if is_collective_file(file) else validate_kernel_table
         reports.append(validate(file))

@@ -53,7 +53,7 @@ from pathlib import Path
 from ..db.errors import clip
 from ..db.shapes import DTYPE_BYTES, normalize_dtype, normalize_format
 from .errors import ConfigError, UnknownKernelError
-from .expr import FUNCTIONS, Expr, parse_expression, parse_shape
+from .expr import FUNCTIONS, MAX_MAGNITUDE, Expr, parse_expression, parse_shape
 from .generators import GENERATORS
 from .grids import BUILTIN_GRIDS
 from .models import MODEL_GRIDS
@@ -288,6 +288,9 @@ def _number(value: object, path: tuple, marks: Marks) -> int | float:
         raise marks.error(path, f"expected a number, got {clip(value)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise marks.error(path, f"expected a finite number, got {value!r}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise marks.error(path, f"{clip(value)} is beyond the {MAX_MAGNITUDE:.3g} limit of "
+                                f"grid values")
     return value
 
 
@@ -329,7 +332,9 @@ def _value_spec(spec: object, path: tuple, marks: Marks, known_grids: set[str], 
 
 def _scalar(value: object, path: tuple, marks: Marks) -> int | float | str:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise marks.error(path, f"expected a number, got {value!r}")
+        raise marks.error(path, f"expected a number, got {clip(value)}")
+    if isinstance(value, (int, float)):
+        return _number(value, path, marks)
     return value
 
 

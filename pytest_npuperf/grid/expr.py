@@ -132,6 +132,11 @@ class _Checker(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if type(node.value) not in (int, float, bool):
             self.generic_visit(node)
+        value = node.value
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(f"the number {value!r} is not finite")
+        if abs(value) > MAX_MAGNITUDE:
+            self.fail(f"the number {clip(value)} is beyond the {MAX_MAGNITUDE:.3g} limit")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id.startswith("_"):
@@ -296,7 +301,7 @@ def _names(tree: ast.AST) -> frozenset[str]:
 
 def _parse(text: str, where: str) -> ast.Expression:
     if not isinstance(text, str):
-        raise ExpressionError(f"{where}: expected an expression, got {text!r}")
+        raise ExpressionError(f"{where}: expected an expression, got {clip(text)}")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise ExpressionError(f"{where}: expression of {len(text)} characters is too long "
                               f"(at most {MAX_EXPRESSION_LENGTH})")
@@ -306,7 +311,7 @@ def _parse(text: str, where: str) -> ast.Expression:
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(f"{where}: invalid expression {clip(text)}: {exc.msg}") from None
+        raise ExpressionError(f"{where}: invalid expression {clip(text, 120)}: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError):
         raise ExpressionError(f"{where}: expression {clip(text)} is too deeply nested or "
                               f"malformed") from None
@@ -318,11 +323,12 @@ def _parse(text: str, where: str) -> ast.Expression:
 
 def _check(tree: ast.AST, text: str, where: str) -> None:
     def fail(reason: str) -> None:
-        raise UnsafeExpressionError(f"{where}: unsafe expression {text!r} rejected: {reason}")
+        raise UnsafeExpressionError(f"{where}: unsafe expression {clip(text, 120)} rejected: "
+                                    f"{reason}")
     try:
         _Checker(fail).visit(tree)
     except RecursionError:
-        raise ExpressionError(f"{where}: expression {text!r} is too deeply nested") from None
+        raise ExpressionError(f"{where}: expression {clip(text, 120)} is too deeply nested") from None
 
 
 @dataclass(frozen=True)
@@ -358,16 +364,16 @@ class Expr:
         reason = str(exc) or type(exc).__name__
         if isinstance(exc, NameError):
             reason = f"unknown name ({reason})"
-        shown = ", ".join(f"{k}={env[k]!r}" for k in sorted(self.names) if k in env)
+        shown = ", ".join(f"{k}={clip(env[k], 40)}" for k in sorted(self.names) if k in env)
         at = f" for {shown}" if shown else ""
-        return ExpressionError(f"{self.where}: expression {self.text!r} failed{at}: {reason}")
+        return ExpressionError(f"{self.where}: expression {clip(self.text, 120)} failed{at}: {reason}")
 
     def check_names(self, known: set[str] | frozenset[str]) -> None:
         unknown = sorted(self.names - set(known))
         if unknown:
             listed = ", ".join(sorted(known)) or "none"
             raise ExpressionError(f"{self.where}: unknown name(s) {', '.join(unknown)} in "
-                                  f"expression {self.text!r} (known: {listed})")
+                                  f"expression {clip(self.text, 120)} (known: {listed})")
 
     @property
     def constant(self) -> bool:
@@ -397,7 +403,7 @@ def parse_shape(text: object, *, where: str = "shape") -> tuple[Expr, ...] | Non
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return (parse_expression(text, where=where),)
     if not isinstance(text, str):
-        raise ExpressionError(f"{where}: expected a shape like \"(M, K)\", got {text!r}")
+        raise ExpressionError(f"{where}: expected a shape like \"(M, K)\", got {clip(text)}")
     source = text.strip()
     if source in ("", "()", "[]"):
         return None

@@ -88,6 +88,9 @@ def find_kernel_details(path: str | Path) -> list[Path]:
     except OSError as exc:
         raise os_error(path, exc) from None
     if not path.is_dir():
+        if not path.is_file():  # read twice (checked, then parsed): a pipe would not do
+            raise NpuperfError(f"{path}: not a regular file (a FIFO or device?); give a "
+                               f"kernel_details*.csv or a directory of them")
         return [path]
     found = walk_files(path, lambda parts: parts[-1].endswith(".csv")
                        and "kernel_details" in parts[-1][:-4])

@@ -177,8 +177,8 @@ def _add_new_source_rows(own: Table, seeded: pd.DataFrame, source: Table) -> int
     return len(new)
 
 
-def _route(results: Iterable[CaseResult], snapshot: Database, targets: dict[str, _Target],
-           notes: list[str]) -> tuple[dict[str, dict[Signature, CaseResult]],
+def _route(results: Iterable[CaseResult], collected: dict[str, Table],
+           targets: dict[str, _Target], notes: list[str]) -> tuple[dict[str, dict[Signature, CaseResult]],
                                       dict[str, dict[int, CaseResult]]]:
     """file -> signature -> the result that lands there; and, for rows whose cells cannot be
     parsed (no signature), file -> row position -> result.
@@ -194,7 +194,7 @@ def _route(results: Iterable[CaseResult], snapshot: Database, targets: dict[str,
     for result in results:
         if result.status == STATUS_SKIPPED:
             continue  # nothing was attempted: the row is left exactly as it was
-        source = snapshot.tables.get(result.file)
+        source = collected.get(result.file)
         position = (result.row or 0) - 1
         if source is None or not 0 <= position < len(source.signatures):
             stale += source is not None
@@ -321,8 +321,9 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
     with tx if tx is not None else contextlib.nullcontext():
         if not native and own is None and target is not None and target.is_dir():
             own = Database(target)
+        collected = dict(snapshot.tables)  # as the cases saw them (refresh may replace them)
         targets = _load_targets(snapshot, target, native, own)
-        routed, by_position = _route(results, snapshot, targets, outcome.notes)
+        routed, by_position = _route(results, collected, targets, outcome.notes)
         for name, target_file in targets.items():
             _update(target_file, routed.get(name, {}), by_position.get(name, {}), outcome,
                     run_id=run_id, prune_empty=prune_empty)
