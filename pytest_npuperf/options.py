@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from .db.errors import NpuperfError
+from .db.files import is_lfs_pointer
 from .db.layout import check_device
 from .devices import KINDS
 from .measure.cases import UPDATE_MODES
@@ -99,6 +100,40 @@ def _value(config: pytest.Config, name: str, kind: str, default: object,
     if choices and value not in choices:
         raise pytest.UsageError(f"{dest}: {value!r} is not one of {', '.join(choices)}")
     return value
+
+
+def check_usage(config: pytest.Config) -> None:
+    """Options a user gave explicitly, checked in pytest_configure so that a mistake is one
+    `ERROR:` line (a UsageError there), not a collection traceback: a device name that is not
+    one plain directory name, a `--npuperf-db` that is no directory. Light: no database read."""
+    name = config.getoption(_ini_name("device-name")) or config.getini(_ini_name("device-name"))
+    if name:
+        try:
+            check_device(str(name))
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
+    grid = config.getoption("npuperf_grid") or config.getini("npuperf_grid")
+    db = config.getoption(_ini_name("db")) or config.getini(_ini_name("db"))
+    if db and not grid:
+        check_db_dir(Path(db))
+
+
+def check_db_dir(path: Path) -> None:
+    """A UsageError unless `path` is a directory (say what it is instead)."""
+    if path.is_dir():
+        return
+    if not path.exists():
+        problem = "no such directory"
+    else:
+        try:
+            lfs = is_lfs_pointer(path)
+        except NpuperfError:
+            lfs = False
+        problem = ("a Git LFS pointer file, not a database directory (git lfs pull)" if lfs
+                   else "a file, not a database directory")
+    raise pytest.UsageError(
+        f"--npuperf-db: {path}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ with "
+        f"<KernelType>.csv files)")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 
 from .measure.cases import CaseRef
 from .measure.result import STATUS_ERROR, STATUS_FAILED, STATUS_TIMEOUT, CaseResult
-from .options import add_options
+from .options import add_options, check_usage
 from .session import RESULT_PROPERTY, SESSION_KEY, ReplaySession, replay_session
 
 _RESULT = pytest.StashKey[CaseResult]()
@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import html_hooks
 
         config.pluginmanager.register(html_hooks, "npuperf-html")
-    replay.check_usage()  # a UsageError from here is one line
+    check_usage(config)  # a UsageError from here is one line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -18,7 +18,7 @@ from .db.database import Database
 from .db.errors import NpuperfError
 from .db.layout import REPORTS_DIR, check_component, database_dir, device_of
 from .db.lock import DatabaseLock
-from .db.table import check_writable_dir, is_lfs_pointer
+from .db.table import check_writable_dir
 from .db.transaction import check_inside
 from .devices import Backend, BackendError, select_backend
 from .devices.npu import same_family
@@ -34,7 +34,7 @@ from .measure.result import (
     CaseResult,
 )
 from .measure.runner import CaseRunner, RunnerOptions
-from .options import Settings, read_settings
+from .options import Settings, check_db_dir, read_settings
 from .report.writer import ReportPaths, write_reports
 
 RESULT_PROPERTY = "npuperf_result"
@@ -133,27 +133,8 @@ class ReplaySession:
     def reports_dir(self) -> Path:
         return (self.source if self.native else self.settings.out) / REPORTS_DIR
 
-    def check_usage(self) -> None:
-        """Options a user gave explicitly, checked in pytest_configure: a mistake is one line
-        (pytest prints a UsageError so), not a collection traceback."""
-        settings = self.settings  # bad values and names raise UsageError here
-        explicit_db = self.config.getoption("npuperf_db") or self.config.getini("npuperf_db")
-        if explicit_db and not settings.grid:
-            self.check_source()
-
     def check_source(self) -> None:
-        source = self.source
-        if source.is_dir():
-            return
-        if not source.exists():
-            problem = "no such directory"
-        elif is_lfs_pointer(source):
-            problem = "a Git LFS pointer file, not a database directory (git lfs pull)"
-        else:
-            problem = "a file, not a database directory"
-        raise pytest.UsageError(
-            f"--npuperf-db: {source}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ "
-            f"with <KernelType>.csv files)")
+        check_db_dir(self.source)
 
     @property
     def method(self) -> str:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ContractError, NpuperfError, clip, os_error
+from .errors import ContractError, clip, os_error
+from .files import open_binary
 
 BLOCK = 1 << 20
 MAX_LINE_BYTES = 4 << 20
@@ -80,18 +81,6 @@ class CsvLayout:
         more = " ..." if count > 5 else ""
         return (f"{count:,} row(s) with {what} fields than the header's {self.header_fields} "
                 f"(line{'s' if count > 1 else ''} {lines}{more})")
-
-
-def open_binary(path: str | Path):
-    """`open(path, 'rb')` with its failures as one-line NpuperfErrors."""
-    try:
-        return open(path, "rb")
-    except IsADirectoryError:
-        raise NpuperfError(f"{path}: is a directory, not a CSV file") from None
-    except FileNotFoundError:
-        raise NpuperfError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise os_error(path, exc) from None
 
 
 def _nul_error(path: Path, offset: int, line: int) -> ContractError:

@@ -37,6 +37,9 @@ try:
 except ImportError:  # pragma: no cover - Windows: only the pid record protects there
     fcntl = None  # type: ignore[assignment]
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX flags; absent (0) on Windows
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as the lock must not block open()
+
 
 class DatabaseLockedError(NpuperfError):
     pass
@@ -126,7 +129,7 @@ class DatabaseLock:
             self._made_dir = not directory.exists()
             directory.mkdir(parents=True, exist_ok=True)
             existed = os.path.lexists(self.path)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _NONBLOCK
                          | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as exc:
             self._drop_dir()

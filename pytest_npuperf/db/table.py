@@ -14,28 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .csvfile import header_fields, open_binary, read_first_line, scan_csv
-from .errors import ContractError, LfsPointerError, NpuperfError, clip, os_error
+from .csvfile import header_fields, read_first_line, scan_csv
+from .errors import ContractError, NpuperfError, clip, os_error
+from .files import LFS_MAGIC, check_not_lfs, is_lfs_pointer
 from .transaction import Transaction, write_frame
 
-LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
-_BOM = b"\xef\xbb\xbf"
-
-
-def is_lfs_pointer(path: str | Path) -> bool:
-    with open_binary(path) as handle:
-        try:
-            head = handle.read(len(_BOM) + len(LFS_MAGIC))
-        except OSError as exc:
-            raise os_error(path, exc) from None
-    return head.removeprefix(_BOM).startswith(LFS_MAGIC)
-
-
-def check_not_lfs(path: str | Path) -> None:
-    if is_lfs_pointer(path):
-        raise LfsPointerError(
-            f"{path}: this is a Git LFS pointer, not CSV data; fetch the real file "
-            f"(git lfs pull) and try again")
+__all__ = ["LFS_MAGIC", "WriteBatch", "check_not_lfs", "check_writable_dir", "empty_table",
+           "is_lfs_pointer", "read_header", "read_table", "write_table", "write_text"]
 
 
 def _decode_error(path: str | Path, exc: UnicodeDecodeError) -> ContractError:

@@ -70,6 +70,8 @@ class FileStamp:
             return None
         return cls(st.st_size, st.st_mtime_ns, st.st_ino)
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a staged file is never created through a link
+
 
 class _Unchecked:
     def __repr__(self) -> str:
@@ -229,7 +231,7 @@ class Transaction:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             check_inside(self.root, path)  # the directories just made are ours, not links
-            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
                          | getattr(os, "O_CLOEXEC", 0), 0o600)
         except OSError as exc:
             self.abort()
@@ -365,7 +367,7 @@ def _write_journal(journal: Path, tx: Transaction, entries: list[_Entry]) -> Non
                      "existed": e.existed, "staged_id": list(e.staged_id)} for e in entries],
     }
     tmp = journal.with_name(journal.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(record, handle)
         handle.flush()
