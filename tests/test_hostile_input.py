@@ -359,6 +359,6 @@ def test_a_model_file_with_an_absurd_dimension_or_nesting_is_one_line(tmp_path, 
                       f"kv_heads: 1\nhead_dim: 1\ntp: [1]\n")
     code, _, err = _grid(npuperf, tmp_path, "--model-file", models)
     _one_line(code, err, "grid", "larger than any model dimension")
-    models.write_text("models: " + "[" * 20000 + "]" * 20000 + "\n")
+    models.write_text("models: " + "[" * 1100 + "]" * 1100 + "\n")
     code, _, err = _grid(npuperf, tmp_path, "--model-file", models)
     _one_line(code, err, "grid", "nested too deeply")
