@@ -519,18 +519,25 @@ def _clean_temps(root: Path) -> int:
     return removed
 
 
-def recover_if_free(root: str | Path) -> list[str]:
-    """Before reading without the lock: roll back an interrupted transaction if nobody holds
-    the lock (cheap when there is no journal: one directory listing)."""
+def recover_if_free(root: str | Path, wait_s: float = 10.0) -> list[str]:
+    """Before reading without the lock: roll back an interrupted transaction (cheap when there
+    is none: one directory listing). When another process holds the lock meanwhile (another
+    reader recovering, e.g. a second xdist worker), wait up to `wait_s` for it, so that every
+    reader sees the recovered files; a writer that keeps the lock longer recovered before
+    writing, and is left alone."""
     root = Path(root)
-    if not root.is_dir() or not pending_journals(root):
-        return []
-    lock = DatabaseLock(root, "recovery of an interrupted write")
-    try:
-        notes = lock.acquire()
-    except NpuperfError:
-        return []  # a writer at work: it recovered before writing
-    try:
-        return notes + recover(root)
-    finally:
-        lock.release()
+    deadline = time.monotonic() + wait_s
+    while root.is_dir() and pending_journals(root):
+        lock = DatabaseLock(root, "recovery of an interrupted write")
+        try:
+            notes = lock.acquire()
+        except NpuperfError:
+            if time.monotonic() > deadline:
+                return []
+            time.sleep(0.05)
+            continue
+        try:
+            return notes + recover(root)
+        finally:
+            lock.release()
+    return []
