@@ -1,7 +1,8 @@
 """`npuperf <command>`: a thin shell over the functions the plugin uses.
 
-Every failure the user can fix is one line on stderr and a non-zero exit; the database is
-left as it was.
+Every failure the user can fix is one line on stderr and a non-zero exit: 2 for a usage
+mistake (options, missing files, a locked database), 1 for bad data (a malformed CSV or cell);
+the database is left as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +17,18 @@ from .db.errors import NpuperfError
 from .db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _positive_int(text: str) -> int:
+    """A whole number >= 1, in decimal digits (not `8.0`, `-1`, `1e3` or `８`)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit() and int(value) >= 1):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(value)
+
+
+def _ep_size(text: str) -> str:
+    return str(_positive_int(text))
 
 
 def _add_database_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +66,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     database = database_from_args(args)
     summary = parse_profiling(args.profiling_path, database, ep_size=args.ep_size,
                               dry_run=args.dry_run, chunk_rows=args.chunk_rows,
-                              show_progress=not args.quiet)
+                              show_progress=not args.quiet, strict=args.strict)
     print(summary.render())
     return EXIT_OK
 
@@ -104,14 +117,22 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes as one line (`npuperf parse: error: ...`), exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see "
+                              f"{self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="npuperf",
         description="Build, measure and guard an operator performance database for Ascend NPUs "
                     "(and CUDA GPUs and CPUs). Replay measurements run under pytest: "
                     "`pytest bench -k MatMul`.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     parse = sub.add_parser(
         "parse", help="aggregate torch_npu kernel_details.csv into the database",
@@ -123,12 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a kernel_details*.csv, or a directory searched recursively "
                             "(several ranks and runs)")
     _add_database_options(parse)
-    parse.add_argument("--ep-size", metavar="N",
-                       help="EP Size to record for DispatchFFNCombine rows (part of their identity)")
+    parse.add_argument("--ep-size", metavar="N", type=_ep_size,
+                       help="EP Size to record for DispatchFFNCombine rows (part of their "
+                            "identity): a whole number >= 1")
     parse.add_argument("--dry-run", action="store_true",
                        help="aggregate and report what would change; write nothing")
+    parse.add_argument("--strict", action="store_true",
+                       help="a kernel-table row with fewer or more fields than the header is an "
+                            "error (default: rows with fewer fields are skipped, extra trailing "
+                            "fields ignored, both counted with their lines)")
     parse.add_argument("--quiet", action="store_true", help="no progress lines")
-    parse.add_argument("--chunk-rows", type=int, default=200_000, metavar="N",
+    parse.add_argument("--chunk-rows", type=_positive_int, default=200_000, metavar="N",
                        help=argparse.SUPPRESS)
     parse.set_defaults(func=cmd_parse)
 
@@ -204,11 +230,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except NpuperfError as exc:
-        print(f"npuperf {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(args.command, str(exc), exc.exit_code)
+    except OSError as exc:  # an I/O error nothing below turned into a message
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _error(args.command, f"{where}{exc.strerror or exc}", EXIT_ERROR)
+    except (RecursionError, MemoryError) as exc:
+        return _error(args.command, f"input too large or too deeply nested "
+                                    f"({type(exc).__name__}); nothing was written", EXIT_PROBLEMS)
     except KeyboardInterrupt:
         print(f"npuperf {args.command}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _error(command: str, message: str, code: int) -> int:
+    """One line on stderr, whatever the message held (a hostile cell's text, newlines)."""
+    line = " ".join(message.split())
+    if len(line) > 2000:
+        line = line[:2000] + " ..."
+    print(f"npuperf {command}: error: {line}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

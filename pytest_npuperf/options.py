@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from .db.errors import NpuperfError
+from .db.files import is_lfs_pointer
+from .db.layout import check_device
 from .devices import KINDS
 from .measure.policy import (
     METHOD_EVENTS,
@@ -130,6 +133,40 @@ def _value(config: pytest.Config, name: str, kind: str, default: object,
     return value
 
 
+def check_usage(config: pytest.Config) -> None:
+    """Options a user gave explicitly, checked in pytest_configure so that a mistake is one
+    `ERROR:` line (a UsageError there), not a collection traceback: a device name that is not
+    one plain directory name, a `--npuperf-db` that is no directory. Light: no database read."""
+    name = config.getoption(_ini_name("device-name")) or config.getini(_ini_name("device-name"))
+    if name:
+        try:
+            check_device(str(name))
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
+    grid = config.getoption("npuperf_grid") or config.getini("npuperf_grid")
+    db = config.getoption(_ini_name("db")) or config.getini(_ini_name("db"))
+    if db and not grid:
+        check_db_dir(Path(db))
+
+
+def check_db_dir(path: Path) -> None:
+    """A UsageError unless `path` is a directory (say what it is instead)."""
+    if path.is_dir():
+        return
+    if not path.exists():
+        problem = "no such directory"
+    else:
+        try:
+            lfs = is_lfs_pointer(path)
+        except NpuperfError:
+            lfs = False
+        problem = ("a Git LFS pointer file, not a database directory (git lfs pull)" if lfs
+                   else "a file, not a database directory")
+    raise pytest.UsageError(
+        f"--npuperf-db: {path}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ with "
+        f"<KernelType>.csv files)")
+
+
 @dataclass(frozen=True)
 class Settings:
     db: Path
@@ -175,7 +212,13 @@ def read_settings(config: pytest.Config) -> Settings:
     every = int(values["verify-every"])
     if every < 0:
         raise pytest.UsageError(f"npuperf_verify_every: expected a number >= 0, got {every}")
-    return Settings(db=db, device=str(values["device"]), device_name=values["device-name"],
+    device_name = values["device-name"]
+    if device_name:
+        try:  # it becomes a directory name under --npuperf-out
+            device_name = check_device(str(device_name))
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
+    return Settings(db=db, device=str(values["device"]), device_name=device_name,
                     update_mode=str(values["update-mode"]),
                     prune_empty=bool(values["prune-empty-duration-rows"]),
                     dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),

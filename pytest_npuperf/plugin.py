@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .options import add_options
+from .options import add_options, check_usage
 from .state import RESULT_PROPERTY, existing_session, mark_start, replay_session
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 _RESULT = pytest.StashKey["CaseResult"]()
 # A replay case's node id ends in its case id, `<type>-<shape>-<dtype>-<8 hex>[-dupN]`
-# (measure.cases.case_id): only such ids make the xdist controller read the database.
-_CASE_NODEID = re.compile(r"\[[^\[\]]+-[0-9a-f]{8}(?:-dup\d+)?\]$")
+# (measure.cases.case_id), or `<type>-unreadable` for a file that could not be read: only
+# such ids make the xdist controller read the database.
+_CASE_NODEID = re.compile(r"\[[^\[\]]+-(?:[0-9a-f]{8}(?:-dup\d+)?|unreadable)\]$")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import html_hooks
 
         config.pluginmanager.register(html_hooks, "npuperf-html")
+    check_usage(config)  # a UsageError from here is one line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -66,7 +68,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     replay = existing_session(session.config)
-    if replay is not None and replay.active and any(_case_of(item) for item in session.items):
+    if replay is None:
+        return
+    if replay.collection_error:
+        raise pytest.UsageError(replay.collection_error)
+    if replay.active and any(_case_of(item) for item in session.items):
         replay.prepare_writes()
 
 
@@ -82,6 +88,14 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     if any(nodeid.rsplit("[", 1)[-1].rstrip("]") in case_ids for nodeid in ids):
         replay.active = True
         replay.prepare_writes()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
+    """xdist: the worker running `crashitem` died. Its case gets status `crashed` (its row and
+    the reports say so); the crash report itself fails the session."""
+    config = getattr(getattr(report, "node", None), "config", None) or sched.config
+    replay_session(config).record_crash(crashitem, str(report.longrepr))
 
 
 def _case_of(item: pytest.Item) -> CaseRef | None:
@@ -109,6 +123,9 @@ def npuperf_replay(request: pytest.FixtureRequest):
     def run(ref: CaseRef) -> CaseResult:
         from .measure.result import FAILING_STATUSES, STATUS_SKIPPED
 
+        if ref.problem:  # the row's file could not be read: this case stands for the file
+            request.node.stash[_RESULT] = replay.problem_result(ref, request.node.nodeid)
+            pytest.fail(f"{ref.file}: {ref.problem}", pytrace=False)
         result = replay.run_case(ref, request.node.nodeid)
         request.node.stash[_RESULT] = result
         if benchmark is not None and replay.runner.last_samples:
@@ -176,7 +193,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     replay.close_runner()
     if not replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # measured, but nothing was saved
+        # Measured, but nothing was saved (or Ctrl-C during the backfill).
+        session.exitstatus = (pytest.ExitCode.INTERRUPTED if replay.interrupted
+                              else pytest.ExitCode.TESTS_FAILED)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -7,7 +7,6 @@ owns the session (the serial process, or the xdist controller) writes, at the en
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import time
 import uuid
@@ -16,18 +15,28 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .db.database import Database
 from .db.errors import NpuperfError
-from .db.layout import FRAMEWORK_DIR, REPORTS_DIR, device_of
-from .db.lock import database_lock
+from .db.layout import REPORTS_DIR, check_component, database_dir, device_of
+from .db.lock import DatabaseLock
 from .db.table import check_writable_dir
+from .db.transaction import check_inside
 from .devices import BackendError, check_workers, select_backend
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef, marker_name
 from .measure.clock import process_start
 from .measure.host import available_cores, default_threads, host_load, worker_cores
 from .measure.outcome import BackfillOutcome, SessionInfo
-from .measure.result import METHOD_EVENTS, METHOD_GRAPH, METHOD_PROFILER, STATUS_SKIPPED, CaseResult
-from .options import Settings, read_settings
+from .measure.result import (
+    METHOD_EVENTS,
+    METHOD_GRAPH,
+    METHOD_PROFILER,
+    STATUS_CRASHED,
+    STATUS_ERROR,
+    STATUS_SKIPPED,
+    CaseResult,
+)
+from .options import Settings, check_db_dir, read_settings
 from .report.writer import ReportPaths, write_reports
 from .state import RESULT_PROPERTY as RESULT_PROPERTY
 from .state import SESSION_KEY as SESSION_KEY
@@ -75,7 +84,10 @@ class ReplaySession:
         self._catalog: CaseCatalog | None = None
         self._refs: list[CaseRef] | None = None
         self._runner: CaseRunner | None = None
-        self._lock: contextlib.ExitStack | None = None
+        self._lock: DatabaseLock | None = None
+        self._own: Database | None = None  # this device's database, when not the source
+        self.collection_error: str | None = None  # raised as a UsageError after collection
+        self.interrupted = False
         self.writes_ready = False  # checked writable (and locked) before the first case
         self.active = False  # any replay case collected (or reported) in this session
         self.results: list[CaseResult] = []
@@ -152,11 +164,18 @@ class ReplaySession:
         """The database this session writes: the source if it is ours, else our own copy."""
         if self.native:
             return self.source
-        return self.settings.out / self.backend.database_device() / FRAMEWORK_DIR / self.source.name
+        try:
+            return database_dir(self.settings.out, self.backend.database_device(),
+                                self.source.name)
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
 
     @property
     def reports_dir(self) -> Path:
         return (self.source if self.native else self.settings.out) / REPORTS_DIR
+
+    def check_source(self) -> None:
+        check_db_dir(self.source)
 
     @property
     def method(self) -> str:
@@ -188,14 +207,16 @@ class ReplaySession:
             if self.settings.grid:
                 self._catalog = self._grid_catalog()
             else:
-                if not self.source.is_dir():
-                    raise pytest.UsageError(
-                        f"--npuperf-db: {self.source} is not a database directory (expected "
-                        f"<root>/<DEVICE>/vllm_ascend/<VERSION>/ with <KernelType>.csv files)")
+                self.check_source()
                 try:
+                    check_component(self.source.name, "database directory name")
                     self._catalog = CaseCatalog(self.source)
                 except NpuperfError as exc:
                     raise pytest.UsageError(f"--npuperf-db: {exc}") from None
+                self.notes += self._catalog.database.notes
+                for name, error in self._catalog.failed.items():
+                    self.notes.append(f"{name} could not be read; its case errors with the "
+                                      f"reason: {error}")
         return self._catalog
 
     def _register_user_kernels(self) -> None:
@@ -227,20 +248,30 @@ class ReplaySession:
             self._refs = list(self.catalog.cases(skip=skip))
         return self._refs
 
-    def _measured_in_target(self) -> set[tuple[str, str]]:
+    def _measured_in_target(self) -> set[tuple[str, object]]:
         if self.native:
             return self.catalog.measured()
         target = self.target
         if not target.is_dir():
             return set()
         try:
-            return CaseCatalog(target).measured()
+            own = CaseCatalog(target)
         except NpuperfError as exc:
             raise pytest.UsageError(f"cannot read this device's database {target}: {exc}") from None
+        self._own = own.database  # backfill updates this read, not a new one
+        return own.measured()
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         self.active = True
-        refs = self.case_refs()
+        try:
+            refs = self.case_refs()
+        except pytest.UsageError as exc:
+            # Raised from pytest_collection_finish: pytest prints a UsageError as one line
+            # there, while from here it would be a collection traceback.
+            self.collection_error = str(exc)
+            self.active = False
+            metafunc.parametrize("npuperf_case", [])
+            return
         marks: dict[str, tuple] = {}
         params = []
         for ref in refs:
@@ -250,7 +281,9 @@ class ReplaySession:
                 mark = getattr(pytest.mark, name)
                 skip = pytest.mark.skip(reason=f"no replay for {ref.kernel_type} yet; the row is kept")
                 marks[ref.kernel_type] = (mark,) if ref.replayable else (mark, skip)
-            params.append(pytest.param(ref, id=ref.case_id, marks=marks[ref.kernel_type]))
+            # A case standing for an unreadable file errors (not skips) with the file's problem.
+            case_marks = marks[ref.kernel_type][:1] if ref.problem else marks[ref.kernel_type]
+            params.append(pytest.param(ref, id=ref.case_id, marks=case_marks))
         metafunc.parametrize("npuperf_case", params)
 
     # -- before the first case: fail early, and only one writer -------------------------------
@@ -268,12 +301,14 @@ class ReplaySession:
         else:
             targets = [self.target, self.reports_dir]
         try:
+            base = self.source if self.native and not self.settings.grid else self.settings.out
+            check_inside(base, self.reports_dir / "report")  # no symlink leads out of it
             for directory in targets:
                 check_writable_dir(directory)
             if not self.settings.grid:
-                stack = contextlib.ExitStack()
-                stack.enter_context(database_lock(self.target, f"pytest run {self.run_id}"))
-                self._lock = stack
+                target = Database(self.target)
+                self._lock = target.lock(f"pytest run {self.run_id}")
+                self.notes += target.notes
             self.writes_ready = True
         except NpuperfError as exc:
             self.active = False  # nothing will be measured, so nothing must be written
@@ -281,7 +316,7 @@ class ReplaySession:
 
     def release(self) -> None:
         if self._lock is not None:
-            self._lock.close()
+            self._lock.release()
             self._lock = None
 
     # -- cases ----------------------------------------------------------------------------------
@@ -309,6 +344,26 @@ class ReplaySession:
         self.active = True
         self.results.append(CaseResult.from_dict(data))
 
+    def record_crash(self, nodeid: str, message: str) -> None:
+        """A case whose xdist worker died: no result came back, so the controller makes one
+        (status `crashed`, written to its row), and the session fails."""
+        case_id = nodeid.rsplit("[", 1)[-1].rstrip("]") if nodeid.endswith("]") else ""
+        ref = next((r for r in self.case_refs() if r.case_id == case_id), None) \
+            if case_id and self._refs is not None else None
+        if ref is None:
+            return
+        self.active = True
+        self.results.append(CaseResult(
+            case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type, file=ref.file,
+            signature=ref.signature, row=ref.row_number, status=STATUS_CRASHED,
+            error=" ".join(message.split()), method=""))
+
+    def problem_result(self, ref: CaseRef, nodeid: str) -> CaseResult:
+        """The result of a case whose file could not be read."""
+        return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
+                          file=ref.file, signature="", row=None, status=STATUS_ERROR,
+                          error=ref.problem, method="")
+
     def skipped_result(self, ref: CaseRef, nodeid: str, reason: str) -> CaseResult:
         return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
                           file=ref.file, signature=ref.signature, row=ref.row_number,
@@ -326,6 +381,19 @@ class ReplaySession:
                            load_at_start=self.load_at_start,
                            threads=self.threads if self.backend.kind == "cpu" else None)
 
+    def _attempt(self, step, failed: str, interrupted: str) -> bool:
+        """Run a writing step; a failure or Ctrl-C becomes a note (nothing half written)."""
+        try:
+            step()
+        except NpuperfError as exc:
+            self.notes.append(f"{failed}: {exc}")
+            return False
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.notes.append(interrupted)
+            return False
+        return True
+
     def finish(self, interrupted: bool) -> bool:
         """Backfill and write reports (owner process). False when the backfill failed."""
         if not self.active or self.is_worker or self.config.option.collectonly:
@@ -342,16 +410,25 @@ class ReplaySession:
                                            stamp=self.stamp)
             self.outcome.notes.append("grid cases: measured, not written to any database")
         else:
-            try:
-                self.outcome = backfill(self.source, self.target, self.results, native=self.native,
-                                        prune_empty=settings.prune_empty,
-                                        dry_run=settings.dry_run, run_id=self.run_id,
-                                        stamp=self.stamp)
-            except NpuperfError as exc:
-                self.notes.append(f"backfill failed, the database was left as it was: {exc}")
+            def write_database() -> None:
+                self.outcome = backfill(
+                    self.source, self.target, self.results, native=self.native,
+                    prune_empty=settings.prune_empty, dry_run=settings.dry_run,
+                    run_id=self.run_id, stamp=self.stamp, snapshot=self.catalog.database,
+                    own=self._own, lock=self._lock or True,
+                    purpose=f"pytest run {self.run_id}")
+            if not self._attempt(write_database, "backfill failed, the database was left as it "
+                                                 "was", "interrupted during backfill: the "
+                                                        "database was left as it was"):
                 return False
         self._final_info = self.session_info()
         if not settings.dry_run:
-            self.paths = write_reports(self.outcome, self.results, self._final_info,
-                                       self.reports_dir)
+            def write() -> None:
+                check_inside(self.source if self.native and not settings.grid else settings.out,
+                             self.reports_dir / "report")
+                self.paths = write_reports(self.outcome, self.results, self._final_info,
+                                           self.reports_dir)
+            if not self._attempt(write, "reports not written", "interrupted while writing the "
+                                                              "reports: none was written"):
+                return False
         return True

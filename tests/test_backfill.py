@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pytest_npuperf.db.merge import row_signatures
+from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
 from pytest_npuperf.measure.backfill import backfill
 from pytest_npuperf.measure.result import (
@@ -32,7 +34,7 @@ def result_for(db: Path, file: str, position: int, samples=(10.0, 12.0, 14.0), *
     kernel_type = file.removesuffix(".csv")
     sigs, _ = row_signatures(read_table(db / file), kernel_type)
     result = CaseResult(case_id=f"{kernel_type}-{position}", nodeid=f"n{position}",
-                        kernel_type=kernel_type, file=file, signature=repr(sigs[position]),
+                        kernel_type=kernel_type, file=file, signature=short_hash(sigs[position]),
                         row=position + 1, device="CPU_TEST", **fields)
     if samples:
         result.set_samples(list(samples))
@@ -140,7 +142,8 @@ def test_skipped_results_leave_the_file_untouched(db):
     assert tree_digest(db) == before
 
 
-def test_prune_deletes_only_attempted_rows_left_without_any_duration(db):
+def test_prune_never_deletes_a_row_whose_case_failed(db):
+    """Issue 8: a failed case is promised to keep its row; prune used to delete it."""
     outcome = backfill(db, db, [], native=True, prune_empty=True, run_id="r", stamp="s")
     assert len(read_table(db / "MatMulV3.csv")) == 1  # not attempted: never pruned
     assert outcome.totals()["deleted"] == 0
@@ -148,9 +151,25 @@ def test_prune_deletes_only_attempted_rows_left_without_any_duration(db):
     kept = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_FAILED, error="x")
     outcome = backfill(db, db, [failed, kept], native=True, prune_empty=True, run_id="r",
                        stamp="s")
-    assert len(read_table(db / "MatMulV3.csv")) == 0  # tried, failed, nothing profiled
-    assert len(read_table(db / "MatMulV2.csv")) == 2  # has a profiling duration: kept
+    v3 = read_table(db / "MatMulV3.csv")
+    assert v3["MicroBench Status"].tolist() == ["failed: x"]  # kept, with its error
+    assert len(read_table(db / "MatMulV2.csv")) == 2
+    assert outcome.totals()["deleted"] == 0
+
+
+def test_prune_deletes_only_measured_rows_without_a_duration_before_or_after(db):
+    # A suspect measurement keeps Average Duration empty: such a row, with no profiling
+    # duration either, had none before and has none after: the only kind that goes.
+    suspect = result_for(db, "MatMulV3.csv", 0, status=STATUS_SUSPECT, error="too fast")
+    # MatMulV2 row 0 has a profiling duration: kept whatever happens.
+    other = result_for(db, "MatMulV2.csv", 0, status=STATUS_SUSPECT, error="too fast")
+    outcome = backfill(db, db, [suspect, other], native=True, prune_empty=True, run_id="r",
+                       stamp="s")
+    assert len(read_table(db / "MatMulV3.csv")) == 0
+    assert len(read_table(db / "MatMulV2.csv")) == 2
     assert next(f for f in outcome.files if f.file == "MatMulV3.csv").deleted == 1
+    assert any("MatMulV3.csv: pruned 1 row(s)" in n and "row 1 (16,64;64,32" in n
+               for n in outcome.notes), outcome.notes
 
 
 def test_dry_run_writes_nothing_but_reports_what_would_change(db):
@@ -233,3 +252,41 @@ def test_old_schema_profiling_values_never_reach_another_devices_copy(tmp_path):
                    "Profiling Median Duration(us)", "Profiling Std Duration(us)",
                    "Profiling Average aicore_time(us)"):
         assert copy[column].tolist() == [""], column
+
+
+def test_a_failed_rename_in_native_mode_leaves_every_file_as_it_was(db, monkeypatch):
+    """Issue 8: native mode said "the database was left as it was" while MatMulV2.csv had
+    been replaced; now the failed rename restores what the transaction already replaced."""
+    import os
+
+    from pytest_npuperf.db.errors import NpuperfError
+
+    results = [result_for(db, "MatMulV2.csv", 0), result_for(db, "MatMulV3.csv", 0)]
+    before = tree_digest(db)
+    real = os.replace
+
+    def immutable_v3(src, dst):
+        if str(dst).endswith("MatMulV3.csv"):  # MatMulV2.csv is renamed first
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", immutable_v3)
+    with pytest.raises(NpuperfError, match="every file was left as it was"):
+        backfill(db, db, results, native=True, run_id="r", stamp="s")
+    assert tree_digest(db) == before
+
+
+def test_a_file_changed_after_collection_is_matched_by_signature(db):
+    from pytest_npuperf.measure.cases import CaseCatalog
+
+    catalog = CaseCatalog(db)
+    result = result_for(db, "MatMulV2.csv", 1)
+    # Another writer inserts a row above it between collection and the lock.
+    table = read_table(db / "MatMulV2.csv")
+    moved = pd.concat([table.iloc[[0]].assign(**{"Input Shapes": "2,64;32,64",
+                                                 "Output Shapes": "2,32"}), table],
+                      ignore_index=True)
+    moved.to_csv(db / "MatMulV2.csv", index=False)
+    backfill(db, db, [result], native=True, run_id="r", stamp="s", snapshot=catalog.database)
+    after = read_table(db / "MatMulV2.csv")
+    assert after["Average Duration(us)"].tolist() == ["", "", "12"]  # the same row, now 3rd

@@ -20,7 +20,7 @@ from pytest_npuperf.db.table import (
     write_text,
 )
 
-from .conftest import write_csv
+from .conftest import tree_digest, write_csv
 
 LFS = ("version https://git-lfs.github.com/spec/v1\n"
        "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
@@ -84,8 +84,8 @@ def test_a_csv_mentioning_lfs_later_is_not_a_pointer(tmp_path) -> None:
     (b"\n\n", "empty file"),
     (b"a,b,a\n1,2,3\n", "duplicate column"),
     (b"a,b\n\xff\xfe,1\n", "not UTF-8"),
-    (b"a,b,c\n1,2,3,\n4,5,6,\n", "row 1 has 4 fields but the header has 3"),
-    (b"a,b,c\n1,2,3\n4,5,6,7\n", "malformed CSV"),
+    (b"a,b,c\n1,2,3,\n4,5,6,\n", r"row 1 \(line 2\) has 4 fields but the header has 3 \(2 such"),
+    (b"a,b,c\n1,2,3\n4,5,6,7\n", r"row 2 \(line 3\) has 4 fields"),
 ])
 def test_unreadable_tables_are_one_line_errors(tmp_path, content: bytes, match: str) -> None:
     path = tmp_path / "Bad.csv"
@@ -197,12 +197,11 @@ def test_writable_dir_probe(tmp_path) -> None:
         check_writable_dir(blocker)
 
 
-def test_a_failed_rename_drops_the_rest_and_names_what_was_replaced(tmp_path, monkeypatch):
-    import os
-
-    from pytest_npuperf.db.errors import NpuperfError
-    from pytest_npuperf.db.table import WriteBatch
-
+def test_a_failed_rename_puts_back_what_was_already_replaced(tmp_path, monkeypatch):
+    """Issue 8: a later rename that fails used to leave the earlier files replaced."""
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_text(f"old {name}\n")
+    before = tree_digest(tmp_path)
     batch = WriteBatch()
     for name in ("a.csv", "b.csv", "c.csv"):
         batch.add_text(tmp_path / name, f"{name}\n")
@@ -214,6 +213,6 @@ def test_a_failed_rename_drops_the_rest_and_names_what_was_replaced(tmp_path, mo
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", flaky)
-    with pytest.raises(NpuperfError, match="already replaced: a.csv"):
+    with pytest.raises(NpuperfError, match="every file was left as it was"):
         batch.commit()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]  # no temp files left
+    assert tree_digest(tmp_path) == before  # a.csv is old again; no temp file, no journal

@@ -71,7 +71,7 @@ def test_the_xdist_controller_reads_no_database_for_ids_that_are_not_cases(pytes
     plugin.pytest_xdist_node_collection_finished(
         node, ["test_x.py::test_a[1]", "test_x.py::test_b[foo-bar]", "test_x.py::test_c"])
     assert existing_session(config) is None
-    with pytest.raises(pytest.UsageError, match="not a database directory"):
+    with pytest.raises(pytest.UsageError, match="no such directory"):
         plugin.pytest_xdist_node_collection_finished(
             node, ["bench/test_kernels.py::test_kernel[MatMulV2-16x64x32-BF16-0a1b2c3d]"])
 

@@ -152,8 +152,8 @@ def test_a_broken_entry_point_stops_the_run_with_a_one_line_error(demo, npuperf)
     pytester, db = demo
     install_entry_points(pytester.path, "bad = demo_kernels:NoSuchThing\n")
     result = run(pytester, db)
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*UsageError: npuperf: entry point bad (demo_kernels:NoSuchThing)"
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: npuperf: entry point bad (demo_kernels:NoSuchThing)"
                                  " in pytest_npuperf.kernels failed to load: AttributeError*"])
     code, _, err = npuperf("kernels")
     assert code == 2 and "entry point bad" in err

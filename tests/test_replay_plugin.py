@@ -18,6 +18,7 @@ import torch  # noqa: F401
 
 from pytest_npuperf.db.lock import database_lock
 from pytest_npuperf.db.merge import row_signatures
+from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
 from tests.replay_project import (
     BENCH,
@@ -111,7 +112,7 @@ def test_cpu_run_writes_its_own_database_and_leaves_the_source_byte_identical(pr
     cases = {c["signature"]: c for c in report["cases"] if c["file"] == "MatMulV2.csv"}
     signatures, _ = row_signatures(matmul, "MatMulV2")
     for (_, row), sig in zip(matmul.iterrows(), signatures):
-        case = cases[repr(sig)]
+        case = cases[short_hash(sig)]
         stats = case["stats"]
         # The median by default.
         assert case["statistic"] == row["MicroBench Statistic"] == "median"
@@ -265,12 +266,14 @@ def test_a_kernel_that_raises_fails_its_case_and_the_session_goes_on(pytester):
     assert table["Average Duration(us)"][0] == ""
 
 
-def test_prune_drops_rows_that_failed_and_keeps_rows_without_a_replay(pytester):
+def test_prune_keeps_rows_that_failed_and_rows_without_a_replay(pytester):
+    """Issue 8: prune used to delete the row of a failed case, which promises to keep it."""
     db = faulty_project(pytester, "BoomKernel")
     result = run(pytester, db, "--npuperf-prune-empty-duration-rows")
     result.assert_outcomes(passed=3, failed=1, skipped=1)
     target = cpu_db(pytester.path / "out")
-    assert len(read_table(target / "BoomKernel.csv")) == 0  # tried, failed, no profile
+    boom = read_table(target / "BoomKernel.csv")
+    assert len(boom) == 1 and boom["MicroBench Status"][0].startswith("failed")
     assert len(read_table(target / "Unreplayable.csv")) == 1  # no replay yet: kept
     assert len(read_table(target / "MatMulV2.csv")) == 2
 
@@ -450,8 +453,11 @@ def test_a_missing_grid_config_or_database_stops_collection_with_a_clear_error(p
                                                                               option):
     pytester.makepyfile(**{"bench/test_kernels": BENCH})
     result = pytester.runpytest("bench", option, str(pytester.path / "nope"), *FAST)
-    assert result.ret == pytest.ExitCode.INTERRUPTED  # an error during collection
-    result.stdout.fnmatch_lines([f"*UsageError: {option}: *nope*"])
+    # Issue 8: a usage error is one line (it used to be a collection traceback).
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: {option}: "), errors
+    assert "nope" in errors[0] and "Traceback" not in result.stdout.str()
     assert "passed" not in result.stdout.str()
 
 
@@ -533,12 +539,14 @@ def test_a_failed_backfill_fails_the_session_and_says_so(project):
 from pathlib import Path
 
 def pytest_runtest_teardown(item):
-    # The database changes under the session: the backfill must refuse it.
-    Path({str(db / "RmsNorm.csv")!r}).write_text(
-        "version https://git-lfs.github.com/spec/v1\\noid sha256:00\\nsize 1\\n")
+    # The database being written changes under the session: the backfill must refuse it.
+    for target in Path({str(pytester.path / "out")!r}).glob("CPU_*/vllm_ascend/*"):
+        (target / "RmsNorm.csv").write_text(
+            "version https://git-lfs.github.com/spec/v1\\noid sha256:00\\nsize 1\\n")
 """)
     result = run(pytester, db, "-k", "RmsNorm")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*backfill failed*Git LFS pointer*"])
-    assert not list((pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv"))
+    assert [p.name for p in (pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv")] == [
+        "RmsNorm.csv"]  # the pointer planted above, nothing written beside it

@@ -1,18 +1,37 @@
 """Errors raised by the data-contract layer.
 
 Every error carries a one-line message meant for the user: the CLI prints it as is and
-exits non-zero, the plugin turns it into a usage error or a failed case.
+exits with the error's `exit_code` (2: a usage mistake, such as a bad option, a missing file or
+a locked database; 1: bad data, such as a malformed CSV or cell), the plugin turns it into a
+usage error or a failed case. Messages quote user text through `clip`, so that a hostile cell
+(a megabyte of NUL bytes) never becomes a megabyte-long message.
 """
 
 from __future__ import annotations
+
+EXIT_USAGE = 2
+EXIT_DATA = 1
+_CLIP = 80
+
+
+def clip(text: object, limit: int = _CLIP) -> str:
+    """`repr(text)`, cut to about `limit` characters: safe to put in a one-line message."""
+    shown = repr(text)
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}... ({len(shown):,} characters)"
 
 
 class NpuperfError(Exception):
     """Base class: a problem the user can fix, described in one line."""
 
+    exit_code = EXIT_USAGE
+
 
 class ContractError(NpuperfError):
     """A cell, header or file does not follow CONTRACT.md."""
+
+    exit_code = EXIT_DATA
 
 
 class CellError(ContractError):
@@ -50,3 +69,13 @@ class LfsPointerError(ContractError):
 
 class VersionError(NpuperfError):
     """A version component or version directory is invalid or cannot be detected."""
+
+
+class UnsafeNameError(NpuperfError):
+    """A device, version or kernel name that would not be a safe path component."""
+
+
+def os_error(path: object, exc: OSError, action: str = "cannot read") -> NpuperfError:
+    """One line for an OSError on `path` (permission denied, I/O error, ...)."""
+    reason = exc.strerror or type(exc).__name__
+    return NpuperfError(f"{path}: {action}: {reason}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .errors import VersionError
+from .errors import UnsafeNameError, VersionError, clip
 
 KNOWN_DEVICES: tuple[str, ...] = (
     "ATLAS_800_A3_752T_128G_DIE", "ATLAS_800_A3_560T_128G_DIE", "ATLAS_800_A2_376T_64G",
@@ -159,16 +159,35 @@ def resolve_version_dir(vllm: str | None = None, torch: str | None = None,
     return version_dir_name(given["vllm"], given["torch"], given["cann"])  # type: ignore[arg-type]
 
 
+_DEVICE_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.\-]*$")
+_MAX_COMPONENT = 200
+
+
 def check_device(device: str) -> str:
+    """A device name that is one safe path component (`../../X`, `a/b`, `.x` are refused)."""
     name = str(device).strip()
-    if not name or not re.match(r"^[0-9A-Za-z][0-9A-Za-z_.\-]*$", name):
-        raise VersionError(f"invalid device name {device!r}; known Ascend devices: "
+    if not name or len(name) > _MAX_COMPONENT or not _DEVICE_RE.match(name):
+        raise VersionError(f"invalid device name {clip(device)}: letters, digits and _ . - "
+                           f"(starting with a letter or digit); known Ascend devices: "
                            f"{', '.join(KNOWN_DEVICES)}")
     return name
 
 
+def check_component(name: str, what: str) -> str:
+    """A name that becomes one directory or file name under a database: never `.`, `..`, a
+    path separator, a control character or an empty name."""
+    text = str(name)
+    if (not text or text in (".", "..") or len(text.encode("utf-8")) > 255
+            or any(ch in text for ch in "/\\") or any(ord(ch) < 32 or ord(ch) == 127 for ch in text)):
+        raise UnsafeNameError(f"invalid {what} {clip(name)}: it must be one plain directory or "
+                              f"file name")
+    return text
+
+
 def database_dir(root: str | Path, device: str, version_dir: str) -> Path:
-    return Path(root) / check_device(device) / FRAMEWORK_DIR / version_dir
+    """`<root>/<device>/vllm_ascend/<version_dir>`, every name checked (one place for all)."""
+    return (Path(root) / check_device(device) / FRAMEWORK_DIR
+            / check_component(version_dir, "version directory"))
 
 
 def hccl_dir(root: str | Path, device: str, cann: str) -> Path:

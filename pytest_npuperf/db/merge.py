@@ -47,11 +47,12 @@ class MergeResult:
 
 
 def format_number(value: float | int | None) -> str:
-    """Shortest faithful text for a measured number; "" for missing."""
+    """Shortest faithful text for a measured number; "" for missing or not finite (a mean
+    that overflowed is no measurement, and readers reject `inf`)."""
     if value is None:
         return ""
     value = float(value)
-    if math.isnan(value):
+    if not math.isfinite(value):
         return ""
     return f"{value:.10g}"
 

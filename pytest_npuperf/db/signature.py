@@ -1,7 +1,11 @@
 """Row identity (CONTRACT.md §4).
 
-A signature is a hashable tuple computed from a row's identity cells. Two rows (or a profiler
-row and a database row) describe the same kernel call when their signatures are equal.
+A signature is computed from a row's identity cells. Two rows (or a profiler row and a database
+row) describe the same kernel call when their signatures are equal. Each kind is a typed,
+immutable record (a NamedTuple: hashing and equality are a tuple's, as fast, and its fields have
+names); code outside `db/` reads the fields by name or through `shape_label` / `dtype_label`,
+never by position. Slots inside are plain tuples: `(dims, dtype, format)` for inputs,
+`(dims, dtype)` for outputs, dims None for an absent slot.
 
 - generic: per input slot (dims, dtype, format), per output slot (dims, dtype); trailing
   empty slots trimmed and the dtype/format of an empty slot blanked, so that exporters that
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from .shapes import (
     NULL_FORMAT,
@@ -31,7 +36,106 @@ from .shapes import (
     strip_cell,
 )
 
-Signature = tuple
+InputSlot = tuple  # (dims | None, dtype, format)
+OutputSlot = tuple  # (dims | None, dtype)
+
+
+def _dims_label(slot: Slot) -> str:
+    if slot is None:
+        return "none"
+    return "x".join(map(str, slot)) if slot else "scalar"
+
+
+def _dtype_text(dtype: str) -> str:
+    return (dtype or "NA").removeprefix("DT_")
+
+
+class GenericSignature(NamedTuple):
+    """Every input slot (dims, dtype, format) and output slot (dims, dtype)."""
+
+    kind: str
+    inputs: tuple[InputSlot, ...]
+    outputs: tuple[OutputSlot, ...]
+
+    def shape_label(self) -> str:
+        return _dims_label(self.inputs[0][0]) if self.inputs else "noinput"
+
+    def dtype_label(self) -> str:
+        return _dtype_text(next((d for s, d, _ in self.inputs if s is not None), ""))
+
+
+class EpSignature(NamedTuple):
+    """DispatchFFNCombine: the generic signature plus `EP Size` (as `("ep", size)`)."""
+
+    kind: str
+    inputs: tuple[InputSlot, ...]
+    outputs: tuple[OutputSlot, ...]
+    ep: tuple[str, str]
+
+    @property
+    def ep_size(self) -> str:
+        return self.ep[1]
+
+    def shape_label(self) -> str:
+        return GenericSignature.shape_label(self)  # type: ignore[arg-type]
+
+    def dtype_label(self) -> str:
+        return GenericSignature.dtype_label(self)  # type: ignore[arg-type]
+
+
+class GemmSignature(NamedTuple):
+    """MatMulV2/V3/Common: the canonical GEMM `(M, K) x (N, K) -> (M, N)`."""
+
+    kind: str
+    mkn: tuple[int, int, int]
+    dtypes: tuple[str, str, str]  # a, b, out
+    formats: tuple[str, str]  # a, b
+    extra_inputs: tuple[InputSlot, ...]  # bias, scales...
+
+    def shape_label(self) -> str:
+        return "x".join(map(str, self.mkn))
+
+    def dtype_label(self) -> str:
+        return _dtype_text(self.dtypes[0])
+
+
+class IndexSignature(NamedTuple):
+    """Index: the first input slot and the number of gathered rows."""
+
+    kind: str
+    first: InputSlot
+    index_length: int
+
+    def shape_label(self) -> str:
+        return _dims_label(self.first[0])
+
+    def dtype_label(self) -> str:
+        return _dtype_text(self.first[1])
+
+
+class SliceSignature(NamedTuple):
+    """Slice / Transpose (and AiCore variants): the first input only, format ND."""
+
+    kind: str
+    dims: Slot
+    dtype: str
+    format: str
+
+    def shape_label(self) -> str:
+        return _dims_label(self.dims)
+
+    def dtype_label(self) -> str:
+        return _dtype_text(self.dtype)
+
+
+Signature = GenericSignature | EpSignature | GemmSignature | IndexSignature | SliceSignature
+
+
+def generic_signature(inputs: tuple, outputs: tuple, ep: str | None = None) -> Signature:
+    """The generic signature of already trimmed slots (`ep`: DispatchFFNCombine's EP Size)."""
+    if ep is None:
+        return GenericSignature("generic", inputs, outputs)
+    return EpSignature("generic", inputs, outputs, ("ep", ep))
 
 MATMUL_FAMILY: tuple[str, ...] = ("MatMulV2", "MatMulV3", "MatMulCommon")
 SLICE_LIKE: tuple[str, ...] = ("Slice", "SliceAiCore", "Transpose", "TransposeAiCore")
@@ -64,7 +168,7 @@ def _generic(in_shapes: str, in_dtypes: str, in_formats: str, out_shapes: str,
              out_dtypes: str) -> Signature:
     inputs = _slots(in_shapes, in_dtypes, in_formats)
     outputs = tuple((s, d) for s, d, _ in _slots(out_shapes, out_dtypes, None))
-    return ("generic", inputs, outputs)
+    return GenericSignature("generic", inputs, outputs)
 
 
 def _as_nd(slot: Slot, fmt: str) -> Slot:
@@ -111,8 +215,8 @@ def _matmul(in_shapes: str, in_dtypes: str, in_formats: str, out_shapes: str,
         layout = gemm_layout(_as_nd(a, fa), _as_nd(b, fb), out)
         if layout is not None:
             out_dtype = outputs[0][1] if outputs else ""
-            return ("gemm", (layout.m, layout.k, layout.n), (da, db, out_dtype), (fa, fb),
-                    inputs[2:])
+            return GemmSignature("gemm", (layout.m, layout.k, layout.n), (da, db, out_dtype),
+                                 (fa, fb), inputs[2:])
     return _generic(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
 
 
@@ -124,16 +228,16 @@ def _first_input(in_shapes: str, in_dtypes: str, in_formats: str) -> tuple[Slot,
 def _index(in_shapes: str, in_dtypes: str, in_formats: str) -> Signature:
     inputs = _slots(in_shapes, in_dtypes, in_formats)
     if not inputs:
-        return ("index", (None, "", ""), 0)
+        return IndexSignature("index", (None, "", ""), 0)
     # The index tensor is the last input that is present (aclnnIndex: self, indexed_sizes,
     # indexed_strides, indices...); its element count is the number of gathered rows.
     index_slot = inputs[-1][0] if len(inputs) > 1 else None
-    return ("index", inputs[0], numel(index_slot))
+    return IndexSignature("index", inputs[0], numel(index_slot))
 
 
 def _slice(in_shapes: str, in_dtypes: str, in_formats: str) -> Signature:
     slot, dtype, _ = _first_input(in_shapes, in_dtypes, in_formats)
-    return ("slice", slot, dtype, "ND" if slot is not None else "")
+    return SliceSignature("slice", slot, dtype, "ND" if slot is not None else "")
 
 
 @lru_cache(maxsize=262144)
@@ -148,7 +252,7 @@ def signature(kernel_type: str, in_shapes: str, in_dtypes: str, in_formats: str,
         return _index(in_shapes, in_dtypes, in_formats)
     sig = _generic(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
     if kernel_type == "DispatchFFNCombine":
-        return (*sig, ("ep", _normalize_ep(ep_size)))
+        return EpSignature("generic", sig.inputs, sig.outputs, ("ep", _normalize_ep(ep_size)))
     return sig
 
 
@@ -162,8 +266,15 @@ def _normalize_ep(text: str) -> str:
 
 
 
+def signature_text(sig: Signature) -> str:
+    """The signature as plain tuple text: what case-id hashes are computed from (the same
+    text as before signatures were typed, so that ids stay stable across releases)."""
+    return tuple.__repr__(sig)
+
+
 def short_hash(sig: Signature | str, length: int = 8) -> str:
-    """A short, stable (across runs and processes) hash of a signature (or of its repr,
-    when the caller has it already), for case ids."""
-    text = sig if isinstance(sig, str) else repr(sig)
+    """A short, stable (across runs and processes) hash of a signature (or of its
+    `signature_text`, when the caller has it already), for case ids and as the check that a
+    result still refers to the row it was collected from."""
+    text = sig if isinstance(sig, str) else signature_text(sig)
     return hashlib.blake2s(text.encode(), digest_size=length // 2 or 1).hexdigest()[:length]

@@ -1,40 +1,26 @@
 """Reading and writing database CSVs without losing anything.
 
 Tables are read with every cell as its exact text (no NaN, no type guessing), so that a
-rewrite keeps unknown columns, column order and untouched values as they were. Writes go to a
-temporary file in the same directory and are renamed over the target, so a killed process
-leaves either the old file or the new one, never half of one.
+rewrite keeps unknown columns, column order and untouched values as they were. Writes go
+through `transaction.Transaction`: staged beside the target, renamed into place together with
+the other files of the same write, or not at all.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
 import os
 import tempfile
-import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from .errors import ContractError, LfsPointerError, NpuperfError
+from .csvfile import header_fields, read_first_line, scan_csv
+from .errors import ContractError, NpuperfError, clip, os_error
+from .files import LFS_MAGIC, check_not_lfs, is_lfs_pointer
+from .transaction import Transaction, write_frame
 
-LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
-_BOM = b"\xef\xbb\xbf"
-
-
-def is_lfs_pointer(path: str | Path) -> bool:
-    with open(path, "rb") as handle:
-        head = handle.read(len(_BOM) + len(LFS_MAGIC))
-    return head.removeprefix(_BOM).startswith(LFS_MAGIC)
-
-
-def check_not_lfs(path: str | Path) -> None:
-    if is_lfs_pointer(path):
-        raise LfsPointerError(
-            f"{path}: this is a Git LFS pointer, not CSV data; fetch the real file "
-            f"(git lfs pull) and try again")
+__all__ = ["LFS_MAGIC", "WriteBatch", "check_not_lfs", "check_writable_dir", "empty_table",
+           "is_lfs_pointer", "read_header", "read_table", "write_table", "write_text"]
 
 
 def _decode_error(path: str | Path, exc: UnicodeDecodeError) -> ContractError:
@@ -43,74 +29,64 @@ def _decode_error(path: str | Path, exc: UnicodeDecodeError) -> ContractError:
 
 
 def read_header(path: str | Path) -> list[str]:
-    """Column names of a CSV (BOM tolerated). Raises ContractError on an empty file."""
+    """Column names of a CSV (BOM tolerated; a bounded read). Raises ContractError on an
+    empty file."""
     path = Path(path)
     check_not_lfs(path)
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            header = next(csv.reader(handle), None)
-    except UnicodeDecodeError as exc:
-        raise _decode_error(path, exc) from None
+    header = header_fields(path)
     if not header or not any(h.strip() for h in header):
         raise ContractError(f"{path}: empty file (no header line)")
     return header
 
 
-def _long_row_error(path: Path, expected: int) -> ContractError:
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
-        next(reader, None)
-        for number, row in enumerate(reader, start=1):
-            if len(row) > expected:
-                return ContractError(f"{path}: row {number} has {len(row)} fields but the "
-                                     f"header has {expected}")
-    return ContractError(f"{path}: malformed CSV: a row has more fields than the header")
-
-
 def _line_terminator(path: Path) -> str:
-    with open(path, "rb") as handle:
-        first = handle.readline()
-    return "\r\n" if first.endswith(b"\r\n") else "\n"
+    return "\r\n" if read_first_line(path).endswith(b"\r\n") else "\n"
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A database CSV as a frame of strings, exactly as written (empty cells are "")."""
+    """A database CSV as a frame of strings, exactly as written (empty cells are "").
+
+    The bytes are checked first (`csvfile.scan_csv`): a NUL byte, an absurdly long line or a
+    row with more fields than the header is an error naming its line. A row with fewer fields
+    reads as "" in the missing cells; `frame.attrs["short_rows"]` says which (validate
+    reports them).
+    """
     path = Path(path)
     if not path.is_file():
-        raise NpuperfError(f"{path}: no such file")
+        raise NpuperfError(f"{path}: not a regular file" if os.path.exists(path)
+                           else f"{path}: no such file")
     header = read_header(path)
     duplicates = sorted({h for h in header if header.count(h) > 1})
     if duplicates:
         raise ContractError(f"{path}: duplicate column name(s) {', '.join(map(repr, duplicates))}")
+    layout = scan_csv(path)
+    if layout.long_count:
+        first = layout.long[0]
+        raise ContractError(f"{path}: row {first.row} (line {first.line}) has {first.fields} "
+                            f"fields but the header has {layout.header_fields}" + (
+                                f" ({layout.long_count} such rows)" if layout.long_count > 1
+                                else ""))
     placeholders = [f"c{i}" for i in range(len(header))]
     try:
-        # Rows longer than the header would otherwise either shift every value into the
-        # wrong column (pandas takes the extra leading field as an index) or lose the
-        # extra fields with only a warning; a rewrite would then destroy data.
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, header=None, skiprows=1, names=placeholders, dtype=str,
-                                keep_default_na=False, na_filter=False, encoding="utf-8-sig",
-                                skip_blank_lines=True, index_col=False)
+        frame = pd.read_csv(path, header=None, skiprows=1, names=placeholders, dtype=str,
+                            keep_default_na=False, na_filter=False, encoding="utf-8-sig",
+                            skip_blank_lines=True, index_col=False)
     except UnicodeDecodeError as exc:
         raise _decode_error(path, exc) from None
-    except pd.errors.ParserWarning:
-        raise _long_row_error(path, len(header)) from None
     except (pd.errors.ParserError, ValueError) as exc:
-        raise ContractError(f"{path}: malformed CSV: {str(exc).strip().splitlines()[-1]}") from None
+        raise ContractError(f"{path}: malformed CSV: "
+                            f"{clip(str(exc).strip().splitlines()[-1], 160)}") from None
+    except OSError as exc:
+        raise os_error(path, exc) from None
     frame.columns = header
     frame.attrs["lineterminator"] = _line_terminator(path)
+    if layout.short_count:
+        frame.attrs["short_rows"] = layout
     return frame
 
 
 def empty_table(columns: list[str] | tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> None:
@@ -119,78 +95,36 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
         batch.add_table(frame, path)
 
 
-def _to_csv(frame: pd.DataFrame, handle: io.IOBase) -> None:
-    frame.to_csv(handle, index=False, lineterminator=frame.attrs.get("lineterminator", "\n"))
-
-
 def write_text(path: str | Path, text: str) -> None:
     with WriteBatch() as batch:
         batch.add_text(path, text)
 
 
-class WriteBatch:
-    """Stage several files, then put them all in place; on any error none is replaced.
+def _to_csv(frame: pd.DataFrame, handle) -> None:
+    write_frame(frame, handle)
 
-    Used where one command updates many CSVs of a database: each staged file is complete on
-    disk before the first rename, so a failure while writing leaves the database as it was.
+
+class WriteBatch:
+    """Stage several files of one directory tree, then put them all in place, or none.
+
+    A lock-less `transaction.Transaction` (for files no other writer names, such as reports
+    with a unique time stamp); database writes go through `Database.transaction`, which locks.
     """
 
     def __init__(self) -> None:
-        self._staged: list[tuple[Path, Path]] = []
+        self._tx = Transaction(None, "write", lock=False)
 
     def add_table(self, frame: pd.DataFrame, path: str | Path) -> None:
-        self._stage(Path(path), lambda handle: _to_csv(frame, handle))
+        self._tx.stage_with(path, lambda handle: _to_csv(frame, handle))
 
     def add_text(self, path: str | Path, text: str) -> None:
-        self._stage(Path(path), lambda handle: handle.write(text))
-
-    def _stage(self, path: Path, fill) -> None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                            dir=path.parent)
-        except OSError as exc:
-            self.abort()
-            raise NpuperfError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
-        tmp = Path(tmp_name)
-        self._staged.append((tmp, path))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                fill(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
-            os.chmod(tmp, mode)
-        except OSError as exc:
-            self.abort()
-            raise NpuperfError(f"cannot write {path}: {exc.strerror or exc}") from None
-        except BaseException:
-            self.abort()
-            raise
+        self._tx.stage_text(path, text)
 
     def commit(self) -> list[Path]:
-        """Rename every staged file into place. Renames within a directory do not fail in
-        practice once the data is on disk; if one does, the rest are dropped and the error
-        names the files that were already replaced."""
-        done: list[Path] = []
-        try:
-            for tmp, path in self._staged:
-                os.replace(tmp, path)
-                done.append(path)
-        except OSError as exc:
-            self._staged = self._staged[len(done):]
-            self.abort()
-            replaced = ", ".join(p.name for p in done) or "none"
-            raise NpuperfError(f"cannot put {exc.filename} in place ({exc.strerror or exc}); "
-                               f"already replaced: {replaced}") from None
-        self._staged = []
-        return done
+        return self._tx.commit()
 
     def abort(self) -> None:
-        for tmp, _ in self._staged:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        self._staged = []
+        self._tx.abort()
 
     def __enter__(self) -> WriteBatch:
         return self
@@ -213,7 +147,7 @@ def check_writable_dir(directory: str | Path) -> None:
     if probe.exists() and not probe.is_dir():
         raise NpuperfError(f"cannot write to {path}: {probe} is not a directory")
     try:
-        fd, name = tempfile.mkstemp(prefix=".npuperf-probe.", dir=probe)
+        fd, name = tempfile.mkstemp(prefix=f".npuperf-probe.{os.getpid()}.", dir=probe)
         os.close(fd)
         os.unlink(name)
     except OSError as exc:

@@ -29,11 +29,13 @@ from .columns import (
     is_legacy_profiling_schema,
     legacy_renames,
 )
+from .database import walk_files
 from .errors import CellError, NpuperfError
 from .layout import REPORTS_DIR, kernel_type_of_file
 from .merge import row_signatures
 from .shapes import is_known_dtype, parse_shapes, split_list
 from .table import read_table
+from .transaction import pending_journals
 
 # Durations that must be > 0 when present; spreads that must be >= 0.
 _POSITIVE = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, PROFILING_MEDIAN_DURATION,
@@ -41,7 +43,8 @@ _POSITIVE = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, PROFILING_MEDIAN_DURA
              MICROBENCH_MIN_DURATION)
 _NON_NEGATIVE = (PROFILING_STD_DURATION, MICROBENCH_STD_DURATION)
 _NO_VALUE = frozenset({"", "N/A", "NA", "NAN"})
-_FORMAT_TOKEN = re.compile(r"^[A-Za-z0-9_]+$")
+# A format name, with the sub-format suffix real exports carry (`NC1HWC0:1`, `FRACTAL_Z:1`).
+_FORMAT_TOKEN = re.compile(r"^[A-Za-z0-9_]+(?::[0-9]+)?$")
 _COLLECTIVE_REQUIRED = ("message_bytes", "num_devices")
 _COLLECTIVE_DURATIONS = ("Duration(us)", "Average Duration(us)")
 _MAX_SHOWN = 20
@@ -166,6 +169,15 @@ def _open(path: Path) -> tuple[FileReport, pd.DataFrame | None]:
         report.problems.append(Problem(str(exc).removeprefix(f"{path}: ")))
         return report, None
     report.rows = len(frame)
+    short = frame.attrs.pop("short_rows", None)
+    if short is not None:  # a row of just `hello` in a 62-column table is not a row
+        for bad in short.short[:_MAX_SHOWN]:
+            report.problems.append(Problem(f"line {bad.line} has {bad.fields} field(s), the "
+                                           f"header has {short.header_fields} (truncated or "
+                                           f"hand-edited row?)", bad.row))
+        if short.short_count > _MAX_SHOWN:
+            report.problems.append(Problem(f"... {short.short_count - _MAX_SHOWN} more row(s) "
+                                           f"with fewer fields than the header"))
     return report, frame
 
 
@@ -239,15 +251,14 @@ def is_collective_file(path: Path) -> bool:
 
 
 def database_files(path: Path) -> Iterator[Path]:
-    """Every CSV of a database under `path` (a file or directory), reports excluded."""
-    if path.is_file():
+    """Every CSV of a database under `path` (a file or directory), reports and hidden files
+    excluded; a directory that cannot be read is an error naming it."""
+    if not path.is_dir():
         yield path
         return
-    for candidate in sorted(path.rglob("*.csv")):
-        relative = candidate.relative_to(path).parts
-        if REPORTS_DIR in relative[:-1] or any(p.startswith(".") for p in relative):
-            continue
-        yield candidate
+    yield from walk_files(path, lambda parts: parts[-1].endswith(".csv")
+                          and REPORTS_DIR not in parts[:-1]
+                          and not any(p.startswith(".") for p in parts))
 
 
 def validate_path(path: str | Path) -> list[FileReport]:
@@ -255,6 +266,13 @@ def validate_path(path: str | Path) -> list[FileReport]:
     if not path.exists():
         raise NpuperfError(f"{path}: no such file or directory")
     reports = []
+    if path.is_dir():
+        for journal in pending_journals(path):
+            report = FileReport(journal)
+            report.problems.append(Problem(
+                "a write was interrupted here (its journal is left): some files may be the new "
+                "version, some the old; the next npuperf writer of this directory rolls it back"))
+            reports.append(report)
     for file in database_files(path):
         validate = validate_collective_table if is_collective_file(file) else validate_kernel_table
         reports.append(validate(file))

@@ -1,8 +1,9 @@
 """Appending theory rows to database CSVs, keeping what is there byte for byte.
 
 A file that exists gets its new rows appended after its own bytes (its header, BOM, quoting
-and line ends untouched; a missing final line end is added first), written atomically through
-`db.table.WriteBatch`. Only when the new rows need a column the file does not have (e.g. the
+and line ends untouched; a missing final line end is added first), staged in the database's
+transaction (`db.database`) with the stamp it was read with, so a file changed meanwhile is
+never overwritten. Only when the new rows need a column the file does not have (e.g. the
 `Runtime ...` columns of an old FusedInferAttentionScore file) is the file rewritten with that
 column added: every existing value is kept, its quoting may be normalised. A file without
 `OP State`, `Accelerator Core` or `Output Formats` (not part of the signature) gets its new rows
@@ -20,10 +21,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..db.columns import ACCELERATOR_CORE, OP_STATE, OUTPUT_FORMATS, contract_columns_for
-from ..db.errors import ContractError, NpuperfError
-from ..db.merge import ensure_columns, row_signatures
+from ..db.database import Table
+from ..db.errors import ContractError, NpuperfError, os_error
+from ..db.merge import ensure_columns
 from ..db.signature import Signature
-from ..db.table import WriteBatch, check_not_lfs, read_table
+from ..db.table import check_not_lfs
+from ..db.transaction import FileStamp, Transaction
 
 
 @dataclass
@@ -33,6 +36,7 @@ class ExistingFile:
     frame: pd.DataFrame
     signatures: list[Signature | None] = field(default_factory=list)
     bad_rows: int = 0
+    stamp: FileStamp | None = None  # when it was read: the commit checks it is still so
 
     @property
     def header(self) -> list[str]:
@@ -55,10 +59,12 @@ def read_existing(path: Path, kernel_type: str) -> ExistingFile | None:
     if not path.is_file():
         raise NpuperfError(f"{path}: not a file")
     check_not_lfs(path)
-    data = path.read_bytes()
-    frame = read_table(path)
-    sigs, errors = row_signatures(frame, kernel_type)
-    return ExistingFile(path, data, frame, sigs, len(errors))
+    table = Table.read(path)  # its stamp is taken first: a change after it shows at commit
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise os_error(path, exc) from None
+    return ExistingFile(path, data, table.frame, table.signatures, table.bad_rows, table.stamp)
 
 
 def _csv_lines(rows: list[dict[str, str]], header: list[str], terminator: str) -> str:
@@ -78,11 +84,11 @@ def new_file_text(kernel_type: str, rows: list[dict[str, str]]) -> str:
     return buffer.getvalue() + _csv_lines(rows, header, "\n")
 
 
-def stage_rows(batch: WriteBatch, path: Path, kernel_type: str, rows: list[dict[str, str]],
+def stage_rows(tx: Transaction, path: Path, kernel_type: str, rows: list[dict[str, str]],
                existing: ExistingFile | None) -> str:
     """Stage `path` with `rows` added; returns how: created, appended or rewritten."""
     if existing is None:
-        batch.add_text(path, new_file_text(kernel_type, rows))
+        tx.stage_text(path, new_file_text(kernel_type, rows), expect=None)
         return "created"
     header = existing.header
     needed = [c for row in rows for c, v in row.items()
@@ -95,7 +101,7 @@ def stage_rows(batch: WriteBatch, path: Path, kernel_type: str, rows: list[dict[
         terminator = existing.line_terminator
         if text and not text.endswith(("\n", "\r")):
             text += terminator
-        batch.add_text(path, text + _csv_lines(rows, header, terminator))
+        tx.stage_text(path, text + _csv_lines(rows, header, terminator), expect=existing.stamp)
         return "appended"
     frame = ensure_columns(existing.frame, kernel_type, dict.fromkeys(needed))
     attrs = dict(frame.attrs)
@@ -103,15 +109,10 @@ def stage_rows(batch: WriteBatch, path: Path, kernel_type: str, rows: list[dict[
                          columns=frame.columns, dtype=object)
     frame = pd.concat([frame, added], ignore_index=True)
     frame.attrs.update(attrs)
-    batch.add_table(frame, path)
+    tx.stage_table(path, frame, expect=existing.stamp)
     return "rewritten"
 
 
 def unchanged_since(existing: ExistingFile | None, path: Path) -> bool:
     """True when the file is still as it was read (or still absent)."""
-    if existing is None:
-        return not path.exists()
-    try:
-        return path.read_bytes() == existing.data
-    except OSError:
-        return False
+    return FileStamp.of(path) == (existing.stamp if existing is not None else None)

@@ -43,15 +43,17 @@ kernel types of CONTRACT.md §10) or `embedded_db` (the embedded default databas
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from ..db.errors import clip
 from ..db.shapes import DTYPE_BYTES, normalize_dtype, normalize_format
 from .errors import ConfigError, UnknownKernelError
-from .expr import FUNCTIONS, Expr, parse_expression, parse_shape
+from .expr import FUNCTIONS, MAX_MAGNITUDE, Expr, parse_expression, parse_shape
 from .generators import GENERATORS
 from .grids import BUILTIN_GRIDS
 from .models import MODEL_GRIDS
@@ -62,6 +64,17 @@ DEFAULT_ROWS = 1000
 DEFAULT_SEED = 0
 DEFAULT_MAX_HBM_GB = 32.0
 MAX_RANGE_VALUES = 10_000_000
+MAX_CANDIDATES = 10_000_000
+"""Candidates one kernel type may stream (the product of a pattern's iterators, summed over
+its patterns): checked before anything is generated."""
+
+
+def candidate_count(values: list) -> int:
+    """The product of the iterators' lengths (1 for no iterator: one grid point)."""
+    count = 1
+    for items in values:
+        count *= len(items)
+    return count
 
 _TOP_KEYS = {"version", "models", "rows", "seed", "max_hbm_gb", "grids", "patterns",
              "assignments"}
@@ -272,7 +285,12 @@ def _non_negative_number(value: object, path: tuple, marks: Marks) -> float:
 
 def _number(value: object, path: tuple, marks: Marks) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise marks.error(path, f"expected a number, got {value!r}")
+        raise marks.error(path, f"expected a number, got {clip(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise marks.error(path, f"expected a finite number, got {value!r}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise marks.error(path, f"{clip(value)} is beyond the {MAX_MAGNITUDE:.3g} limit of "
+                                f"grid values")
     return value
 
 
@@ -314,7 +332,9 @@ def _value_spec(spec: object, path: tuple, marks: Marks, known_grids: set[str], 
 
 def _scalar(value: object, path: tuple, marks: Marks) -> int | float | str:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise marks.error(path, f"expected a number, got {value!r}")
+        raise marks.error(path, f"expected a number, got {clip(value)}")
+    if isinstance(value, (int, float)):
+        return _number(value, path, marks)
     return value
 
 
@@ -335,15 +355,27 @@ def _range(spec: dict, path: tuple, marks: Marks) -> Values:
             raise marks.error((*path, "mul"), f"mul must be > 1, got {mul}")
         if low <= 0:
             raise marks.error((*path, "min"), "a geometric range needs min > 0")
+        # Counted before generated: min 1, max 1e300, mul 1.0000001 would be 6.9e9 values.
+        count = math.floor((math.log(high) - math.log(low)) / math.log(mul) + 1e-9) + 1
+        if count > MAX_RANGE_VALUES:
+            raise marks.error(path, f"range has {count:,} values (at most "
+                                    f"{MAX_RANGE_VALUES:,})")
         values = []
         value = low
-        while value <= high:
+        while value <= high and len(values) <= count:
             values.append(value)
-            value = value * mul
+            grown = value * mul
+            if grown <= value:  # no progress in floating point: mul too close to 1
+                raise marks.error((*path, "mul"), f"mul {mul!r} is too close to 1")
+            value = grown
         return tuple(values)
     step = _number(spec.get("step", 1), (*path, "step"), marks)
     if step <= 0:
         raise marks.error((*path, "step"), f"step must be > 0, got {step}")
+    ratio = (high - low) / step
+    if ratio >= MAX_RANGE_VALUES:
+        raise marks.error(path, f"range has {ratio + 1:,.0f} values (at most "
+                                f"{MAX_RANGE_VALUES:,})")
     count = int((high - low) // step) + 1
     if count > MAX_RANGE_VALUES:
         raise marks.error(path, f"range has {count:,} values (at most {MAX_RANGE_VALUES:,})")

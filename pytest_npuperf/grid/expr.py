@@ -8,8 +8,13 @@ numbers, names, `+ - * / // % **`, unary `-`/`+`, comparisons, `and`/`or`/`not`,
 rejected at parse time: such an expression is never executed.
 
 A checked tree is compiled to a code object that runs with no builtins and only the functions
-above in scope. `**` goes through a guard, so that `10 ** 10 ** 10` is an error rather than a
-hang. Shape templates are tuples of expressions: `"(M, K)"`, `"(D,)"`, `"()"` (an empty slot).
+above in scope. Every arithmetic result goes through a magnitude guard (`**` before it is
+computed), so that `10 ** 10 ** 10`, or constants squaring each other (`a1: a0 * a0`, `a2:
+a1 * a1`, ...), are an error rather than a hang. Expressions nested deeper than MAX_DEPTH are
+refused when parsed. Where the compiled grid templates run an expression per candidate,
+`magnitude_bound` proves from the iterators' values that no result can exceed the guard, and the
+unguarded (faster) tree is used; otherwise the guarded one. Shape templates are tuples of
+expressions: `"(M, K)"`, `"(D,)"`, `"()"` (an empty slot).
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import CodeType
 
+from ..db.errors import clip
 from .errors import ExpressionError, UnsafeExpressionError
 
 MAX_EXPRESSION_LENGTH = 2000
+MAX_DEPTH = 100
+MAX_MAGNITUDE = 2 ** 128
+"""Largest absolute value any arithmetic result may have (shapes, flops and bytes are far below)."""
 _MAX_EXPONENT = 1024
 _MAX_POWER_BASE = 2 ** 64
 
@@ -42,11 +51,31 @@ def ceil_div(x, a):
     return math.ceil(x / a)
 
 
+def _too_large(value) -> OverflowError:
+    text = f"{value:.3g}" if isinstance(value, float) else f"about 2**{int(value).bit_length()}"
+    return OverflowError(f"a result of {text} is beyond the {MAX_MAGNITUDE:.3g} limit "
+                         f"(runaway arithmetic?)")
+
+
 def guarded_pow(base, exponent):
     """`base ** exponent`, refusing results that would take unbounded time or memory."""
     if abs(exponent) > _MAX_EXPONENT or (abs(base) > _MAX_POWER_BASE and abs(exponent) > 1):
         raise OverflowError(f"{base!r} ** {exponent!r} is too large")
+    magnitude = abs(base)
+    if magnitude > 1 and exponent > 0 and exponent * math.log2(magnitude) > 128:
+        raise OverflowError(f"{base!r} ** {exponent!r} is beyond the {MAX_MAGNITUDE:.3g} limit")
     return base ** exponent
+
+
+def guard(value):
+    """An arithmetic result, unless its magnitude is beyond MAX_MAGNITUDE (or not a number)."""
+    if type(value) is int:
+        if -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
+            return value
+        raise _too_large(value)
+    if abs(value) > MAX_MAGNITUDE:  # an inf too; a NaN passes and fails as a dimension
+        raise _too_large(value)
+    return value
 
 
 FUNCTIONS: dict[str, object] = {"min": min, "max": max, "abs": abs, "align": align,
@@ -54,8 +83,10 @@ FUNCTIONS: dict[str, object] = {"min": min, "max": max, "abs": abs, "align": ali
 _ARITY: dict[str, tuple[int, int | None]] = {"min": (2, None), "max": (2, None), "abs": (1, 1),
                                               "align": (2, 2), "ceil_div": (2, 2)}
 POW_HELPER = "_pow"
+GUARD_HELPER = "_guard"
 # What a compiled expression sees: the functions above, nothing else (no builtins).
-RUNTIME_GLOBALS: dict[str, object] = {"__builtins__": {}, **FUNCTIONS, POW_HELPER: guarded_pow}
+RUNTIME_GLOBALS: dict[str, object] = {"__builtins__": {}, **FUNCTIONS, POW_HELPER: guarded_pow,
+                                      GUARD_HELPER: guard}
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**"}
@@ -101,6 +132,11 @@ class _Checker(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if type(node.value) not in (int, float, bool):
             self.generic_visit(node)
+        value = node.value
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(f"the number {value!r} is not finite")
+        if abs(value) > MAX_MAGNITUDE:
+            self.fail(f"the number {clip(value)} is beyond the {MAX_MAGNITUDE:.3g} limit")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id.startswith("_"):
@@ -163,14 +199,109 @@ class _PowToCall(ast.NodeTransformer):
         return node
 
 
+class _Guarded(ast.NodeTransformer):
+    """Every arithmetic result (and every call to align / ceil_div) through the guard."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        return ast.copy_location(ast.Call(func=ast.Name(GUARD_HELPER, ast.Load()), args=[node],
+                                          keywords=[]), node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("align", "ceil_div"):
+            return ast.copy_location(ast.Call(func=ast.Name(GUARD_HELPER, ast.Load()),
+                                              args=[node], keywords=[]), node)
+        return node
+
+
+def _depth(tree: ast.AST) -> int:
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def magnitude_bound(tree: ast.AST, bounds: Mapping[str, float]) -> float | None:
+    """The largest absolute value `tree` or any part of it can take when each name's value is
+    at most `bounds[name]` in absolute value; None when no bound can be proven (a division by
+    something that may be near zero, an unknown name)."""
+    worst = 0.0
+
+    def visit(node: ast.AST) -> float | None:
+        nonlocal worst
+        value = _bound(node, visit, bounds)
+        if value is None:
+            return None
+        worst = max(worst, value)
+        return value
+
+    top = visit(tree)
+    return None if top is None else worst
+
+
+def _bound(node: ast.AST, visit, bounds: Mapping[str, float]) -> float | None:
+    if isinstance(node, ast.Expression):
+        return visit(node.body)
+    if isinstance(node, ast.Constant):
+        return abs(float(node.value))
+    if isinstance(node, ast.Name):
+        return bounds.get(node.id)
+    if isinstance(node, ast.UnaryOp):
+        inner = visit(node.operand)
+        return None if inner is None else (1.0 if isinstance(node.op, ast.Not) else inner)
+    if isinstance(node, (ast.Compare,)):
+        parts = [visit(node.left), *(visit(c) for c in node.comparators)]
+        return None if None in parts else 1.0
+    if isinstance(node, ast.BoolOp):  # `a or b` is one of its operands
+        parts = [visit(v) for v in node.values]
+        return None if None in parts else max(parts)
+    if isinstance(node, ast.IfExp):
+        parts = [visit(node.test), visit(node.body), visit(node.orelse)]
+        return None if None in parts else max(parts[1:])
+    if isinstance(node, ast.BinOp):
+        left, right = visit(node.left), visit(node.right)
+        if left is None or right is None:
+            return None
+        op = type(node.op)
+        if op in (ast.Add, ast.Sub):
+            return left + right
+        if op is ast.Mult:
+            return left * right
+        if op is ast.Mod:
+            return right
+        divisor = node.right.value if isinstance(node.right, ast.Constant) else None
+        if op in (ast.Div, ast.FloorDiv) and divisor and abs(divisor) >= 1:
+            return left + 1
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        args = [visit(a) for a in node.args]
+        if None in args:
+            return None
+        name = node.func.id
+        if name in ("min", "max", "abs"):
+            return max(args)
+        if name == POW_HELPER:
+            return float(MAX_MAGNITUDE)  # guarded_pow refuses anything larger
+        divisor = node.args[1].value if len(node.args) == 2 and isinstance(
+            node.args[1], ast.Constant) else None
+        if name in ("align", "ceil_div") and divisor and abs(divisor) >= 1:
+            return args[0] + abs(divisor)
+        return None
+    return None
+
+
 def _names(tree: ast.AST) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                     and n.id not in FUNCTIONS and n.id != POW_HELPER)
+                     and n.id not in FUNCTIONS and n.id not in (POW_HELPER, GUARD_HELPER))
 
 
 def _parse(text: str, where: str) -> ast.Expression:
     if not isinstance(text, str):
-        raise ExpressionError(f"{where}: expected an expression, got {text!r}")
+        raise ExpressionError(f"{where}: expected an expression, got {clip(text)}")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise ExpressionError(f"{where}: expression of {len(text)} characters is too long "
                               f"(at most {MAX_EXPRESSION_LENGTH})")
@@ -178,21 +309,26 @@ def _parse(text: str, where: str) -> ast.Expression:
     if not source:
         raise ExpressionError(f"{where}: empty expression")
     try:
-        return ast.parse(source, mode="eval")
+        tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(f"{where}: invalid expression {text!r}: {exc.msg}") from None
+        raise ExpressionError(f"{where}: invalid expression {clip(text, 120)}: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError):
-        raise ExpressionError(f"{where}: expression {text!r} is too deeply nested or "
+        raise ExpressionError(f"{where}: expression {clip(text)} is too deeply nested or "
                               f"malformed") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ExpressionError(f"{where}: expression {clip(text)} is nested more than "
+                              f"{MAX_DEPTH} levels deep")
+    return tree
 
 
 def _check(tree: ast.AST, text: str, where: str) -> None:
     def fail(reason: str) -> None:
-        raise UnsafeExpressionError(f"{where}: unsafe expression {text!r} rejected: {reason}")
+        raise UnsafeExpressionError(f"{where}: unsafe expression {clip(text, 120)} rejected: "
+                                    f"{reason}")
     try:
         _Checker(fail).visit(tree)
     except RecursionError:
-        raise ExpressionError(f"{where}: expression {text!r} is too deeply nested") from None
+        raise ExpressionError(f"{where}: expression {clip(text, 120)} is too deeply nested") from None
 
 
 @dataclass(frozen=True)
@@ -204,10 +340,19 @@ class Expr:
     tree: ast.expr = field(repr=False, compare=False)
     names: frozenset[str] = field(compare=False)
     code: CodeType = field(repr=False, compare=False)
+    guarded_tree: ast.expr | None = field(default=None, repr=False, compare=False)
 
-    def node(self) -> ast.expr:
-        """A fresh copy of the checked tree (`**` already routed through the guard)."""
-        return copy.deepcopy(self.tree)
+    def node(self, *, guarded: bool = False) -> ast.expr:
+        """A fresh copy of the checked tree (`**` already routed through its guard); with
+        `guarded`, every arithmetic result goes through the magnitude guard too."""
+        tree = self.guarded_tree if guarded and self.guarded_tree is not None else self.tree
+        return copy.deepcopy(tree)
+
+    def bounded(self, bounds: Mapping[str, float]) -> bool:
+        """Whether no part of this expression can exceed MAX_MAGNITUDE when each name is at
+        most `bounds[name]` in absolute value (then the unguarded tree is safe)."""
+        bound = magnitude_bound(self.tree, bounds)
+        return bound is not None and bound <= MAX_MAGNITUDE
 
     def evaluate(self, env: Mapping[str, object]) -> object:
         try:
@@ -219,16 +364,16 @@ class Expr:
         reason = str(exc) or type(exc).__name__
         if isinstance(exc, NameError):
             reason = f"unknown name ({reason})"
-        shown = ", ".join(f"{k}={env[k]!r}" for k in sorted(self.names) if k in env)
+        shown = ", ".join(f"{k}={clip(env[k], 40)}" for k in sorted(self.names) if k in env)
         at = f" for {shown}" if shown else ""
-        return ExpressionError(f"{self.where}: expression {self.text!r} failed{at}: {reason}")
+        return ExpressionError(f"{self.where}: expression {clip(self.text, 120)} failed{at}: {reason}")
 
     def check_names(self, known: set[str] | frozenset[str]) -> None:
         unknown = sorted(self.names - set(known))
         if unknown:
             listed = ", ".join(sorted(known)) or "none"
             raise ExpressionError(f"{self.where}: unknown name(s) {', '.join(unknown)} in "
-                                  f"expression {self.text!r} (known: {listed})")
+                                  f"expression {clip(self.text, 120)} (known: {listed})")
 
     @property
     def constant(self) -> bool:
@@ -243,8 +388,10 @@ def parse_expression(text: object, *, where: str = "expression") -> Expr:
     _check(tree, text, where)  # type: ignore[arg-type]
     body = _PowToCall().visit(tree).body
     ast.fix_missing_locations(body)
-    code = compile(ast.fix_missing_locations(ast.Expression(body)), f"<{where}>", "eval")
-    return Expr(str(text), where, body, _names(body), code)
+    guarded = _Guarded().visit(ast.Expression(copy.deepcopy(body))).body
+    ast.fix_missing_locations(guarded)
+    code = compile(ast.fix_missing_locations(ast.Expression(guarded)), f"<{where}>", "eval")
+    return Expr(str(text), where, body, _names(body), code, guarded)
 
 
 def parse_shape(text: object, *, where: str = "shape") -> tuple[Expr, ...] | None:
@@ -256,7 +403,7 @@ def parse_shape(text: object, *, where: str = "shape") -> tuple[Expr, ...] | Non
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return (parse_expression(text, where=where),)
     if not isinstance(text, str):
-        raise ExpressionError(f"{where}: expected a shape like \"(M, K)\", got {text!r}")
+        raise ExpressionError(f"{where}: expected a shape like \"(M, K)\", got {clip(text)}")
     source = text.strip()
     if source in ("", "()", "[]"):
         return None

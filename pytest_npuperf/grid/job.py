@@ -26,22 +26,25 @@ from ..db.columns import (
     OUTPUT_SHAPES,
     SIGNATURE_COLUMNS,
 )
+from ..db.database import Database
 from ..db.errors import CellError, NpuperfError
 from ..db.layout import kernel_file_name
-from ..db.lock import database_lock
 from ..db.progress import Progress
 from ..db.shapes import DTYPE_BYTES, format_shapes, normalize_dtype
-from ..db.signature import Signature, signature
-from ..db.table import WriteBatch, check_writable_dir
+from ..db.signature import Signature, generic_signature, signature
+from ..db.table import check_writable_dir
+from ..db.transaction import recover_if_free
 from ..kernels import catalog
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (
     DEFAULT_MAX_HBM_GB,
     DEFAULT_ROWS,
     DEFAULT_SEED,
+    MAX_CANDIDATES,
     GeneratorPattern,
     GridConfig,
     TemplatePattern,
+    candidate_count,
     check_kernels,
     load_config,
 )
@@ -241,11 +244,9 @@ def direct_signature(kernel_type: str, cand: Candidate) -> Signature:
             out.pop()
         return tuple(out)
 
-    sig: Signature = ("generic", side(cand.inputs, cand.in_dtypes, cand.in_formats),
-                      side(cand.outputs, cand.out_dtypes, None))
-    if kernel_type == DISPATCH_FFN_COMBINE:
-        sig = (*sig, ("ep", cand.extra.get(EP_SIZE, "")))
-    return sig
+    ep = cand.extra.get(EP_SIZE, "") if kernel_type == DISPATCH_FFN_COMBINE else None
+    return generic_signature(side(cand.inputs, cand.in_dtypes, cand.in_formats),
+                             side(cand.outputs, cand.out_dtypes, None), ep)
 
 
 def _row_signature(kernel_type: str, row: Mapping[str, str]) -> Signature:
@@ -272,6 +273,7 @@ def _generator_stream(pattern: GeneratorPattern, kernel_type: str, params, model
 def _sources(settings: GridSettings, kernel_type: str, grids, keys: KeySpace) -> list[_Source]:
     config = settings.config
     out = []
+    counts: list[tuple[str, int]] = []
     for name in config.assignments[kernel_type].patterns:
         pattern = config.patterns[name]
         op_state = pattern.op_state or DEFAULT_OP_STATE
@@ -279,12 +281,21 @@ def _sources(settings: GridSettings, kernel_type: str, grids, keys: KeySpace) ->
         if isinstance(pattern, TemplatePattern):
             template = CompiledTemplate(pattern, kernel_type, grids, keys, config.marks,
                                         op_state=op_state, core=core)
+            counts.append((name, template.count))
             out.append(_Source(template.candidates(), template.candidate, template, pattern,
                                op_state, core))
         else:
             params = _generator_params(pattern, grids, config)
+            # The generator's loops run over its parameters for every model: an upper bound.
+            counts.append((name, candidate_count(list(params.values()))
+                           * max(1, len(settings.models))))
             stream = _generator_stream(pattern, kernel_type, params, settings.models, keys, config)
             out.append(_Source(stream, lambda cand: cand, None, pattern, op_state, core))
+    total = sum(n for _, n in counts)
+    if total > MAX_CANDIDATES:
+        shown = ", ".join(f"{name}: {n:,}" for name, n in counts)
+        raise GridError(f"{config.source}: {kernel_type} would stream {total:,} candidates "
+                        f"({shown}); at most {MAX_CANDIDATES:,}: narrow its patterns' values")
     return out
 
 
@@ -448,10 +459,11 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
     settings = resolve_settings(kernels, config_path=config_path, target_models=target_models,
                                 model_file=model_file, rows=rows, seed=seed,
                                 max_hbm_gb=max_hbm_gb)
+    recovered = recover_if_free(data_dir)  # an interrupted write is rolled back before reading
     files = _read_database(data_dir, settings.kernels)
     signatures = {k: f.signatures for k, f in files.items() if f is not None}
     plans = plan_rows(settings, signatures, show_progress=show_progress)
-    summary = GridSummary(settings, plans, data_dir, dry_run)
+    summary = GridSummary(settings, plans, data_dir, dry_run, notes=list(recovered))
     for _kernel_type, existing in files.items():
         if existing is not None and existing.bad_rows:
             summary.notes.append(f"{existing.path.name}: {existing.bad_rows} row(s) with "
@@ -459,20 +471,15 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
     todo = [p for p in plans if p.rows]
     if dry_run or not todo:
         return summary
-    with database_lock(data_dir, "npuperf grid"):
-        batch = WriteBatch()
-        try:
-            for plan in todo:
-                path = data_dir / kernel_file_name(plan.kernel_type)
-                existing = files.get(plan.kernel_type)
-                if not unchanged_since(existing, path):
-                    raise NpuperfError(f"{path} changed while the grid was being generated; "
-                                       f"nothing was written, run the command again")
-                plan.how = stage_rows(batch, path, plan.kernel_type, plan.rows, existing)
-            batch.commit()
-        except BaseException:
-            batch.abort()
-            raise
+    with Database(data_dir).transaction("npuperf grid") as tx:
+        for plan in todo:
+            path = data_dir / kernel_file_name(plan.kernel_type)
+            existing = files.get(plan.kernel_type)
+            if not unchanged_since(existing, path):
+                raise NpuperfError(f"{path} changed while the grid was being generated; "
+                                   f"nothing was written, run the command again")
+            plan.how = stage_rows(tx, path, plan.kernel_type, plan.rows, existing)
+        summary.notes[:0] = tx.notes
     return summary
 
 

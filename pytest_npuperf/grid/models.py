@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..db.errors import clip
 from .errors import ConfigError, UnknownModelError
 from .yamlio import Marks, load_yaml
 
@@ -165,9 +166,16 @@ _MOE = ("experts", "expert_intermediate", "top_k")
 _ALLOWED = set(_REQUIRED) | set(_MLA) | set(_MOE) | {"hf_id", "aliases", "ep"}
 
 
+MAX_DIMENSION = 2 ** 40
+"""No model dimension comes near this; a larger one is a typo (or a hostile file)."""
+
+
 def _positive_int(value: object, path, marks: Marks) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise marks.error(path, f"expected a positive integer, got {value!r}")
+        raise marks.error(path, f"expected a positive integer, got {clip(value)}")
+    if value > MAX_DIMENSION:
+        raise marks.error(path, f"{clip(value)} is larger than any model dimension "
+                                f"(at most {MAX_DIMENSION:,})")
     return value
 
 

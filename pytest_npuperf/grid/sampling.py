@@ -44,7 +44,7 @@ def _flatten(sig: object, dims: list[int]) -> object:
 def flatten_signature(sig: Signature) -> tuple[object, tuple[int, ...]]:
     """(structure with every dim replaced by '#', the dims in depth-first order)."""
     dims: list[int] = []
-    static = _flatten(sig, dims)
+    static = _flatten(tuple(sig), dims)  # a typed signature is a tuple subclass
     return static, tuple(dims)
 
 

@@ -24,7 +24,7 @@ from ..db.columns import SIGNATURE_COLUMNS
 from ..db.shapes import DTYPE_BYTES, NULL_FORMAT, UNDEFINED_DTYPE, Slot, format_shapes
 from ..db.signature import INDEX_KERNEL, MATMUL_FAMILY, SLICE_LIKE, signature
 from ..kernels import catalog
-from .config import TemplatePattern, Values
+from .config import MAX_CANDIDATES, TemplatePattern, Values, candidate_count
 from .errors import ConfigError, ExpressionError
 from .expr import RUNTIME_GLOBALS, Expr
 from .generators import Candidate
@@ -68,6 +68,8 @@ EVALUATION_ERRORS = (_BadDim, _NotGemm, ArithmeticError, TypeError, ValueError)
 """What evaluating a template can raise (turned into an ExpressionError by `diagnose`)."""
 
 _HELPERS = {"_dim": _dim, "_gemm_k": _gemm_k, "_type": type, "_int": int}
+DIAGNOSE_POINTS = 200_000
+"""Grid points evaluated slowly, from the start, to name the one that failed."""
 
 
 def _name(identifier: str) -> ast.Name:
@@ -118,7 +120,15 @@ class CompiledTemplate:
         self.groups: list[tuple[str, ...]] = [it.names for it in pattern.iterators]
         self.flat_names: list[str] = [n for g in self.groups for n in g]
         self.values: list[Values] = [self._resolve(it, grids) for it in pattern.iterators]
+        self.count = candidate_count(self.values)
+        if self.count > MAX_CANDIDATES:
+            sizes = " x ".join(f"{', '.join(g)}: {len(v):,}" for g, v in zip(self.groups,
+                                                                              self.values))
+            raise ConfigError(f"{self.where}: the iterators give {self.count:,} candidates "
+                              f"({sizes}); at most {MAX_CANDIDATES:,} per kernel type: narrow "
+                              f"the ranges or split the pattern")
         self.constants = self._constants()
+        self._bounds = self._magnitudes()
         self.in_dtypes, self.in_formats, self.out_dtypes, self.out_formats = self._layout()
         self.kind = signature_kind(kernel_type)
         self._positive_names = self._positive_ints()
@@ -156,6 +166,18 @@ class CompiledTemplate:
                 for part in item:
                     self._check_number(part, path)
         return values
+
+    def _magnitudes(self) -> dict[str, float]:
+        """The largest absolute value of every name: what proves an expression bounded."""
+        out: dict[str, float] = {k: abs(float(v)) for k, v in self.constants.items()}
+        for group, values in zip(self.groups, self.values):
+            if isinstance(values, range):
+                out[group[0]] = float(max(abs(values[0]), abs(values[-1]))) if len(values) else 0.0
+                continue
+            for i, name in enumerate(group):
+                items = [v[i] for v in values] if len(group) > 1 else list(values)
+                out[name] = max((abs(float(v)) for v in items), default=0.0)
+        return out
 
     def _check_number(self, value: object, path: tuple) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -232,7 +254,7 @@ class CompiledTemplate:
         operands_ok = (len(p.inputs) >= 2 and p.inputs[0] is not None
                        and p.inputs[1] is not None and p.outputs[0] is not None
                        and len(p.outputs[0]) >= 2)
-        if self.kind == "gemm" and (not operands_ok or static[0] != "gemm"):
+        if self.kind == "gemm" and (not operands_ok or sig.kind != "gemm"):
             raise ConfigError(f"{self.where}: {self.kernel_type} rows need two 2-D operands "
                               f"(or FRACTAL_NZ 4-D ones) and a 2-D output")
         return static
@@ -257,7 +279,9 @@ class CompiledTemplate:
                     local = f"_{prefix}{i}_{j}"
                     index = next(counter)
                     self._dim_exprs.append(dim)
-                    stmts.append(ast.Assign([ast.Name(local, ast.Store())], dim.node()))
+                    guarded = not dim.bounded(self._bounds)
+                    stmts.append(ast.Assign([ast.Name(local, ast.Store())],
+                                            dim.node(guarded=guarded)))
                     if not (isinstance(dim.tree, ast.Name) and dim.tree.id in self._positive_names):
                         # if _type(x) is not _int or x < 1: x = _dim(index, x, values)
                         test = ast.BoolOp(ast.Or(), [
@@ -351,7 +375,7 @@ class CompiledTemplate:
     def _constraint_stmts(self) -> list[ast.stmt]:
         if not self.pattern.constraints:
             return []
-        nodes = [c.node() for c in self.pattern.constraints]
+        nodes = [c.node(guarded=not c.bounded(self._bounds)) for c in self.pattern.constraints]
         test = nodes[0] if len(nodes) == 1 else ast.BoolOp(ast.And(), nodes)
         return [ast.If(ast.UnaryOp(ast.Not(), test), [ast.Continue()], [])]
 
@@ -433,7 +457,9 @@ class CompiledTemplate:
             shown = ", ".join(f"{k}={v!r}" for k, v in env.items())
             return ExpressionError(f"{self.where}: for {shown} the shapes do not form a matrix "
                                    f"product (M, K) x (N, K) -> (M, N)")
-        for env in self._points():
+        for number, env in enumerate(self._points()):
+            if number >= DIAGNOSE_POINTS:
+                break
             try:
                 keep = all(c.evaluate(env) for c in self.pattern.constraints)
                 if not keep:

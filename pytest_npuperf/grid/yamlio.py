@@ -3,6 +3,11 @@
 `load_yaml` returns plain Python data plus a `Marks` table (path -> line, column) so that a
 schema error can say `grid.yaml:12:7: patterns.matmul.inputs[1]: ...`. Invalid YAML and
 duplicate mapping keys are errors with the position PyYAML reports.
+
+Bounded: a file is read up to MAX_YAML_BYTES (`--config /dev/zero` ends at once), and a
+document whose aliases would expand it past MAX_NODES values ("billion laughs") is refused
+before anything is built from it: PyYAML shares an aliased node, but converting it to Python
+data (and every check after that) visits it once per use.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
+
+MAX_YAML_BYTES = 4 << 20
+MAX_NODES = 1_000_000
 
 Path_ = tuple  # a path into the document: keys and list indices
 
@@ -73,6 +81,41 @@ def _convert(node: yaml.Node, path: Path_, marks: Marks, constructor: yaml.SafeL
     return constructor.construct_object(node, deep=True)
 
 
+def expanded_size(root: yaml.Node, budget: int = MAX_NODES) -> int:
+    """Values the document has once every alias is expanded (merge keys included), counted
+    over the shared node graph (each node's size computed once, capped past `budget`).
+    A node that contains itself (a recursive alias) counts as over the budget."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack[-1]
+        if id(node) in sizes:
+            stack.pop()
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            sizes[id(node)] = 1
+            stack.pop()
+            continue
+        missing = [c for c in children if id(c) not in sizes]
+        if missing and id(node) not in open_nodes:
+            open_nodes.add(id(node))
+            if any(id(c) in open_nodes for c in missing):
+                return budget + 1  # recursive
+            stack.extend(missing)
+            continue
+        if missing:  # back here with children still unsized: they contain this node
+            return budget + 1
+        open_nodes.discard(id(node))
+        sizes[id(node)] = min(1 + sum(sizes[id(c)] for c in children), budget + 1)
+        stack.pop()
+    return sizes[id(root)]
+
+
 def parse_yaml_text(text: str, source: str) -> tuple[object, Marks]:
     marks = Marks(source)
     loader = yaml.SafeLoader(text)
@@ -80,6 +123,9 @@ def parse_yaml_text(text: str, source: str) -> tuple[object, Marks]:
         node = loader.get_single_node()
         if node is None:
             return None, marks
+        if expanded_size(node) > MAX_NODES:
+            raise ConfigError(f"{source}: the document expands to more than {MAX_NODES:,} values "
+                              f"through its aliases (&anchor / *alias); refusing to build it")
         return _convert(node, (), marks, loader), marks
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -88,20 +134,36 @@ def parse_yaml_text(text: str, source: str) -> tuple[object, Marks]:
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: the document is nested too deeply") from None
     finally:
         loader.dispose()
 
 
-def load_yaml(path: str | Path) -> tuple[object, Marks]:
+def read_bounded_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
+    """A small text file (a config, a model file), read at most `limit` bytes: a device or a
+    huge file is refused without reading the rest."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a YAML file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_yaml_text(text, str(path))
+    if len(data) > limit:
+        raise ConfigError(f"{path}: larger than {limit // 2 ** 20} MiB; a grid config or model "
+                          f"file is a few kilobytes (is this the right file?)")
+    if b"\0" in data:
+        raise ConfigError(f"{path}: contains NUL bytes: a binary file, not YAML")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+def load_yaml(path: str | Path) -> tuple[object, Marks]:
+    path = Path(path)
+    return parse_yaml_text(read_bounded_text(path), str(path))

@@ -31,7 +31,16 @@ from ..db.columns import (
 )
 from ..db.errors import CellError, ContractError
 from ..db.layout import normalize_kernel_type
-from ..db.shapes import format_shapes, parse_shapes, split_list, strip_cell
+from ..db.shapes import (
+    NULL_FORMAT,
+    UNDEFINED_DTYPE,
+    format_shapes,
+    normalize_dtype,
+    normalize_format,
+    parse_shapes,
+    split_list,
+    strip_cell,
+)
 from ..db.signature import Signature, signature
 from .kernel_details import (
     DEFAULT_CHUNK_ROWS,
@@ -42,6 +51,8 @@ from .kernel_details import (
 )
 
 KEY_COLUMNS = (TYPE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES)
+MAX_DURATION_US = 1e12
+"""Longer than 11 days: not a kernel launch (and its statistics would overflow to inf)."""
 
 # Skip reasons, as negative group ids.
 SKIP_NO_TYPE = "no kernel type (N/A)"
@@ -49,7 +60,10 @@ SKIP_HCCL = "HCCL / communication"
 SKIP_NO_SHAPE = "no shapes (N/A)"
 SKIP_BAD_DURATION = "invalid duration"
 SKIP_DUPLICATE = "duplicate launch record (same stream, task, start time and signature)"
-_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3}
+SKIP_MISALIGNED = "dtype or format list with more entries than shape slots"
+SKIP_SHORT = "fewer fields than the header"
+SKIP_HUGE_DURATION = f"duration above {MAX_DURATION_US:.0e} us"
+_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3, SKIP_MISALIGNED: -5}
 _NO_TYPE_TOKENS = frozenset({"", "N/A", "NA", "NULL", "NONE", "UNDEFINED"})
 
 
@@ -83,22 +97,57 @@ class AggregateResult:
     level0_files: list[Path]
     rows_read: int
     skipped: Counter
+    notes: list[str] = field(default_factory=list)  # per file: rows skipped or cut, with lines
 
     @property
     def rows_used(self) -> int:
         return sum(k.stats.count for k in self.kernels)
 
 
+_LISTS = ((INPUT_SHAPES, INPUT_DTYPES, UNDEFINED_DTYPE), (INPUT_SHAPES, INPUT_FORMATS, NULL_FORMAT),
+          (OUTPUT_SHAPES, OUTPUT_DTYPES, UNDEFINED_DTYPE),
+          (OUTPUT_SHAPES, OUTPUT_FORMATS, NULL_FORMAT))
+
+
+def _aligned(tokens: tuple[str, ...], slots: int, filler: str) -> tuple[str, ...] | None:
+    """A dtype/format list with one entry per shape slot: missing trailing entries are the
+    absent slots' filler (as signatures read them); extra entries may only be empty ones.
+    None when real entries would have to be dropped."""
+    if tokens == ("",):
+        tokens = ()  # an empty cell: nothing listed
+    if len(tokens) <= slots:
+        return tokens + (filler,) * (slots - len(tokens)) if slots else tokens
+    extra = tokens[slots:]
+    if all(normalize_dtype(t) == UNDEFINED_DTYPE and normalize_format(t) == NULL_FORMAT
+           for t in extra):
+        return tokens[:slots]
+    return None
+
+
 def _identity_cells(row: dict[str, str]) -> dict[str, str]:
-    """Cells of a new database row: shapes in canonical form, tokens as the profiler wrote them."""
+    """Cells of a new database row: shapes in canonical form, tokens as the profiler wrote
+    them, dtype and format lists aligned with the shape slots (what validate checks)."""
     cells = {}
     for column in (OP_STATE, ACCELERATOR_CORE):
         cells[column] = row.get(column, "").strip()
-    for column in (INPUT_SHAPES, OUTPUT_SHAPES):
-        cells[column] = format_shapes(parse_shapes(row[column]))
-    for column in (INPUT_DTYPES, INPUT_FORMATS, OUTPUT_DTYPES, OUTPUT_FORMATS):
-        cells[column] = ";".join(split_list(row.get(column, "")))
+    shapes = {c: parse_shapes(row[c]) for c in (INPUT_SHAPES, OUTPUT_SHAPES)}
+    for column, slots in shapes.items():
+        cells[column] = format_shapes(slots)
+    for shape_column, column, filler in _LISTS:
+        tokens = split_list(row.get(column, ""))
+        if column == OUTPUT_FORMATS and column not in row:
+            cells[column] = ""
+            continue
+        cells[column] = ";".join(_aligned(tokens, len(shapes[shape_column]), filler) or tokens)
     return cells
+
+
+def _misaligned(cells: dict[str, str]) -> bool:
+    for shape_column, column, filler in _LISTS:
+        if column in cells and _aligned(split_list(cells[column]),
+                                        len(parse_shapes(cells[shape_column])), filler) is None:
+            return True
+    return False
 
 
 def _skip_reason(kernel_type: str, core: str, in_shapes: str) -> str | None:
@@ -126,8 +175,10 @@ def _factorize_rows(chunk: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray
 
 
 class KernelAggregator:
-    def __init__(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+    def __init__(self, chunk_rows: int = DEFAULT_CHUNK_ROWS, *, strict: bool = False) -> None:
         self.chunk_rows = chunk_rows
+        self.strict = strict
+        self.notes: list[str] = []
         self._combo_gid: dict[tuple[str, ...], int] = {}
         self._group_of_sig: dict[tuple[str, Signature], int] = {}
         self._groups: list[tuple[str, Signature, dict[str, str]]] = []
@@ -151,8 +202,9 @@ class KernelAggregator:
         source = source or path.parent.name
         counter_idx = [self._counter_index(c) for c in info.counters]
         gids, durations, counters, launch_keys = [], [], [], []
-        for offset, chunk in KernelDetailsReader(info, self.chunk_rows):
-            gid = self._group_ids(chunk, info, offset)
+        reader = KernelDetailsReader(info, self.chunk_rows, strict=self.strict)
+        for offset, chunk in reader:
+            gid = self._group_ids(chunk, info, offset, reader)
             gids.append(gid)
             durations.append(chunk[RAW_DURATION].to_numpy(dtype=np.float64))
             counters.append(chunk[info.counters].to_numpy(dtype=np.float64)
@@ -164,8 +216,19 @@ class KernelAggregator:
             self.rows_read += len(chunk)
             if on_rows:
                 on_rows(len(chunk))
+        layout = reader.check()
+        if layout.short_count:
+            self.skipped[SKIP_SHORT] += layout.short_count
+            self.rows_read += layout.short_count
+            self.notes.append(f"{path}: {layout.describe('short')}: skipped (truncated or "
+                              f"older export; --strict makes this an error)")
+        if layout.long_count:
+            self.notes.append(f"{path}: {layout.describe('long')}: the extra trailing fields "
+                              f"were ignored (--strict makes this an error)")
         if not sum(len(g) for g in gids):
             # A header without rows is a failed or truncated export, not an empty profile.
+            if layout.short_count:
+                raise ContractError(f"{path}: no complete data row: {layout.describe('short')}")
             raise ContractError(f"{path}: header only, no data rows (truncated or failed export?)")
         gid = np.concatenate(gids)
         duration = np.concatenate(durations)
@@ -182,8 +245,10 @@ class KernelAggregator:
         if fia:
             self.fia_rows[path] = gid[np.isin(gid, fia)]
         usable = gid >= 0
-        valid = usable & np.isfinite(duration) & (duration > 0)
-        self.skipped[SKIP_BAD_DURATION] += int((usable & ~valid).sum())
+        finite = usable & np.isfinite(duration) & (duration > 0)
+        valid = finite & (duration <= MAX_DURATION_US)
+        self.skipped[SKIP_BAD_DURATION] += int((usable & ~finite).sum())
+        self.skipped[SKIP_HUGE_DURATION] += int((finite & ~valid).sum())
         for g in np.unique(gid[valid]):
             self._sources[g].add(source)
         self._parts.append((gid[valid], duration[valid], matrix[valid], counter_idx))
@@ -194,7 +259,8 @@ class KernelAggregator:
             self._counter_names.append(name)
         return self._counter_names.index(name)
 
-    def _group_ids(self, chunk: pd.DataFrame, info: KernelTableHeader, offset: int) -> np.ndarray:
+    def _group_ids(self, chunk: pd.DataFrame, info: KernelTableHeader, offset: int,
+                   reader: KernelDetailsReader) -> np.ndarray:
         codes, first = _factorize_rows(chunk, list(KEY_COLUMNS))
         lookup = np.empty(len(first), dtype=np.int64)
         key_values = [chunk[c].to_numpy() for c in KEY_COLUMNS]
@@ -208,7 +274,7 @@ class KernelAggregator:
                 try:
                     gid = self._new_combo(combo, cells)
                 except CellError as exc:
-                    raise exc.located(path=str(info.path), row=offset + int(row) + 1) from None
+                    raise exc.located(path=str(info.path), row=reader.row(int(row), offset)) from None
             lookup[code] = gid
         return lookup[codes]
 
@@ -220,14 +286,17 @@ class KernelAggregator:
             reason = _skip_reason(raw_type, cells.get(ACCELERATOR_CORE, ""), cells[INPUT_SHAPES])
         except CellError as exc:
             raise exc.located(column=INPUT_SHAPES) from None
-        if reason is not None:
-            gid = _SKIP_CODES[reason]
-        else:
-            kernel_type = normalize_kernel_type(raw_type)
+        if reason is None:
             try:
                 parse_shapes(cells[OUTPUT_SHAPES])
             except CellError as exc:
                 raise exc.located(column=OUTPUT_SHAPES) from None
+            if _misaligned(cells):
+                reason = SKIP_MISALIGNED
+        if reason is not None:
+            gid = _SKIP_CODES[reason]
+        else:
+            kernel_type = normalize_kernel_type(raw_type)
             sig = signature(kernel_type, *(cells[c] for c in KEY_COLUMNS[1:]))
             key = (kernel_type, sig)
             gid = self._group_of_sig.get(key)
@@ -275,7 +344,7 @@ class KernelAggregator:
                     sources=sorted(self._sources[int(g)])))
         return AggregateResult(kernels=kernels, files=list(self.files),
                                level0_files=list(self.level0_files), rows_read=self.rows_read,
-                               skipped=self.skipped)
+                               skipped=self.skipped, notes=list(self.notes))
 
     def fia_rows_in_order(self) -> dict[Path, list[tuple[Signature, str]]]:
         """Per file, its FusedInferAttentionScore rows in launch order: (signature, Input Shapes)."""

@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..db.columns import runtime_column
-from ..db.errors import CellError, NpuperfError
+from ..db.csvfile import scan_csv
+from ..db.errors import CellError, ContractError, NpuperfError, clip, os_error
 from ..db.shapes import Shapes, Slot, format_slot, parse_shapes
 from ..db.table import read_header
 from ..kernels.catalog import (
@@ -107,8 +108,15 @@ def operator_fia_shapes(path: Path) -> list[str]:
     if "Input Shapes" not in header:
         raise NpuperfError(f"{path}: no 'Input Shapes' column (profile with record_shapes=True)")
     names = [c for c in _OPERATOR_NAME_COLUMNS if c in header]
-    frame = pd.read_csv(path, usecols=lambda c: c.strip() in {"Input Shapes", *names}, dtype=str,
-                        keep_default_na=False, encoding="utf-8-sig")
+    scan_csv(path)  # bounded: no NUL byte, no absurd line, before pandas buffers any of it
+    try:
+        frame = pd.read_csv(path, usecols=lambda c: c.strip() in {"Input Shapes", *names},
+                            dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise ContractError(f"{path}: malformed CSV: "
+                            f"{clip(str(exc).strip().splitlines()[-1], 160)}") from None
+    except OSError as exc:
+        raise os_error(path, exc) from None
     frame.columns = [c.strip() for c in frame.columns]
     is_fia = pd.Series(False, index=frame.index)
     for column in names:

@@ -4,13 +4,16 @@ Variants handled: level 1 (full header), level 0 (no shapes: nothing to aggregat
 headers without `OP State`/`HF32 Eligible` and with other counter sets, trailing TABs after
 numbers, literal quotes around shapes, a UTF-8 BOM, `N/A` (HCCL) rows.
 
-The reader never guesses: a number that is neither empty, `N/A` nor a float, and a row with
-fewer fields than the header, are errors that name the file and the row.
+The bytes are checked before pandas sees them (`db.csvfile.scan_csv`: no NUL byte, no absurd
+line, every record's field count). Rows with fewer fields than the header (seen in older CANN
+exports) are skipped and counted with their lines, the rest is parsed; rows with more fields
+are read with the extra trailing fields ignored, and counted. `strict` makes either an error.
+A number that is neither empty, `N/A` nor a float is an error naming the file, row and column;
+so is a header that names a column twice.
 """
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +32,9 @@ from ..db.columns import (
     OUTPUT_SHAPES,
     RAW_DURATION,
 )
-from ..db.errors import CellError, ContractError, NpuperfError
+from ..db.csvfile import CsvLayout, scan_csv
+from ..db.database import walk_files
+from ..db.errors import CellError, ContractError, NpuperfError, clip, os_error
 from ..db.table import read_header
 
 TYPE = "Type"
@@ -72,21 +77,23 @@ class KernelTableHeader:
         present = set(self.columns)
         return [c for c in dict.fromkeys(wanted) if c in present]
 
-    @property
-    def last_column(self) -> str:
-        """The last named column. A short row lacks it, so it reads as "" there."""
-        return [c for c in self.columns if c][-1]
-
 
 def find_kernel_details(path: str | Path) -> list[Path]:
     """`path` itself, or every `kernel_details*.csv` below it (several ranks and runs)."""
     path = Path(path)
-    if not path.exists():
-        raise NpuperfError(f"{path}: no such file or directory")
-    if path.is_file():
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise NpuperfError(f"{path}: no such file or directory") from None
+    except OSError as exc:
+        raise os_error(path, exc) from None
+    if not path.is_dir():
+        if not path.is_file():  # read twice (checked, then parsed): a pipe would not do
+            raise NpuperfError(f"{path}: not a regular file (a FIFO or device?); give a "
+                               f"kernel_details*.csv or a directory of them")
         return [path]
-    found = sorted(p for p in path.rglob("*.csv")
-                   if p.is_file() and "kernel_details" in p.stem)
+    found = walk_files(path, lambda parts: parts[-1].endswith(".csv")
+                       and "kernel_details" in parts[-1][:-4])
     if not found:
         raise NpuperfError(f"{path}: no *kernel_details*.csv found below this directory "
                            f"(torch_npu writes it to <run>_ascend_pt/ASCEND_PROFILER_OUTPUT/)")
@@ -97,6 +104,10 @@ def read_kernel_header(path: Path) -> KernelTableHeader:
     info = KernelTableHeader(path=path, raw_columns=read_header(path))
     columns = info.columns
     present = set(columns)
+    twice = sorted({c for c in columns if c and columns.count(c) > 1})
+    if twice:
+        raise ContractError(f"{path}: the header names column(s) {', '.join(map(clip, twice))} "
+                            f"more than once; which one holds the data cannot be told")
     if INPUT_SHAPES not in present and TYPE in present and RAW_DURATION in present:
         info.level0 = True
         return info
@@ -110,17 +121,6 @@ def read_kernel_header(path: Path) -> KernelTableHeader:
     return info
 
 
-def _first_short_row(path: Path, expected: int) -> tuple[int, int] | None:
-    """(row number, field count) of the first row with fewer fields than the header."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
-        next(reader, None)
-        for number, row in enumerate(reader, start=1):
-            if row and len(row) < expected:
-                return number, len(row)
-    return None
-
-
 def _bad_number(values: pd.Series) -> int | None:
     """Position of the first cell that is neither a number nor a no-value token."""
     text = values.astype(str).str.strip()
@@ -129,53 +129,67 @@ def _bad_number(values: pd.Series) -> int | None:
     return int(hits[0]) if len(hits) else None
 
 
-def _to_float(values: pd.Series, column: str, path: Path, offset: int) -> np.ndarray:
-    """Text cells -> float64 (no-value tokens -> NaN); a junk cell is an error naming its row."""
-    cells = values.to_numpy(dtype=object)
-    cells = np.where(values.isin(NA_VALUES).to_numpy(), "nan", cells)
-    try:
-        return cells.astype(np.float64)  # float() per cell: tolerates the exporters' TABs
-    except ValueError:
-        pos = _bad_number(values)
-        raise CellError(f"cannot read {str(values.iloc[pos]).strip()!r} as a number",
-                        column=column, row=offset + (pos or 0) + 1, path=str(path)) from None
-
-
 class KernelDetailsReader:
-    """Chunks of one kernel table: text columns as str, duration and counters as float64."""
+    """Chunks of one kernel table: text columns as str, duration and counters as float64.
 
-    def __init__(self, info: KernelTableHeader, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+    `layout` (after the first chunk, or `check()`) holds the rows with fewer or more fields
+    than the header; `row(i, offset)` is the file's data row of the i-th row of the chunk at
+    `offset` (skipped short rows counted).
+    """
+
+    def __init__(self, info: KernelTableHeader, chunk_rows: int = DEFAULT_CHUNK_ROWS, *,
+                 strict: bool = False) -> None:
         self.info = info
         self.chunk_rows = chunk_rows
-        self._rows_checked = False
-        last = info.last_column
+        self.strict = strict
+        self.layout: CsvLayout | None = None
         self.numeric = list(dict.fromkeys((RAW_DURATION, *info.counters, *info.launch_key)))
-        # The last column is read as text whatever it holds, so that a missing field ("")
-        # can be told from an exported "N/A"; it is converted to a number afterwards.
-        self.text = list(dict.fromkeys([*info.text_columns, last]))
+        self.text = list(info.text_columns)
         self.parsed_numeric = [c for c in self.numeric if c not in self.text]
+
+    def check(self) -> CsvLayout:
+        """Scan the file's bytes and field counts (once); under `strict`, a row with another
+        field count than the header is an error."""
+        if self.layout is None:
+            layout = scan_csv(self.info.path, keep_skip=True)
+            path = self.info.path
+            if self.strict and layout.short_count:
+                raise ContractError(f"{path}: {layout.describe('short')} (--strict; without it "
+                                    f"such rows are skipped and counted)")
+            if self.strict and layout.long_count:
+                raise ContractError(f"{path}: {layout.describe('long')} (--strict; without it "
+                                    f"the extra fields are ignored and counted)")
+            self.layout = layout
+        return self.layout
+
+    def row(self, position: int, offset: int) -> int:
+        kept = offset + position + 1
+        layout = self.layout
+        return layout.data_row(kept) if layout is not None and layout.skipped_rows else kept
+
+    def _reader(self, columns: list[str], dtypes: dict, na_values: dict | None):
+        raw = {c.strip(): c for c in self.info.raw_columns}
+        wanted = {raw[c] for c in columns}
+        # index_col=False: rows that all end with an extra delimiter must not make pandas
+        # take the first field as an index and shift every value one column left.
+        return pd.read_csv(self.info.path, usecols=lambda c: c in wanted,
+                           dtype={raw[c]: t for c, t in dtypes.items()}, encoding="utf-8-sig",
+                           chunksize=self.chunk_rows, keep_default_na=False,
+                           na_values={raw[c]: v for c, v in (na_values or {}).items()},
+                           engine="c", index_col=False,
+                           skiprows=self.layout.skip if self.layout and self.layout.skip else None)
 
     def __iter__(self) -> Iterator[tuple[int, pd.DataFrame]]:
         info = self.info
-        raw = {c.strip(): c for c in info.raw_columns}
-        dtypes: dict[str, object] = {raw[c]: str for c in self.text}
-        dtypes.update({raw[c]: "float64" for c in self.parsed_numeric})
-        na_values = {raw[c]: NA_VALUES for c in self.parsed_numeric}
-        wanted = {raw[c] for c in (*self.text, *self.parsed_numeric)}
+        self.check()
+        dtypes: dict[str, object] = dict.fromkeys(self.text, str)
+        dtypes.update(dict.fromkeys(self.parsed_numeric, "float64"))
         offset = 0
         try:
-            # index_col=False: rows that all end with an extra delimiter must not make pandas
-            # take the first field as an index and shift every value one column left.
-            reader = pd.read_csv(info.path, usecols=lambda c: c in wanted, dtype=dtypes,
-                                 encoding="utf-8-sig", chunksize=self.chunk_rows,
-                                 keep_default_na=False, na_values=na_values, engine="c",
-                                 index_col=False)
+            reader = self._reader([*self.text, *self.parsed_numeric], dtypes,
+                                  dict.fromkeys(self.parsed_numeric, NA_VALUES))
             for chunk in reader:
                 chunk.columns = [c.strip() for c in chunk.columns]
-                self._check_short_rows(chunk)
-                for column in self.numeric:
-                    if column in self.text:
-                        chunk[column] = _to_float(chunk[column], column, info.path, offset)
                 yield offset, chunk
                 offset += len(chunk)
         except UnicodeDecodeError as exc:
@@ -183,37 +197,25 @@ class KernelDetailsReader:
                                 f" at offset {exc.start}); re-export the file as UTF-8") from None
         except pd.errors.ParserError as exc:
             raise ContractError(f"{info.path}: malformed CSV: "
-                                f"{str(exc).strip().splitlines()[-1]}") from None
+                                f"{clip(str(exc).strip().splitlines()[-1], 160)}") from None
+        except OSError as exc:
+            raise os_error(info.path, exc) from None
         except ValueError as exc:
             if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
                 raise
-            self._raise_bad_number(offset)
-            raise ContractError(f"{info.path}: unparsable number: {exc}") from None
+            self._raise_bad_number()
+            raise ContractError(f"{info.path}: unparsable number: {clip(str(exc), 160)}") from None
 
-    def _check_short_rows(self, chunk: pd.DataFrame) -> None:
-        if self._rows_checked:
-            return
-        if (chunk[self.info.last_column].astype(str) == "").any():
-            self._rows_checked = True  # one full scan answers for the whole file
-            short = _first_short_row(self.info.path, len(self.info.raw_columns))
-            if short is not None:
-                raise ContractError(f"{self.info.path}: row {short[0]} has {short[1]} fields but "
-                                    f"the header has {len(self.info.raw_columns)} "
-                                    f"(truncated or corrupted file?)")
-
-    def _raise_bad_number(self, start: int) -> None:
-        """The C parser said a number is bad but not where: find it, from `start` on."""
-        raw = {c.strip(): c for c in self.info.raw_columns}
-        wanted = {raw[c] for c in self.parsed_numeric}
-        reader = pd.read_csv(self.info.path, usecols=lambda c: c in wanted, dtype=str,
-                             keep_default_na=False, encoding="utf-8-sig", index_col=False,
-                             chunksize=self.chunk_rows, skiprows=range(1, start + 1))
-        offset = start
+    def _raise_bad_number(self) -> None:
+        """The C parser said a number is bad but not where: find it."""
+        reader = self._reader(self.parsed_numeric, dict.fromkeys(self.parsed_numeric, str), None)
+        offset = 0
         for chunk in reader:
             chunk.columns = [c.strip() for c in chunk.columns]
             for column in self.parsed_numeric:
                 pos = _bad_number(chunk[column])
                 if pos is not None:
-                    raise CellError(f"cannot read {chunk[column].iloc[pos]!r} as a number",
-                                    column=column, row=offset + pos + 1, path=str(self.info.path))
+                    raise CellError(f"cannot read {clip(str(chunk[column].iloc[pos]).strip())} "
+                                    f"as a number", column=column, row=self.row(pos, offset),
+                                    path=str(self.info.path))
             offset += len(chunk)

@@ -2,8 +2,8 @@
 
 Merge, never overwrite: a row whose signature exists gets its profiling columns updated; new
 signatures are appended; replay columns, theory rows and unknown columns survive. All files
-are staged first and renamed into place together, under the database lock, so a failure at
-any point leaves the database exactly as it was.
+are staged first and committed together through the database's transaction (lock, journal,
+all-or-nothing renames), so a failure at any point leaves the database exactly as it was.
 """
 
 from __future__ import annotations
@@ -26,16 +26,15 @@ from ..db.columns import (
     PROFILING_SOURCE,
     PROFILING_STD_DURATION,
     PROFILING_UPDATED,
-    contract_columns_for,
     profiling_counter,
 )
+from ..db.database import Database
 from ..db.errors import NpuperfError
 from ..db.layout import kernel_file_name
-from ..db.lock import database_lock
 from ..db.merge import RowUpdate, apply_updates, format_number
 from ..db.progress import Progress
 from ..db.signature import Signature, signature
-from ..db.table import WriteBatch, check_writable_dir, empty_table, read_table
+from ..db.table import check_writable_dir
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details
@@ -73,6 +72,7 @@ class ParseSummary:
         verb = "would write" if self.dry_run else "wrote"
         lines = [f"read {len(agg.files)} kernel table(s), {agg.rows_read:,} rows; "
                  f"{agg.rows_used:,} rows in {len(agg.kernels)} (kernel type, signature) groups"]
+        lines += [f"  {note}" for note in agg.notes]
         for path in agg.level0_files:
             lines.append(f"  {path}: level-0 kernel table (no Input Shapes column): no shapes to "
                          f"aggregate; profile with profiler_level=Level1 and record_shapes=True")
@@ -172,10 +172,11 @@ def _check_file_names(kernel_types) -> None:
 
 
 def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                       show_progress: bool = True) -> tuple[AggregateResult, list[str]]:
+                       show_progress: bool = True, strict: bool = False
+                       ) -> tuple[AggregateResult, list[str]]:
     files = find_kernel_details(profiling_path)
     progress = Progress("parse", unit=" rows", enabled=show_progress)
-    aggregator = KernelAggregator(chunk_rows=chunk_rows)
+    aggregator = KernelAggregator(chunk_rows=chunk_rows, strict=strict)
     for number, path in enumerate(files, start=1):
         def on_rows(_: int, number: int = number) -> None:
             progress.update(aggregator.rows_read, f"(file {number}/{len(files)})")
@@ -190,14 +191,15 @@ def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_
 
 def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size: str | None = None,
                     dry_run: bool = False, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                    show_progress: bool = True, now: _dt.datetime | None = None) -> ParseSummary:
+                    show_progress: bool = True, now: _dt.datetime | None = None,
+                    strict: bool = False) -> ParseSummary:
     database = Path(database)
     if database.exists() and not database.is_dir():
         raise NpuperfError(f"{database}: not a directory")
     if not dry_run:
         check_writable_dir(database)
     result, notes = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
-                                       show_progress=show_progress)
+                                       show_progress=show_progress, strict=strict)
     summary = ParseSummary(database=database, aggregate=result, notes=notes, dry_run=dry_run)
     if not result.kernels:
         if not result.files and result.level0_files:
@@ -219,26 +221,23 @@ def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size
     if DISPATCH_FFN_COMBINE in by_type and ep_size is None:
         summary.notes.append("DispatchFFNCombine rows were parsed without --ep-size: their EP Size "
                              "is empty, so they match no database row that has one")
-    with database_lock(database, "npuperf parse") if not dry_run else contextlib.nullcontext():
-        batch = WriteBatch()
-        try:
-            for kernel_type in sorted(by_type):
-                path = database / kernel_file_name(kernel_type)
-                created = not path.exists()
-                frame = empty_table(contract_columns_for(kernel_type)) if created else read_table(path)
-                updates = _clearing_stale_counters(frame, by_type[kernel_type])
-                merged = apply_updates(frame, kernel_type, updates, add_new=True)
-                if merged.bad_rows:
-                    summary.notes.append(f"{path.name}: {merged.bad_rows} existing row(s) have "
-                                         f"unparsable identity cells and were left as they are "
-                                         f"(run npuperf validate)")
-                summary.changes.append(FileChange(path, merged.added, merged.updated, created,
-                                                  merged.renamed))
-                if not dry_run:
-                    batch.add_table(merged.frame, path)
-            if not dry_run:
-                batch.commit()
-        except BaseException:
-            batch.abort()
-            raise
+    db = Database(database)
+    with (db.transaction("npuperf parse") if not dry_run
+          else contextlib.nullcontext()) as tx:
+        for kernel_type in sorted(by_type):
+            table = db.get_or_new(kernel_type)
+            updates = _clearing_stale_counters(table.frame, by_type[kernel_type])
+            merged = apply_updates(table.frame, kernel_type, updates, add_new=True,
+                                   signatures=table.signatures)
+            if table.bad_rows:
+                summary.notes.append(f"{table.name}: {table.bad_rows} existing row(s) have "
+                                     f"unparsable identity cells and were left as they are "
+                                     f"(run npuperf validate)")
+            summary.changes.append(FileChange(table.path, merged.added, merged.updated,
+                                              not table.exists, table.renamed))
+            if tx is not None:
+                db.stage(tx, table, merged.frame)
+        if tx is not None:
+            summary.notes[:0] = tx.notes
+    summary.notes[:0] = db.notes
     return summary

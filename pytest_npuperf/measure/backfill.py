@@ -1,5 +1,8 @@
 """Session finish: measurements back into the database, in one process, atomically.
 
+- The session's collection snapshot (`db.database.Database`) is updated, not read again: a
+  result names its row (file, position) with the short hash of the row's signature as a check;
+  a file that changed since collection is read again and matched by signature.
 - A row matched by signature gets `Average Duration(us)` (the statistic the session chose,
   the median by default, named in `MicroBench Statistic`) and this project's MicroBench
   columns (median, mean, std, min, samples, precision reached, stop reason, outliers, method,
@@ -9,6 +12,8 @@
   quiet machine (`noisy`) is flagged: its statistics are kept in the MicroBench columns with
   the status and its reason, but not put in `Average Duration(us)`, which readers take as the
   row's latency (an earlier value there stays; missing-only runs measure the row again).
+- Pruning (`--npuperf-prune-empty-duration-rows`) deletes only rows whose case ran and did not
+  fail and that had no duration before the run and still have none; it says which.
 - MatMulV2/V3/Common: when the device says which of them ran (msprof), the measurement lands
   in that type's file if it holds the signature; replays never add rows.
 - Device isolation: a database of another device is never written; the measuring device
@@ -18,7 +23,8 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import contextlib
+from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -47,7 +53,10 @@ from ..db.columns import (
     PROFILING_AVERAGE_DURATION,
     parse_duration,
 )
-from ..db.layout import OP_MAPPING_FILE, kernel_type_of_file
+from ..db.database import Database, Table
+from ..db.errors import NpuperfError
+from ..db.layout import OP_MAPPING_FILE
+from ..db.lock import DatabaseLock
 from ..db.merge import (
     RowUpdate,
     apply_updates,
@@ -55,13 +64,11 @@ from ..db.merge import (
     ensure_columns,
     format_number,
     migrate_legacy,
-    row_signatures,
 )
 from ..db.signature import MATMUL_FAMILY, Signature
-from ..db.table import WriteBatch, read_table
-from .cases import kernel_csvs
+from ..db.transaction import Transaction
 from .outcome import BackfillOutcome, FileOutcome, GapRow
-from .result import STATUS_NOISY, STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
+from .result import FAILING_STATUSES, STATUS_NOISY, STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
 
 _STATUS_MAX = 300
 _EXAMPLES = 3
@@ -124,71 +131,96 @@ def _better(new: CaseResult, old: CaseResult | None) -> bool:
 
 
 class _Target:
-    """One file of the database being written, with its row signatures."""
+    """One file of the database being written: its table and whether it must be written."""
 
-    def __init__(self, name: str, frame: pd.DataFrame) -> None:
-        self.name = name
-        self.kernel_type = kernel_type_of_file(Path(name))
-        # Old schemas are read under today's names (they are written so if the file changes).
-        self.frame, _ = migrate_legacy(frame)
-        self.sigs, _ = row_signatures(frame, self.kernel_type)
-        self.texts = [repr(s) if s is not None else "" for s in self.sigs]
-        self.by_text: dict[str, Signature] = {t: s for t, s in zip(self.texts, self.sigs) if t}
-        self.counts = Counter(self.texts)
-        self.changed = False
+    def __init__(self, table: Table, *, changed: bool = False, grew: int = 0) -> None:
+        self.table = table
+        self.changed = changed
+        self.grew = grew
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @property
+    def kernel_type(self) -> str:
+        return self.table.kernel_type
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.table.frame
 
 
-def _load_targets(source: Path, target: Path | None, native: bool) -> dict[str, _Target]:
+def _load_targets(snapshot: Database, target: Path | None, native: bool,
+                  own: Database | None) -> dict[str, _Target]:
+    """The tables to update. Native: the snapshot's, read again only where the file changed
+    since (the lock is held by now). Otherwise this device's copy, grown by new source rows,
+    or seeded from the source where it has no such file yet."""
     targets = {}
-    for path in kernel_csvs(source):
-        frame = read_table(path)
-        if not native:
-            own = target / path.name if target is not None else None
-            seeded = seed_frame(frame)
-            if own is not None and own.is_file():
-                frame = _with_new_source_rows(read_table(own), seeded, path.name)
-            else:
-                frame = seeded
-        targets[path.name] = _Target(path.name, frame)
-        if not native and not (target is not None and (target / path.name).is_file()):
-            targets[path.name].changed = True  # a new file of the device's database
+    for name in snapshot.tables:
+        if native:
+            targets[name] = _Target(snapshot.refresh(name))
+            continue
+        source = snapshot.tables[name]
+        seeded = seed_frame(source.frame)
+        mine = own.refresh(name) if own is not None and (own.path / name).is_file() else None
+        if mine is None:
+            path = (target if target is not None else snapshot.path) / name
+            table = Table(path, seeded, None, source.kernel_type, {}, list(source.signatures),
+                          list(source.errors))
+            targets[name] = _Target(table, changed=True)  # a new file of the device's database
+        else:
+            targets[name] = _Target(mine, grew=_add_new_source_rows(mine, seeded, source))
     return targets
 
 
-def _with_new_source_rows(own: pd.DataFrame, seeded: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The device's file plus source rows it does not have yet (the source grew)."""
-    kernel_type = kernel_type_of_file(Path(name))
-    have = {repr(s) for s in row_signatures(own, kernel_type)[0] if s is not None}
-    source_sigs = row_signatures(seeded, kernel_type)[0]
-    new = [i for i, s in enumerate(source_sigs) if s is not None and repr(s) not in have]
+def _add_new_source_rows(own: Table, seeded: pd.DataFrame, source: Table) -> int:
+    """Append to the device's table the source rows it does not have yet (the source grew)."""
+    have = own.positions()
+    new = [i for i, s in enumerate(source.signatures) if s is not None and s not in have]
     if not new:
-        return own
-    attrs = dict(own.attrs)
+        return 0
+    attrs = dict(own.frame.attrs)
     extra = seeded.iloc[new]
-    own = ensure_columns(own, kernel_type, list(extra.columns))
-    merged = pd.concat([own, extra.reindex(columns=own.columns, fill_value="")],
+    frame = ensure_columns(own.frame, own.kernel_type, list(extra.columns))
+    merged = pd.concat([frame, extra.reindex(columns=frame.columns, fill_value="")],
                        ignore_index=True)
     merged.attrs.update(attrs)
-    merged.attrs["grew"] = len(new)
-    return merged
+    own.replace(merged, [*own.signatures, *(source.signatures[i] for i in new)])
+    return len(new)
 
 
-def _route(results: Iterable[CaseResult], targets: dict[str, _Target]
-           ) -> tuple[dict[str, dict[str, CaseResult]], dict[str, dict[int, CaseResult]]]:
-    """file -> signature text -> the result that lands there; and, for rows whose cells
-    cannot be parsed (no signature), file -> row position -> result."""
+def _route(results: Iterable[CaseResult], collected: dict[str, Table],
+           targets: dict[str, _Target], notes: list[str]) -> tuple[dict[str, dict[Signature, CaseResult]],
+                                      dict[str, dict[int, CaseResult]]]:
+    """file -> signature -> the result that lands there; and, for rows whose cells cannot be
+    parsed (no signature), file -> row position -> result.
+
+    A result names the row it was collected from (file, position) and carries the short hash
+    of that row's signature: the signature is taken from the collection snapshot, checked
+    against the hash, and matched in the table being written (which may have been read again).
+    """
     family_files = [n for n, t in targets.items() if t.kernel_type in MATMUL_FAMILY]
-    routed: dict[str, dict[str, CaseResult]] = defaultdict(dict)
+    routed: dict[str, dict[Signature, CaseResult]] = defaultdict(dict)
     by_position: dict[str, dict[int, CaseResult]] = defaultdict(dict)
+    stale = 0
     for result in results:
         if result.status == STATUS_SKIPPED:
             continue  # nothing was attempted: the row is left exactly as it was
+        source = collected.get(result.file)
+        position = (result.row or 0) - 1
+        if source is None or not 0 <= position < len(source.signatures):
+            stale += source is not None
+            continue
+        sig = source.signatures[position]
         if not result.signature:
             target = targets.get(result.file)
-            position = (result.row or 0) - 1
-            if target is not None and 0 <= position < len(target.sigs) \
-                    and target.sigs[position] is None:
+            if sig is None and target is not None and position < len(target.table.signatures) \
+                    and target.table.signatures[position] is None:
                 by_position[result.file][position] = result
+            continue
+        if sig is None or source.checks()[position] != result.signature:
+            stale += 1
             continue
         name = result.file
         ran = result.measured_kernel_type
@@ -196,12 +228,15 @@ def _route(results: Iterable[CaseResult], targets: dict[str, _Target]
             # The device ran another member of the family: the measurement belongs to that
             # type's row, if its file has one; never a new row.
             alias = next((n for n in family_files if targets[n].kernel_type == ran
-                          and result.signature in targets[n].by_text), None)
+                          and sig in targets[n].table.positions()), None)
             name = alias or name
-        if name not in targets or result.signature not in targets[name].by_text:
+        if name not in targets or sig not in targets[name].table.positions():
             continue
-        if _better(result, routed[name].get(result.signature)):
-            routed[name][result.signature] = result
+        if _better(result, routed[name].get(sig)):
+            routed[name][sig] = result
+    if stale:
+        notes.append(f"{stale} result(s) no longer match the row they were collected from "
+                     f"(the file changed during the session); they were not written")
     return routed, by_position
 
 
@@ -217,48 +252,60 @@ def _durations(frame: pd.DataFrame, column: str) -> list[float | None]:
     return [parse_duration(v) for v in frame[column].tolist()]
 
 
-def _prune(target: _Target, outcome: FileOutcome, attempted: set[str],
-           attempted_positions: set[int]) -> None:
-    """Delete the rows this session tried to measure that still have neither a replay nor a
-    profiling duration. Rows of other kernel types, rows not selected and rows without a
-    replay are never touched."""
-    frame = target.frame
+def _empty_rows(frame: pd.DataFrame) -> list[bool]:
+    """Per row: neither a replay nor a profiling duration."""
     mb, prof = _durations(frame, AVERAGE_DURATION), _durations(frame, PROFILING_AVERAGE_DURATION)
-    empty = pd.Series([a is None and b is None and (t in attempted or i in attempted_positions)
-                       for i, (a, b, t) in enumerate(zip(mb, prof, target.texts))],
-                      index=frame.index, dtype=bool)
-    if empty.any():
-        outcome.deleted = int(empty.sum())
-        outcome.examples["deleted"] = [_shape_text(frame, int(i))
-                                       for i in list(empty[empty].index)[:_EXAMPLES]]
-        attrs = dict(frame.attrs)
-        keep = (~empty).to_numpy()
-        target.frame = frame.loc[keep].reset_index(drop=True)
-        target.frame.attrs.update(attrs)
-        target.sigs = [s for s, k in zip(target.sigs, keep) if k]
-        target.texts = [t for t, k in zip(target.texts, keep) if k]
-        target.changed = True
+    return [a is None and b is None for a, b in zip(mb, prof)]
 
 
-def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[str],
+def _prune(target: _Target, outcome: FileOutcome, measured: set[Signature],
+           empty_before: list[bool], notes: list[str]) -> None:
+    """Delete the rows this session measured (a case that ran and did not fail) that had no
+    duration before the run and still have none. A row whose case failed, errored, timed out
+    or crashed keeps its row (with its status), as do rows not selected and rows without a
+    replay."""
+    table = target.table
+    frame = table.frame
+    empty_after = _empty_rows(frame)
+    drop = [before and after and sig is not None and sig in measured
+            for before, after, sig in zip(empty_before, empty_after, table.signatures)]
+    if not any(drop):
+        return
+    positions = [i for i, d in enumerate(drop) if d]
+    outcome.deleted = len(positions)
+    outcome.examples["deleted"] = [_shape_text(frame, i) for i in positions[:_EXAMPLES]]
+    shown = "; ".join(f"row {i + 1} ({_shape_text(frame, i)})" for i in positions[:5])
+    more = f" and {len(positions) - 5} more" if len(positions) > 5 else ""
+    notes.append(f"{table.name}: pruned {len(positions)} row(s) measured without any duration, "
+                 f"before or after this run: {shown}{more}")
+    attrs = dict(frame.attrs)
+    keep = [not d for d in drop]
+    pruned = frame.loc[keep].reset_index(drop=True)
+    pruned.attrs.update(attrs)
+    table.replace(pruned, [s for s, k in zip(table.signatures, keep) if k])
+    target.changed = True
+
+
+def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signature],
                gaps: list[GapRow]) -> None:
-    frame = target.frame
+    table = target.table
+    frame = table.frame
     outcome.rows = len(frame)
     mb, prof = _durations(frame, AVERAGE_DURATION), _durations(frame, PROFILING_AVERAGE_DURATION)
-    seen: set[str] = set()
-    for position, text in enumerate(target.texts):
-        if text and text in seen:
+    seen: set[Signature | None] = set()
+    for position, sig in enumerate(table.signatures):
+        if sig is not None and sig in seen:
             outcome.duplicates += 1
             outcome.examples.setdefault("duplicates", [])
             if len(outcome.examples["duplicates"]) < _EXAMPLES:
                 outcome.examples["duplicates"].append(_shape_text(frame, position))
-        seen.add(text)
+        seen.add(sig)
         if mb[position] is None:
             outcome.missing += 1
             missing = outcome.examples.setdefault("missing", [])
             if len(missing) < _EXAMPLES:
                 missing.append(_shape_text(frame, position))
-        if text in updated_sigs and mb[position] is not None and prof[position] is not None:
+        if sig in updated_sigs and mb[position] is not None and prof[position] is not None:
             gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
                                _shape_text(frame, position)))
     outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed, 0)
@@ -266,68 +313,103 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[str],
 
 def backfill(source: Path, target: Path | None, results: list[CaseResult], *, native: bool,
              prune_empty: bool = False, dry_run: bool = False, run_id: str = "",
-             stamp: str = "") -> BackfillOutcome:
-    """Write the session's results; returns what changed. Nothing is written on a dry run."""
+             stamp: str = "", snapshot: Database | None = None, own: Database | None = None,
+             lock: DatabaseLock | bool = True, purpose: str = "pytest backfill"
+             ) -> BackfillOutcome:
+    """Write the session's results; returns what changed. Nothing is written on a dry run.
+
+    `snapshot`: the source database as read at collection (read now when not given); `own`:
+    this device's database when it is not the source (read now when needed); `lock`: the
+    target's lock when the caller holds it, else True to take it here.
+    """
     source, target = Path(source), (Path(target) if target is not None else None)
     outcome = BackfillOutcome(source=source, target=None if dry_run else target, native=native,
                               dry_run=dry_run, run_id=run_id, stamp=stamp)
-    targets = _load_targets(source, target, native)
-    routed, by_position = _route(results, targets)
-    for name, target_file in targets.items():
-        file_outcome = FileOutcome(file=name, kernel_type=target_file.kernel_type)
-        grew = target_file.frame.attrs.pop("grew", 0)
-        if grew:
-            target_file.changed = True
-            outcome.notes.append(f"{name}: {grew} row(s) new in the source database were added "
-                                 f"to this device's copy")
-        updates: dict[Signature, RowUpdate] = {}
-        updated_sigs: set[str] = set()
-        for sig_text, result in routed.get(name, {}).items():
-            updates[target_file.by_text[sig_text]] = RowUpdate(identity={},
-                                                               values=_values(result, run_id))
-            rows = target_file.counts[sig_text]
-            if result.status == STATUS_OK:
-                file_outcome.updated += rows
-                updated_sigs.add(sig_text)
-            else:
-                file_outcome.failed += rows
-        if updates:
-            merged = apply_updates(target_file.frame, target_file.kernel_type, updates,
-                                   add_new=False, signatures=target_file.sigs)
-            target_file.frame = merged.frame
-            target_file.changed = True
-        positions = by_position.get(name, {})
-        if positions:
-            _set_status_by_position(target_file, positions, run_id)
-            file_outcome.failed += len(positions)
-        if prune_empty:
-            _prune(target_file, file_outcome, set(routed.get(name, {})), set(positions))
-        _summarize(target_file, file_outcome, updated_sigs, outcome.gaps)
-        outcome.files.append(file_outcome)
-    if not dry_run and target is not None:
-        _write(source, target, native, targets)
+    if snapshot is None:
+        snapshot = Database(source).read(strict=False)
+    for name, error in snapshot.failed.items():
+        outcome.notes.append(f"{name} could not be read, none of its rows was updated: {error}")
+    write = not dry_run and target is not None
+    tx = Transaction(target, purpose, lock=lock) if write else None
+    with tx if tx is not None else contextlib.nullcontext():
+        if not native and own is None and target is not None and target.is_dir():
+            own = Database(target)
+        collected = dict(snapshot.tables)  # as the cases saw them (refresh may replace them)
+        targets = _load_targets(snapshot, target, native, own)
+        routed, by_position = _route(results, collected, targets, outcome.notes)
+        for name, target_file in targets.items():
+            _update(target_file, routed.get(name, {}), by_position.get(name, {}), outcome,
+                    run_id=run_id, prune_empty=prune_empty)
+        if tx is not None:
+            _stage(tx, source, target, native, targets)  # type: ignore[arg-type]
+            outcome.notes[:0] = tx.notes
     return outcome
+
+
+def _update(target: _Target, routed: dict[Signature, CaseResult],
+            positions: dict[int, CaseResult], outcome: BackfillOutcome, *, run_id: str,
+            prune_empty: bool) -> None:
+    table = target.table
+    file_outcome = FileOutcome(file=table.name, kernel_type=table.kernel_type)
+    if target.grew:
+        target.changed = True
+        outcome.notes.append(f"{table.name}: {target.grew} row(s) new in the source database "
+                             f"were added to this device's copy")
+    empty_before = _empty_rows(table.frame) if prune_empty else []
+    updates: dict[Signature, RowUpdate] = {}
+    updated_sigs: set[Signature] = set()
+    index = table.positions()
+    for sig, result in routed.items():
+        updates[sig] = RowUpdate(identity={}, values=_values(result, run_id))
+        rows = len(index.get(sig, ()))
+        if result.status == STATUS_OK:
+            file_outcome.updated += rows
+            updated_sigs.add(sig)
+        else:
+            file_outcome.failed += rows
+    if updates:
+        merged = apply_updates(table.frame, table.kernel_type, updates, add_new=False,
+                               signatures=table.signatures)
+        table.frame = merged.frame
+        target.changed = True
+    if positions:
+        _set_status_by_position(target, positions, run_id)
+        file_outcome.failed += len(positions)
+    if prune_empty:
+        measured = {sig for sig, r in routed.items() if r.status not in FAILING_STATUSES}
+        _prune(target, file_outcome, measured, empty_before, outcome.notes)
+    _summarize(target, file_outcome, updated_sigs, outcome.gaps)
+    outcome.files.append(file_outcome)
 
 
 def _set_status_by_position(target: _Target, positions: dict[int, CaseResult],
                             run_id: str) -> None:
     """Rows whose cells cannot be parsed still get their case's error in their status."""
+    table = target.table
     columns = list(_values(next(iter(positions.values())), run_id))
-    target.frame = ensure_columns(target.frame, target.kernel_type, columns)
+    frame = ensure_columns(table.frame, table.kernel_type, columns)
     for position, result in positions.items():
         for column, text in _values(result, run_id).items():
-            target.frame.iat[position, target.frame.columns.get_loc(column)] = text
+            frame.iat[position, frame.columns.get_loc(column)] = text
+    table.frame = frame
     target.changed = True
 
 
-def _write(source: Path, target: Path, native: bool, targets: dict[str, _Target]) -> None:
-    """All changed files (and, for a new device copy, op_mapping.yaml) in one batch."""
-    with WriteBatch() as batch:
-        for name, target_file in targets.items():
-            if target_file.changed:
-                frame = ensure_columns(target_file.frame, target_file.kernel_type,
-                                       canonical_order(target_file.kernel_type))
-                batch.add_table(frame, target / name)
-        mapping = source / OP_MAPPING_FILE
-        if not native and mapping.is_file() and not (target / OP_MAPPING_FILE).exists():
-            batch.add_text(target / OP_MAPPING_FILE, mapping.read_text(encoding="utf-8"))
+def _stage(tx: Transaction, source: Path, target: Path, native: bool,
+           targets: dict[str, _Target]) -> None:
+    """Every changed file (and, for a new device copy, op_mapping.yaml) in the transaction,
+    each checked at commit against the stamp it was read with."""
+    for name, target_file in targets.items():
+        if target_file.changed:
+            table = target_file.table
+            frame = ensure_columns(table.frame, table.kernel_type,
+                                   canonical_order(table.kernel_type))
+            tx.stage_table(target / name, frame, expect=table.stamp)
+    mapping = source / OP_MAPPING_FILE
+    if not native and mapping.is_file() and not (target / OP_MAPPING_FILE).exists():
+        try:
+            text = mapping.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise NpuperfError(f"{mapping}: cannot copy it to this device's database: "
+                               f"{exc}") from None
+        tx.stage_text(target / OP_MAPPING_FILE, text, expect=None)

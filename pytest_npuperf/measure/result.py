@@ -26,9 +26,10 @@ STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, 
 # Samples inconsistent with a quiet machine (see noise.py): kept in the MicroBench columns,
 # never stored as the row's latency.
 STATUS_NOISY = "noisy"
+STATUS_CRASHED = "crashed"  # the xdist worker running the case died
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
-            STATUS_SUSPECT, STATUS_NOISY)
-FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)  # the pytest case fails
+            STATUS_SUSPECT, STATUS_NOISY, STATUS_CRASHED)
+FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)  # the case fails
 
 # Results travel between processes and stay in memory for a whole session (10^5 cases): each
 # keeps at most this many of its samples, evenly spread over the run, for plots.
@@ -41,8 +42,8 @@ class CaseResult:
     nodeid: str
     kernel_type: str
     file: str  # the CSV file name within the database
-    signature: str  # repr of the row signature: what backfill matches on
-    row: int | None = None  # 1-based data row in the file when collected (informational)
+    signature: str  # short hash of the row's signature: checked against the row at `row`
+    row: int | None = None  # 1-based data row in the file when collected
     status: str = STATUS_OK
     method: str = METHOD_EVENTS
     stats: SampleStats | None = None

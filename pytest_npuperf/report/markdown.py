@@ -23,7 +23,8 @@ EXAMPLE_MISSING = "missing"
 EXAMPLE_DELETED = "deleted"
 
 STATUS_LABELS = {"ok": "OK", "failed": "Failed", "error": "Error", "timeout": "Timed out",
-                 "skipped": "Skipped", "suspect": "Suspect", "noisy": "Noisy"}
+                 "skipped": "Skipped", "suspect": "Suspect", "noisy": "Noisy",
+                 "crashed": "Crashed (worker died)"}
 
 
 def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],

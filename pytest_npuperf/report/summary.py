@@ -11,17 +11,9 @@ from collections.abc import Iterable
 
 from ..db.layout import device_of
 from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
-from ..measure.result import (
-    STATUS_ERROR,
-    STATUS_FAILED,
-    STATUS_NOISY,
-    STATUS_SUSPECT,
-    STATUS_TIMEOUT,
-    STATUSES,
-    CaseResult,
-)
+from ..measure.result import FAILING_STATUSES, STATUS_NOISY, STATUS_SUSPECT, STATUSES, CaseResult
 
-PROBLEM_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT)
+PROBLEM_STATUSES = FAILING_STATUSES  # failed, error, timeout, crashed
 GAP_THRESHOLD_TEXT = f"microbench/profiling not in [{GAP_LOW:.2f}x, {GAP_HIGH:.2f}x]"
 
 
