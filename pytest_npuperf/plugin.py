@@ -101,12 +101,14 @@ def npuperf_replay(request: pytest.FixtureRequest):
     benchmark = _benchmark_fixture(request)
 
     def run(ref: CaseRef) -> CaseResult:
-        from .measure.result import FAILING_STATUSES
+        from .measure.result import FAILING_STATUSES, STATUS_SKIPPED
 
         result = replay.run_case(ref, request.node.nodeid)
         request.node.stash[_RESULT] = result
         if benchmark is not None and replay.runner.last_samples:
             _feed_benchmark(benchmark, result, replay.runner.last_samples)
+        if result.status == STATUS_SKIPPED:
+            pytest.skip(result.error)  # e.g. a multi-rank kernel without its process group
         if result.status in FAILING_STATUSES:
             message = f"{result.status}: {result.error}"
             if result.detail:

@@ -27,7 +27,21 @@ from tests.test_grid_generators import run as run_generator
 CUSTOM_OPS = {"AddRmsNormBias", "DispatchFFNCombine", "KvRmsNormRopeCache",
               "RINGMLAPrefillBF16Kernel", "split_qkv_rmsnorm_rope_kernel"}
 REPLAYED = {"MatMulV2", "MatMulV3", "MatMulCommon", "BatchMatMulV2", "RmsNorm", "SwiGlu",
-            "SoftmaxV2", "Add"}
+            "SoftmaxV2", "Add",
+            "FusedInferAttentionScore",
+            "GroupedMatmul",
+            "GroupedMatmulSwigluQuant",
+            "QuantBatchMatmulV3",
+            "TransposeBatchMatMul",
+            "MoeTokenPermute",
+            "MoeTokenUnpermute",
+            "DispatchFFNCombine",
+            "RINGMLAPrefillBF16Kernel",
+            "LightningIndexer",
+            "SparseFlashAttention",
+            "AscendQuantV2",
+            "DynamicQuant",
+            }
 FORMATS = {"ND", "FRACTAL_NZ", "NCHW", "NHWC", "NC1HWC0"}
 FAMILIES = {"gemm", "moe", "attention", "rope", "cache", "norm", "activation", "quant",
             "softmax", "sampling", "elementwise", "movement"}

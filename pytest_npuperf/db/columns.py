@@ -111,6 +111,11 @@ MICROBENCH_EXTRA_COLUMNS: tuple[str, ...] = (
     MICROBENCH_DEVICE, MICROBENCH_STACK, MICROBENCH_RUN_ID, MICROBENCH_TIMESTAMP,
 )
 
+# Which implementation of the kernel a replay ran (NPU API, scaled-dot-product backend, grouped
+# GEMM or a loop of GEMMs, ...): kept apart from the statistic columns above.
+MICROBENCH_IMPLEMENTATION = "MicroBench Implementation"
+MICROBENCH_EXTRA_COLUMNS += (MICROBENCH_IMPLEMENTATION,)
+
 # Legacy names.
 LEGACY_MICROBENCH_DURATION = "MicroBench Duration(us)"
 OBSOLETE_COLUMNS: tuple[str, ...] = (

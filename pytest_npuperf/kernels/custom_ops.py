@@ -34,3 +34,12 @@ def custom_op_environment(env: dict[str, str] | None = None) -> list[str]:
         missing.append(f"LD_LIBRARY_PATH: add {libdir} "
                        f"(export LD_LIBRARY_PATH={libdir}:$LD_LIBRARY_PATH)")
     return missing
+
+
+def ascend_op(name: str):
+    """`torch.ops._C_ascend.<name>`, after importing vllm-ascend's operator library (importing
+    it registers the ops; vllm_ascend/utils.py loads it the same way)."""
+    import torch
+
+    importlib.import_module("vllm_ascend.vllm_ascend_C")
+    return getattr(torch.ops._C_ascend, name)

@@ -22,7 +22,23 @@ from .custom_ops import custom_op_environment
 from .layout import SlotLayout
 from .tensors import generator_for, input_tensor
 
-__all__ = ["KernelSpec", "Prepared", "SlotLayout", "present"]
+__all__ = ["KernelSpec", "Prepared", "ReplaySkipped", "SlotLayout", "implemented", "present"]
+
+# What `Prepared.implementation` says of a portable call that does not name itself.
+PLAIN_TORCH = "plain torch"
+
+
+class ReplaySkipped(Exception):
+    """This row cannot run here (e.g. a multi-rank kernel without its process group): the
+    case is skipped with this message and the row is kept as it is."""
+
+
+def implemented(name: str, call: Callable[[], object]) -> Callable[[], object]:
+    """Tag a call with the implementation it runs (e.g. which scaled-dot-product backend or
+    grouped GEMM), which travels to the row's `MicroBench Implementation`."""
+    call.implementation = name  # type: ignore[attr-defined]
+    return call
+
 
 @dataclass
 class Prepared:
@@ -32,6 +48,7 @@ class Prepared:
     flops: float = 0.0
     bytes: float = 0.0
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    implementation: str = ""  # which implementation `call` runs (see `implemented`)
 
 
 class KernelSpec(ABC):
@@ -72,10 +89,13 @@ class KernelSpec(ABC):
         tensors = self.build_inputs(case, backend, generator)
         if backend.kind == "npu":
             call = self.npu_call(tensors, case, backend)
+            default = self.npu_api.split("(")[0].strip()
         else:
             call = self.portable_call(tensors, case)
+            default = PLAIN_TORCH
         return Prepared(call=call, flops=self.flops(case), bytes=self.bytes_moved(case),
-                        tensors=tensors)
+                        tensors=tensors,
+                        implementation=getattr(call, "implementation", None) or default)
 
     def check(self, case: KernelCase) -> None:
         """Raise `case.error(...)` when the row cannot describe a call of this kernel."""

@@ -25,6 +25,7 @@ from ..db.columns import (
     AVERAGE_DURATION,
     INPUT_SHAPES,
     MICROBENCH_DEVICE,
+    MICROBENCH_IMPLEMENTATION,
     MICROBENCH_MEDIAN_DURATION,
     MICROBENCH_METHOD,
     MICROBENCH_MIN_DURATION,
@@ -85,6 +86,7 @@ def _values(result: CaseResult, run_id: str) -> dict[str, str]:
               MICROBENCH_TIMESTAMP: result.timestamp}
     status = result.status if not result.error else f"{result.status}: {result.error}"
     values[MICROBENCH_STATUS] = " ".join(status.split())[:_STATUS_MAX]
+    values[MICROBENCH_IMPLEMENTATION] = result.implementation
     stats = result.stats
     if stats is not None and result.status in _RANK:
         values.update({

@@ -55,6 +55,7 @@ class CaseResult:
     bytes: float = 0.0
     bound_us: float | None = None
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
+    implementation: str = ""  # which implementation ran (`Prepared.implementation`)
 
     @property
     def measured(self) -> bool:

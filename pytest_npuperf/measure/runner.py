@@ -20,6 +20,7 @@ from ..db.errors import CellError
 from ..devices.base import Backend
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
+from ..kernels.spec import ReplaySkipped
 from .cases import CaseRef
 from .profiler import ProfilerSession
 from .result import (
@@ -129,6 +130,7 @@ class CaseRunner:
                                      row_number=ref.row_number)
                 prepared = spec.prepare(case, self.backend)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
+                result.implementation = prepared.implementation
                 samples, run = self._measure(ref, prepared.call, deadline)
             result.warmup, result.time_in_calls_s = run.warmup, run.time_in_calls_s
             result.set_samples(samples)
@@ -136,6 +138,8 @@ class CaseRunner:
             self._check_bound(result)
         except CellError as exc:
             result.status, result.error = STATUS_ERROR, str(exc)
+        except ReplaySkipped as exc:
+            result.status, result.error = STATUS_SKIPPED, str(exc)
         except CaseTimeout as exc:
             result.status, result.error = STATUS_TIMEOUT, str(exc)
             self._abandon_profiler_cycle()
