@@ -150,7 +150,7 @@ def padded_allowed(plan: SparsePlan, device) -> torch.Tensor:
     q = torch.tensor(plan.q_lens, device=device).view(-1, 1, 1, 1)
     allowed = j < kv
     if plan.causal:
-        allowed &= j <= (kv - q + i).clamp(min=0)
+        allowed = allowed & (j <= (kv - q + i).clamp(min=0))
     return allowed
 
 
@@ -258,7 +258,7 @@ class LightningIndexer(KernelSpec):
         def per_sequence(x):  # (T | B, S, ...) -> (B, S, ...)
             if tnd and pad is not None:
                 x = x.index_select(0, pad)
-            return x.reshape(b, s_max, *x.shape[-1 if tnd else 2:])
+            return x.reshape(b, s_max, *x.shape[1 if tnd else 2:])
 
         def lightning_indexer():
             if plan.kv_layout == PAGED:
