@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import torch
+
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.kernels.case import case_from_row
 from pytest_npuperf.kernels.registry import spec_for
@@ -35,3 +38,8 @@ def slots(count: int, filled: dict[int, Slot]) -> list[Slot | None]:
 def prepare(kernel_type: str, cells: dict[str, str], backend=CPU):
     case = case_from_row(kernel_type, cells, file=f"db/{kernel_type}.csv", row_number=2)
     return case, spec_for(kernel_type).prepare(case, backend)
+
+
+def f64(t: torch.Tensor) -> np.ndarray:
+    """A tensor as float64 numpy, for the independent references."""
+    return t.detach().double().numpy()

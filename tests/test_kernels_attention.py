@@ -13,16 +13,12 @@ import torch
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.kernels import catalog, sparse_attention
 from pytest_npuperf.kernels import spec as spec_module
-from tests.kernel_rows import prepare, row, slots
+from tests.kernel_rows import f64, prepare, row, slots
 from tests.npu_standins import npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 MASK = ((2048, 2048), I8)
 FIA = catalog.FIA_INPUT_SLOTS
-
-
-def f64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().numpy()
 
 
 # -- float64 references -----------------------------------------------------------------------
@@ -366,3 +362,40 @@ def test_sparse_attention_without_the_torch_npu_function_says_what_vllm_ascend_n
                         lambda: ["LD_LIBRARY_PATH: add /v/op_api/lib"])
     with pytest.raises(RuntimeError, match="npu_lightning_indexer.*LD_LIBRARY_PATH"):
         prepare("LightningIndexer", INDEXER, backend)
+
+
+def test_real_profiled_attention_rows_are_read_without_runtime_metadata(realdata):
+    """msmodeling's FIA rows (31 slots, no Runtime columns): paged GQA decode over a
+    (blocks, 128, H) cache, GQA prefill with several sequences, MLA decode over a
+    (blocks, 1, 128, 512) cache with rope slots."""
+    import csv
+
+    from pytest_npuperf.kernels.attention import NONE, RIGHT_DOWN, fia_plan
+    from pytest_npuperf.kernels.case import case_from_row
+
+    path = realdata / "msmodeling" / "msmodeling_fixture_fia_raw_test_FusedInferAttentionScore.csv"
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    kinds = set()
+    for cells in rows:
+        case = case_from_row("FusedInferAttentionScore", cells)
+        plan = fia_plan(case)
+        q = case.input(0).dims
+        if plan.rope_dim:
+            kinds.add("mla decode")
+            assert (plan.layout_name, plan.cache_layout, plan.kv_heads, plan.block_size,
+                    plan.rope_dim, plan.heads) == ("BNSD_NBSD", "BnNBsD", 1, 128, 64, q[1])
+            assert plan.q_lens == (1,) * q[0] and plan.causal == NONE
+        elif plan.paged:
+            kinds.add("paged decode")
+            assert (plan.layout_name, plan.cache_layout, plan.kv_heads, plan.block_size) == (
+                "TND", "BnBsH", 1, 128)
+            assert plan.q_lens == (1,) * q[0] and plan.causal == NONE
+            blocks, width = case.input(1).dims[0], case.input(14).dims[1]
+            assert max(plan.kv_lens) <= min(width * 128, blocks * 128 // plan.batch)
+        else:
+            kinds.add("prefill")
+            assert plan.batch == case.input(5).dims[0] and sum(plan.q_lens) == q[0]
+            assert plan.kv_lens == plan.q_lens and plan.causal == RIGHT_DOWN
+        assert not plan.lse  # these rows record an empty LSE slot
+    assert kinds == {"mla decode", "paged decode", "prefill"}

@@ -14,15 +14,11 @@ from pytest_npuperf.kernels import moe
 from pytest_npuperf.kernels import spec as spec_module
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.spec import ReplaySkipped
-from tests.kernel_rows import prepare, row
+from tests.kernel_rows import f64, prepare, row
 from tests.npu_standins import install_ascend_ops, npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 NZ = "FRACTAL_NZ"
-
-
-def f64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().numpy()
 
 
 def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

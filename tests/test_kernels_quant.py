@@ -10,14 +10,10 @@ import torch
 
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.devices.npu import FRACTAL_NZ_FORMAT_ID
-from tests.kernel_rows import prepare, row
+from tests.kernel_rows import f64, prepare, row
 from tests.npu_standins import npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
-
-
-def f64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().numpy()
 
 
 def ints(t: torch.Tensor) -> np.ndarray:

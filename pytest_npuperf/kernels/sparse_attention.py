@@ -171,17 +171,17 @@ def flat_tokens(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, *t.shape[-2:])
 
 
-def npu_op(backend, name: str):
+def npu_op(backend, name: str) -> tuple[Callable, str]:
     """torch_npu's `name`, else vllm-ascend's `torch.ops._C_ascend.<name>` (checked first for
-    the custom-op environment it needs)."""
+    the custom-op environment it needs); and which of the two it is."""
     op = getattr(backend.torch_npu, name, None)
     if op is not None:
-        return op
+        return op, f"torch_npu.{name}"
     missing = custom_op_environment()
     if missing:
         raise RuntimeError(f"torch_npu has no {name} and vllm-ascend's needs: "
                            + "; ".join(missing))
-    return ascend_op(name)
+    return ascend_op(name), f"torch.ops._C_ascend.{name}"
 
 
 def build_paging(plan: SparsePlan, case: KernelCase, tensors: dict, backend, generator,
@@ -295,8 +295,8 @@ class LightningIndexer(KernelSpec):
         kwargs.update(actual_seq_lengths_key=t.get("actual_seq_lengths_kv"),
                       layout_query=plan.q_layout, layout_key=plan.kv_layout,
                       sparse_count=count, return_value=case.output(1).present)
-        op = npu_op(backend, "npu_lightning_indexer")
-        return lambda: op(t["query"], t["key"], t["weights"], **kwargs)
+        op, name = npu_op(backend, "npu_lightning_indexer")
+        return implemented(name, lambda: op(t["query"], t["key"], t["weights"], **kwargs))
 
     def flops(self, case: KernelCase) -> float:
         plan, _ = indexer_plan(case)
@@ -432,9 +432,9 @@ class SparseFlashAttention(KernelSpec):
                       sparse_block_size=1, layout_query=plan.q_layout, layout_kv=plan.kv_layout,
                       attention_mode=2, return_softmax_lse=case.output(1).numel > 1)
         scale = 1.0 / math.sqrt(plan.head_dim + rope)
-        op = npu_op(backend, "npu_sparse_flash_attention")
-        return lambda: op(t["query"], t["key"], t["value"], t["sparse_indices"], scale,
-                          **kwargs)
+        op, name = npu_op(backend, "npu_sparse_flash_attention")
+        return implemented(name, lambda: op(t["query"], t["key"], t["value"],
+                                            t["sparse_indices"], scale, **kwargs))
 
     def flops(self, case: KernelCase) -> float:
         plan, count, rope = flash_plan(case)
