@@ -130,7 +130,7 @@ def npuperf_replay(request: pytest.FixtureRequest):
         request.node.stash[_RESULT] = result
         if benchmark is not None and replay.runner.last_samples:
             _feed_benchmark(benchmark, result, replay.runner.last_samples)
-        if result.status == STATUS_SKIPPED:  # e.g. an NPU-only kernel off the NPU
+        if result.status == STATUS_SKIPPED:  # a ReplaySkipped/NpuOnly row, or no replay yet
             pytest.skip(result.error)
         if result.status in FAILING_STATUSES:
             message = f"{result.status}: {result.error}"

@@ -37,7 +37,8 @@ def case(kernel_type: str, shape: str, status: str = STATUS_OK, *,
         signature=f"('{shape}', 'DT_BF16;DT_BF16', 'ND;ND')", row=row, status=status,
         method=METHOD_PROFILER, error=error, device="cpu", warmup=3 if samples else 0,
         time_in_calls_s=in_calls_s if samples else 0.0, wall_s=wall_s, flops=flops,
-        bytes=nbytes, bound_us=bound_us)
+        bytes=nbytes, bound_us=bound_us,
+        implementation=f"{kernel_type} implementation" if samples else "")
     if samples:
         result.set_samples(samples)
         result.precision, result.stop_reason = 0.025, "precision reached"

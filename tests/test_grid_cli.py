@@ -199,5 +199,7 @@ def test_embedded_rows_are_small():
             assert largest <= (32 if kernel_type == "DispatchFFNCombine" else 8) * 2 ** 20
             if spec is not None:  # a kernel without a replay yet: a skipped case
                 spec.check(case)
-                assert spec.flops(case) <= 2e8, row["Input Shapes"]
+                # DispatchFFNCombine: T*8 token-expert pairs through one 44 Mi-weight expert.
+                limit = 6e9 if kernel_type == "DispatchFFNCombine" else 2e8
+                assert spec.flops(case) <= limit, row["Input Shapes"]
     assert total <= 300

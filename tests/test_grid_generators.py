@@ -112,7 +112,8 @@ def test_grouped_matmul_experts_per_rank():
         experts, ep, per_rank = (c.variables[k] for k in ("experts", "ep", "experts_per_rank"))
         assert experts % ep == 0 and per_rank * ep == experts  # EP 3 and 512 were dropped
         x, w, group_list = c.inputs[0], c.inputs[1], c.inputs[7]
-        assert len(c.inputs) == 8 and group_list == (per_rank,) and c.in_dtypes[7] == "DT_INT64"
+        assert len(c.inputs) == 9 and group_list == (per_rank,) and c.in_dtypes[7] == "DT_INT64"
+        assert c.inputs[8] is None  # per_token_scale: W8A8 rows only
         assert w[0] == per_rank and x[1] == w[1] and c.outputs[0] == (x[0], w[2])
     assert {c.variables["ep"] for c in cands} == {1, 2, 4, 8, 256}
 
@@ -124,7 +125,7 @@ def test_dispatch_ffn_combine_ep_sizes():
         ep, experts, per_rank = (c.variables[k] for k in ("ep", "experts", "experts_per_rank"))
         assert ep >= 2 and experts % ep == 0 and per_rank == experts // ep
         assert c.extra == {EP_SIZE: str(ep)}
-        assert len(c.inputs) == 7 and len(c.outputs) == 2
+        assert len(c.inputs) == 8 and len(c.outputs) == 2 and c.inputs[7] is None  # no mask
         tokens, hidden = c.inputs[0]
         assert c.inputs[1] == (per_rank, hidden, c.variables["n"])
         assert c.inputs[2] == (per_rank, c.variables["n"] // 2, hidden)

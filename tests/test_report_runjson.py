@@ -36,6 +36,7 @@ def test_every_case_with_its_fields() -> None:
     assert first["kernel_type"] == "MatMulV2" and first["file"] == "MatMulV2.csv"
     assert first["signature"] == results[0].signature and first["row"] == 1
     assert first["status"] == "ok" and first["method"] == "profiler"
+    assert first["implementation"] == "MatMulV2 implementation"
     assert first["stats"] == {"samples": 5, "mean": pytest.approx(50.7), "median": 41.0,
                               "std": pytest.approx(results[0].stats.std), "min": 40.0,
                               "max": 90.0, "p90": pytest.approx(70.8), "q1": 40.5, "q3": 42.0,

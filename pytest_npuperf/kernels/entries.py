@@ -33,34 +33,45 @@ MATMUL = KernelEntry(
 BATCH_MATMUL = KernelEntry(
     ("BatchMatMulV2",), "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
     "torch.matmul(a, b)", replay=f"{_REPLAYS}.matmul:BatchMatMulV2")
+# Slot orders of the kernels below are their op definitions' input orders (what the kernel
+# tables list), read from the CANN operator sources: hicann/ops-nn
+# matmul/quant_batch_matmul_v3 and matmul/transpose_batch_mat_mul, hicann/ops-transformer
+# gmm/grouped_matmul and gmm/grouped_matmul_swiglu_quant (op_host/*_def.cpp).
 QUANT_MATMUL = KernelEntry(
     ("QuantBatchMatmulV3",), "gemm", CUBE,
-    (S("x1", INT8), S("x2", INT8, "FRACTAL_NZ"), S("scale", FLOAT)), (S("y"),),
-    "torch_npu.npu_quant_matmul(x1, x2, scale)")
+    (S("x1", INT8), S("x2", INT8, "FRACTAL_NZ"), S("scale", FLOAT), opt("offset", FLOAT),
+     opt("bias", INT32), opt("pertoken_scale", FLOAT)), (S("y"),),
+    "torch_npu.npu_quant_matmul(x1, x2, scale)", replay=f"{_REPLAYS}.quant:QuantBatchMatmulV3")
 TRANSPOSE_BATCH_MATMUL = KernelEntry(
-    ("TransposeBatchMatMul",), "gemm", CUBE, (S("x1"), S("x2"), opt("bias"), opt("scale", FLOAT)),
-    (S("y"),), "torch_npu.npu_transpose_batchmatmul(x1, x2)")
-# torch_npu.npu_grouped_matmul's tensor order: the group list is slot 7.
+    ("TransposeBatchMatMul",), "gemm", CUBE, (S("x1"), S("x2"), opt("bias"), opt("scale", INT64)),
+    (S("y"),), "torch_npu.npu_transpose_batchmatmul(x1, x2)",
+    replay=f"{_REPLAYS}.matmul:TransposeBatchMatMul")
+# The group list is slot 7 (torch_npu.npu_grouped_matmul's tensor order, per_token_scale last).
 GROUPED_MATMUL = KernelEntry(
     ("GroupedMatmul",), "moe", CUBE,
     (S("x"), S("weight"), opt("bias"), opt("scale", FLOAT), opt("offset", FLOAT),
-     opt("antiquant_scale"), opt("antiquant_offset"), S("group_list", INT64)),
-    (S("y"),), "torch_npu.npu_grouped_matmul")
+     opt("antiquant_scale"), opt("antiquant_offset"), S("group_list", INT64),
+     opt("per_token_scale", FLOAT)),
+    (S("y"),), "torch_npu.npu_grouped_matmul", replay=f"{_REPLAYS}.moe:GroupedMatmul")
 GROUPED_MATMUL_SWIGLU_QUANT = KernelEntry(
     ("GroupedMatmulSwigluQuant",), "moe", MIX,
-    (S("x", INT8), S("weight", INT8), S("weight_scale", FLOAT), S("x_scale", FLOAT),
-     S("group_list", INT64)),
-    (S("y", INT8), S("y_scale", FLOAT)), "torch_npu.npu_grouped_matmul_swiglu_quant")
+    (S("x", INT8), S("weight", INT8, "FRACTAL_NZ"), S("weight_scale", FLOAT), S("x_scale", FLOAT),
+     opt("weight_assistance_matrix", FLOAT), S("group_list", INT64)),
+    (S("y", INT8), S("y_scale", FLOAT)), "torch_npu.npu_grouped_matmul_swiglu_quant",
+    replay=f"{_REPLAYS}.moe:GroupedMatmulSwigluQuant")
+# vllm-ascend csrc/mc2/dispatch_ffn_combine/op_host/dispatch_ffn_combine_def.cpp: the scales are
+# float32 bit patterns in INT64 (vllm-ascend's scale_from_float_to_int64), the token counts INT32.
 DISPATCH_FFN = KernelEntry(
     (DISPATCH_FFN_COMBINE,), "moe", MIX,
     (S("x"), S("weight1", INT8), S("weight2", INT8), S("expert_idx", INT32),
-     S("scale1", FLOAT), S("scale2", FLOAT), S("probs", FLOAT)),
-    (S("out"), S("expert_token_nums", INT64)),
-    "torch.ops._C_ascend.dispatch_ffn_combine (multi-rank, EP group)", custom_op=True)
+     S("scale1", INT64), S("scale2", INT64), S("probs", FLOAT), opt("x_active_mask", BOOL)),
+    (S("out"), S("expert_token_nums", INT32)),
+    "torch.ops._C_ascend.dispatch_ffn_combine (multi-rank, EP group)", custom_op=True,
+    replay=f"{_REPLAYS}.moe:DispatchFFNCombine")
 
 # -- attention ------------------------------------------------------------------------------
-# torch_npu.npu_fused_infer_attention_score's tensor order; the kernel tables list 31 slots,
-# the last four of which no recorded call fills.
+# The kernel's 31 input slots (hicann/ops-transformer attention/fused_infer_attention_score/
+# op_host/fused_infer_attention_score_def.cpp); the last four no recorded call fills.
 _FIA_INPUTS = (
     S("query"), S("key"), S("value"), opt("pse_shift"), opt("atten_mask", INT8),
     opt("actual_seq_lengths", INT64), opt("actual_seq_lengths_kv", INT64),
@@ -70,17 +81,39 @@ _FIA_INPUTS = (
     opt("kv_padding_size", INT64), opt("key_antiquant_scale"), opt("key_antiquant_offset"),
     opt("value_antiquant_scale"), opt("value_antiquant_offset"), opt("key_shared_prefix"),
     opt("value_shared_prefix"), opt("actual_shared_prefix_len", INT64), opt("query_rope"),
-    opt("key_rope"), opt("key_rope_antiquant_scale", FLOAT),
-    *(opt(f"reserved_{i}") for i in range(27, 31)),
+    opt("key_rope"), opt("key_rope_antiquant_scale", FLOAT), opt("dequant_scale_query", FLOAT),
+    opt("learnable_sink", FLOAT), opt("q_start_idx", INT64), opt("kv_start_idx", INT64),
 )
 FIA = KernelEntry(
     (FIA_KERNEL,), "attention", MIX, _FIA_INPUTS,
-    (S("attention_out"), S("softmax_lse", FLOAT)), "torch_npu.npu_fused_infer_attention_score")
+    (S("attention_out"), S("softmax_lse", FLOAT)), "torch_npu.npu_fused_infer_attention_score",
+    replay=f"{_REPLAYS}.attention:FusedInferAttentionScore")
+# An ATB kernel (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp); CONTRACT.md §10 counts it among
+# the kernels that need the custom-op environment. Slot order assumed from the API's.
 RING_MLA = KernelEntry(
     ("RINGMLAPrefillBF16Kernel",), "attention", MIX,
     (S("q_nope"), S("q_rope"), S("k_nope"), S("k_rope"), S("value"), S("mask"),
      S("seq_len", INT32)),
-    (S("out"), S("lse", FLOAT)), "torch_npu.atb.npu_ring_mla", custom_op=True)
+    (S("out"), S("lse", FLOAT)), "torch_npu.atb.npu_ring_mla", custom_op=True,
+    replay=f"{_REPLAYS}.attention:RingMlaPrefill")
+# DeepSeek-V3.2 sparse attention (DSA). Slot orders confirmed from the op definitions in
+# vllm-ascend csrc/attention/lightning_indexer/op_host/lightning_indexer_def.cpp and
+# csrc/attention/sparse_flash_attention/op_host/sparse_flash_attention_def.cpp (CANN ships the
+# same ops, which torch_npu exposes with the same signature).
+LIGHTNING_INDEXER = KernelEntry(
+    ("LightningIndexer",), "attention", MIX,
+    (S("query"), S("key"), S("weights"), opt("actual_seq_lengths_query", INT32),
+     opt("actual_seq_lengths_key", INT32), opt("block_table", INT32)),
+    (S("sparse_indices", INT32), opt("sparse_values")), "torch_npu.npu_lightning_indexer",
+    replay=f"{_REPLAYS}.sparse_attention:LightningIndexer")
+SPARSE_FLASH_ATTENTION = KernelEntry(
+    ("SparseFlashAttention",), "attention", MIX,
+    (S("query"), S("key"), S("value"), S("sparse_indices", INT32), opt("block_table", INT32),
+     opt("actual_seq_lengths_query", INT32), opt("actual_seq_lengths_kv", INT32),
+     opt("query_rope"), opt("key_rope")),
+    (S("attention_out"), opt("softmax_max", FLOAT), opt("softmax_sum", FLOAT)),
+    "torch_npu.npu_sparse_flash_attention",
+    replay=f"{_REPLAYS}.sparse_attention:SparseFlashAttention")
 
 # -- rope, KV cache -------------------------------------------------------------------------
 SPLIT_QKV = KernelEntry(
@@ -114,12 +147,14 @@ ADD_RMS_NORM_BIAS = KernelEntry(
 SWIGLU = KernelEntry(
     ("SwiGlu",), "activation", VECTOR, **_x_to_y(), npu_api="torch_npu.npu_swiglu(x, dim=-1)",
     replay=f"{_REPLAYS}.vector:SwiGlu")
+# hicann/ops-nn quant/ascend_quant_v2 and quant/dynamic_quant (op_host/*_def.cpp).
 ASCEND_QUANT = KernelEntry(
-    ("AscendQuantV2",), "quant", VECTOR, (S("x"), S("scale"), S("offset")), (S("y", INT8),),
-    "torch_npu.npu_quantize")
+    ("AscendQuantV2",), "quant", VECTOR, (S("x"), S("scale"), opt("offset")), (S("y", INT8),),
+    "torch_npu.npu_quantize", replay=f"{_REPLAYS}.quant:AscendQuantV2")
 DYNAMIC_QUANT = KernelEntry(
-    ("DynamicQuant",), "quant", VECTOR, (S("x"),), (S("y", INT8), S("scale", FLOAT)),
-    "torch_npu.npu_dynamic_quant(x)")
+    ("DynamicQuant",), "quant", VECTOR,
+    (S("x"), opt("smooth_scales"), opt("group_index", INT32)), (S("y", INT8), S("scale", FLOAT)),
+    "torch_npu.npu_dynamic_quant(x)", replay=f"{_REPLAYS}.quant:DynamicQuant")
 
 # -- softmax, sampling ----------------------------------------------------------------------
 SOFTMAX = KernelEntry(
@@ -163,17 +198,20 @@ SCATTER_ND_UPDATE = KernelEntry(
     ("ScatterNdUpdate",), "cache", VECTOR, (S("var"), S("indices", INT32), S("updates")),
     (S("var"),), "torch_npu.npu_scatter_nd_update_(var, indices, updates)",
     replay=f"{_REPLAYS}.cache:ScatterNdUpdate")
+# hicann/ops-transformer moe/moe_token_permute and moe/moe_token_unpermute (op_host/*_def.cpp).
 MOE_TOKEN_PERMUTE = KernelEntry(
     ("MoeTokenPermute",), "moe", VECTOR, (S("tokens"), S("indices", INT32)),
-    (S("permuted_tokens"), S("sorted_indices", INT32)), "torch_npu.npu_moe_token_permute")
+    (S("permuted_tokens"), S("sorted_indices", INT32)), "torch_npu.npu_moe_token_permute",
+    replay=f"{_REPLAYS}.moe:MoeTokenPermute")
 MOE_TOKEN_UNPERMUTE = KernelEntry(
     ("MoeTokenUnpermute",), "moe", VECTOR,
-    (S("permuted_tokens"), S("sorted_indices", INT32), S("probs")), (S("y"),),
-    "torch_npu.npu_moe_token_unpermute")
+    (S("permuted_tokens"), S("sorted_indices", INT32), opt("probs")), (S("y"),),
+    "torch_npu.npu_moe_token_unpermute", replay=f"{_REPLAYS}.moe:MoeTokenUnpermute")
 
 ENTRIES: tuple[KernelEntry, ...] = (
     MATMUL, BATCH_MATMUL, QUANT_MATMUL, TRANSPOSE_BATCH_MATMUL, GROUPED_MATMUL,
-    GROUPED_MATMUL_SWIGLU_QUANT, DISPATCH_FFN, FIA, RING_MLA, SPLIT_QKV, INTERLEAVE_ROPE,
+    GROUPED_MATMUL_SWIGLU_QUANT, DISPATCH_FFN, FIA, RING_MLA, LIGHTNING_INDEXER,
+    SPARSE_FLASH_ATTENTION, SPLIT_QKV, INTERLEAVE_ROPE,
     RESHAPE_AND_CACHE, KV_RMSNORM_ROPE_CACHE, RMS_NORM, ADD_RMS_NORM_BIAS, SWIGLU, ASCEND_QUANT,
     DYNAMIC_QUANT, SOFTMAX, SORT, ARGMAX, MASKED_FILL, ADD, TENSOR_MOVE, SLICE, TRANSPOSE, PAD,
     INDEX, GATHER, SCATTER_ND_UPDATE, MOE_TOKEN_PERMUTE, MOE_TOKEN_UNPERMUTE,

@@ -1,9 +1,11 @@
-"""GEMM kernels: MatMulV2 / MatMulV3 / MatMulCommon (`torch.mm`) and BatchMatMulV2."""
+"""GEMM kernels: MatMulV2 / MatMulV3 / MatMulCommon (`torch.mm`), BatchMatMulV2 and
+TransposeBatchMatMul."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -101,3 +103,89 @@ class BatchMatMulV2(KernelSpec):
     def flops(self, case: KernelCase) -> float:
         _, _, batch, m, k, n = _batch_layout(case)
         return 2.0 * batch * m * n * k
+
+
+# -- TransposeBatchMatMul ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class TransposeLayout:
+    batch: int
+    m: int
+    k: int
+    n: int
+    x1_mbk: bool  # x1 stored (M, B, K): perm_x1 = (1, 0, 2)
+
+
+def _transpose_layout(case: KernelCase) -> TransposeLayout:
+    """`torch_npu.npu_transpose_batchmatmul` (op-plugin docs/zh/custom_APIs/torch_npu/
+    torch_npu-npu_transpose_batchmatmul.md): x1 (B, M, K) or (M, B, K), x2 (B, K, N), output
+    (M, B, N) (perm_y = (1, 0, 2), the only one supported); with a scale the int8 output is
+    (M, 1, B * N). MLA's up-projection (vllm-ascend attention/dsa_v1.py) passes x1 as
+    (M, B, K), the layout chosen when both readings fit."""
+    x1, x2 = case.input(0).dims, case.input(1).dims
+    if len(x1) != 3 or len(x2) != 3 or x1[2] != x2[1]:
+        raise case.error(f"TransposeBatchMatMul: x1 {x1} and x2 {x2} must be (B, M, K) or "
+                         f"(M, B, K) and (B, K, N)")
+    batch, k, n = x2
+    if x1[1] == batch:
+        layout = TransposeLayout(batch, x1[0], k, n, True)
+    elif x1[0] == batch:
+        layout = TransposeLayout(batch, x1[1], k, n, False)
+    else:
+        raise case.error(f"TransposeBatchMatMul: x1 {x1} has no batch dim of {batch}")
+    out = case.output(0)
+    if out.present and out.numel != layout.m * batch * n:
+        raise case.error(f"TransposeBatchMatMul: output {out.dims} is not (M, B, N) = "
+                         f"{(layout.m, batch, n)}")
+    if case.input(2).present:
+        raise case.error("TransposeBatchMatMul: bias is not supported by the API")
+    return layout
+
+
+class TransposeBatchMatMul(KernelSpec):
+    """y = (x1^T1 @ x2)^(1, 0, 2): a batched product whose batch moves to the middle of the
+    output; with a scale (INT64 bits of float32 scales, one per output column of each batch)
+    the output is int8."""
+
+    kernel_type = "TransposeBatchMatMul"
+    portable = "torch.bmm + transpose (with a scale: requantised to int8)"
+    work = "2*B*M*K*N flops; bytes of every slot of the row"
+
+    def check(self, case: KernelCase) -> None:
+        super().check(case)
+        _transpose_layout(case)
+
+    def build_inputs(self, case, backend, generator):
+        tensors = {"x1": self.tensor(case, 0, backend, generator),
+                   "x2": self.tensor(case, 1, backend, generator)}
+        scale = case.input(3)
+        if scale.present:
+            values = torch.rand(scale.dims, device=backend.device, generator=generator) + 0.5
+            tensors["scale_value"] = values
+            tensors["scale"] = values.float().view(torch.int32).to(torch.int64)
+        return tensors
+
+    def portable_call(self, tensors, case) -> Callable[[], object]:
+        layout = _transpose_layout(case)
+        x1 = tensors["x1"].transpose(0, 1) if layout.x1_mbk else tensors["x1"]
+        x2, scale = tensors["x2"], tensors.get("scale_value")
+        out_shape = case.output(0).dims or (layout.m, layout.batch, layout.n)
+
+        def transpose_bmm():
+            y = torch.bmm(x1, x2).transpose(0, 1)  # (M, B, N)
+            if scale is not None:
+                y = torch.round(y.float().reshape(layout.m, -1) * scale).clamp_(-128, 127)
+                return y.to(torch.int8).reshape(out_shape)
+            return y.contiguous().reshape(out_shape)  # (M, B, N) in memory, as the kernel
+        return transpose_bmm
+
+    def npu_call(self, tensors, case, backend) -> Callable[[], object]:
+        layout = _transpose_layout(case)
+        x1, x2, scale = tensors["x1"], tensors["x2"], tensors.get("scale")
+        perm_x1 = (1, 0, 2) if layout.x1_mbk else (0, 1, 2)
+        op = backend.torch_npu.npu_transpose_batchmatmul
+        return lambda: op(x1, x2, bias=None, scale=scale, perm_x1=perm_x1, perm_x2=(0, 1, 2),
+                          perm_y=(1, 0, 2), batch_split_factor=1)
+
+    def flops(self, case: KernelCase) -> float:
+        layout = _transpose_layout(case)
+        return 2.0 * layout.batch * layout.m * layout.k * layout.n

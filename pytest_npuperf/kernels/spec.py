@@ -22,11 +22,29 @@ from .custom_ops import custom_op_environment
 from .layout import SlotLayout
 from .tensors import generator_for, input_tensor
 
-__all__ = ["KernelSpec", "NpuOnly", "Prepared", "SameCall", "SlotLayout", "present"]
+__all__ = ["KernelSpec", "NpuOnly", "Prepared", "ReplaySkipped", "SameCall", "SlotLayout",
+           "implemented", "present"]
+
+# What a spec's portable path runs when it does not say (`KernelSpec.portable`), which is also
+# what `Prepared.implementation` says of a portable call that does not name itself.
+PLAIN_TORCH = "plain torch"
 
 
-class NpuOnly(Exception):
-    """A kernel without a portable path was asked to run off the NPU: its case is skipped."""
+class ReplaySkipped(Exception):
+    """This row cannot run here (e.g. a multi-rank kernel without its process group): the
+    case is skipped with this message and the row is kept as it is."""
+
+
+class NpuOnly(ReplaySkipped):
+    """A kernel without a portable path was asked to run off the NPU: its case is skipped,
+    naming the operator."""
+
+
+def implemented(name: str, call: Callable[[], object]) -> Callable[[], object]:
+    """Tag a call with the implementation it runs (e.g. which scaled-dot-product backend or
+    grouped GEMM), which travels to the row's `MicroBench Implementation`."""
+    call.implementation = name  # type: ignore[attr-defined]
+    return call
 
 
 @dataclass
@@ -37,6 +55,7 @@ class Prepared:
     flops: float = 0.0
     bytes: float = 0.0
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    implementation: str = ""  # which implementation `call` runs (see `implemented`)
 
 
 class KernelSpec(ABC):
@@ -48,7 +67,7 @@ class KernelSpec(ABC):
     # Kernels from vllm-ascend's custom op package need its environment variables.
     custom_op: ClassVar[bool] = False
     # What the portable path runs and the work of one call, as `npuperf kernels` shows them.
-    portable: ClassVar[str] = "plain torch"
+    portable: ClassVar[str] = PLAIN_TORCH
     work: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -90,10 +109,13 @@ class KernelSpec(ABC):
         tensors = self.build_inputs(case, backend, generator)
         if backend.kind == "npu":
             call = self.npu_call(tensors, case, backend)
+            default = self.npu_api.split("(")[0].strip()
         else:
             call = self.portable_call(tensors, case)
+            default = self.portable  # what the portable path runs, unless the call says
         return Prepared(call=call, flops=self.flops(case), bytes=self.bytes_moved(case),
-                        tensors=tensors)
+                        tensors=tensors,
+                        implementation=getattr(call, "implementation", None) or default)
 
     def check(self, case: KernelCase) -> None:
         """Raise `case.error(...)` when the row cannot describe a call of this kernel."""

@@ -34,6 +34,7 @@ from ..db.columns import (
     AVERAGE_DURATION,
     INPUT_SHAPES,
     MICROBENCH_DEVICE,
+    MICROBENCH_IMPLEMENTATION,
     MICROBENCH_MEAN_DURATION,
     MICROBENCH_MEDIAN_DURATION,
     MICROBENCH_METHOD,
@@ -99,7 +100,8 @@ def _values(result: CaseResult, run_id: str) -> dict[str, str]:
     values = {MICROBENCH_METHOD: result.method, MICROBENCH_DEVICE: result.device,
               MICROBENCH_STACK: result.stack, MICROBENCH_RUN_ID: run_id,
               MICROBENCH_TIMESTAMP: result.timestamp,
-              MICROBENCH_STATUS: result.status_text[:_STATUS_MAX]}
+              MICROBENCH_STATUS: result.status_text[:_STATUS_MAX],
+              MICROBENCH_IMPLEMENTATION: result.implementation}
     stats = result.stats
     if stats is not None and result.status in _RANK:
         values.update({

@@ -68,6 +68,7 @@ class CaseResult:
     note: str = ""  # what the reader of this number should know (e.g. a busy machine)
     verified: str = ""  # --npuperf-verify: what the output was compared with, when sampled
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
+    implementation: str = ""  # which implementation ran (`Prepared.implementation`)
 
     @property
     def measured(self) -> bool:

@@ -21,7 +21,7 @@ from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
-from ..kernels.spec import NpuOnly
+from ..kernels.spec import ReplaySkipped
 from .cases import CaseRef
 from .graph import sample_graph
 from .host import available_cores, host_load
@@ -161,6 +161,7 @@ class CaseRunner:
                                      row_number=ref.row_number)
                 prepared = spec.prepare(case, self.backend)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
+                result.implementation = prepared.implementation
                 if self.verifier is not None:
                     result.verified = self.verifier.check(spec, case, prepared)
                 measured = self.measure_call(ref.case_id, prepared.call, deadline)
@@ -169,7 +170,7 @@ class CaseRunner:
             self._check_noise(result, measured.samples)
         except CellError as exc:
             result.status, result.error = STATUS_ERROR, str(exc)
-        except NpuOnly as exc:
+        except ReplaySkipped as exc:  # NpuOnly too: the row cannot run here, it is kept
             result.status, result.error = STATUS_SKIPPED, str(exc)
         except CaseTimeout as exc:
             result.status, result.error = STATUS_TIMEOUT, str(exc)

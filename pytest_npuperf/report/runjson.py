@@ -82,6 +82,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "status": result.status,
         "method": result.method,
         "fallback": result.fallback,
+        "implementation": result.implementation,
         "statistic": result.statistic,
         "value": _num(result.value),
         "precision": _num(result.precision),
