@@ -132,8 +132,9 @@ def main() -> int:
         case, on_cpu = prepare(kernel_type, cells, CpuBackend())
         want = flat(on_cpu.call())
         tensors = {k: v.to(backend.device) for k, v in on_cpu.tensors.items()}
-        call = spec_for(kernel_type).portable_call(tensors, case)
-        implementation = getattr(call, "implementation", "plain torch")
+        spec = spec_for(kernel_type)
+        call = spec.portable_call(tensors, case)
+        implementation = getattr(call, "implementation", None) or spec.portable
         got = flat(call())
         samples = backend.timer().time_calls(call, args.calls)
         worst, ok = difference(got, want)

@@ -1,6 +1,6 @@
 """Attention replays (FusedInferAttentionScore, RINGMLAPrefillBF16Kernel, LightningIndexer,
 SparseFlashAttention): outputs against float64 loops over sequences, heads and the block
-table; the NPU calls against the documented signatures (stand-ins in tests/npu_standins.py)."""
+table; the NPU calls against the documented signatures (stand-ins in tests/npu_standin.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.kernels import catalog, sparse_attention
 from pytest_npuperf.kernels import spec as spec_module
 from tests.kernel_rows import f64, prepare, row, slots
-from tests.npu_standins import npu_backend, only_call
+from tests.npu_standin import npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 MASK = ((2048, 2048), I8)

@@ -97,7 +97,7 @@ def test_a_call_that_names_nothing_is_its_portable_path_and_an_npu_call_its_api(
     registry.register(Unnamed)
     _, prepared = prepare("UnnamedForTest", row([((4,), F32)], [((4,), F32)]))
     assert prepared.implementation == "plain torch"  # a spec that does not say
-    from tests.npu_standins import npu_backend
+    from tests.npu_standin import npu_backend
 
     _, prepared = prepare("AscendQuantV2", row([((4, 16), BF16), ((16,), BF16), None],
                                                [((4, 16), I8)]), npu_backend([]))

@@ -1,6 +1,6 @@
 """MoE replays (GroupedMatmul, GroupedMatmulSwigluQuant, MoeTokenPermute/Unpermute,
 DispatchFFNCombine): outputs against float64 / int64 numpy loops over groups and tokens; the
-NPU calls against the documented signatures (stand-ins in tests/npu_standins.py)."""
+NPU calls against the documented signatures (stand-ins in tests/npu_standin.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pytest_npuperf.kernels import spec as spec_module
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.spec import ReplaySkipped
 from tests.kernel_rows import f64, prepare, row
-from tests.npu_standins import install_ascend_ops, npu_backend, only_call
+from tests.npu_standin import install_ascend_ops, npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 NZ = "FRACTAL_NZ"

@@ -1,6 +1,6 @@
 """Quantisation and quantised / transposed GEMM replays (QuantBatchMatmulV3, AscendQuantV2,
 DynamicQuant, TransposeBatchMatMul): outputs against int64 / float64 numpy; the NPU calls
-against the documented signatures (stand-ins in tests/npu_standins.py)."""
+against the documented signatures (stand-ins in tests/npu_standin.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.devices.npu import FRACTAL_NZ_FORMAT_ID
 from tests.kernel_rows import f64, prepare, row
-from tests.npu_standins import npu_backend, only_call
+from tests.npu_standin import npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 
