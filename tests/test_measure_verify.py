@@ -55,6 +55,29 @@ def test_integer_outputs_and_shapes_compare_exactly():
         compare(0, torch.zeros(2, 3), torch.zeros(3, 2, dtype=torch.float64))
 
 
+def test_quantised_int8_outputs_may_land_one_step_either_side_of_a_rounding_boundary():
+    # Seen on an H100: DynamicQuant's bf16 GPU path rounded 6 of 20480 values to the other
+    # side of a .5 boundary from the float64 reference.
+    want = torch.tensor([3, -7, 127], dtype=torch.int64)
+    compare(0, torch.tensor([4, -8, 127], dtype=torch.int8), want)
+    with pytest.raises(VerifyError, match="1 of 3 elements differ by more than 1 step"):
+        compare(0, torch.tensor([5, -7, 127], dtype=torch.int8), want)
+    with pytest.raises(VerifyError):  # other integer outputs (indices, counts) stay exact
+        compare(0, torch.tensor([4, -7, 127], dtype=torch.int32), want)
+
+
+def test_unordered_outputs_compare_as_sets_per_row():
+    # Top-k indices: on an H100 LightningIndexer chose the same keys as the reference in
+    # another order (ties and near-ties of bf16 scores).
+    want = torch.tensor([[5, 1, 9], [0, 2, 4]])
+    got = torch.tensor([[1, 9, 5], [4, 0, 2]], dtype=torch.int32)
+    compare(0, got, want, unordered=True)
+    with pytest.raises(VerifyError):
+        compare(0, got, want)
+    with pytest.raises(VerifyError, match="1 of 6"):
+        compare(0, torch.tensor([[1, 9, 6], [4, 0, 2]], dtype=torch.int32), want, unordered=True)
+
+
 def test_the_first_case_of_each_kernel_type_and_every_nth_are_sampled():
     every_third = Verifier(3, lambda: None)
     picks = [every_third.wanted("A") for _ in range(7)]

@@ -227,6 +227,7 @@ def indexer_plan(case: KernelCase) -> tuple[SparsePlan, int]:
 class LightningIndexer(KernelSpec):
     kernel_type = "LightningIndexer"
     portable = "torch: gather pages, per-head matmul + relu, weighted sum, topk"
+    unordered_outputs = (0,)  # the selected key indices: a set per query
     work = ("2*pairs*N*D + 2*pairs*N flops (pairs: causal query-key pairs); bytes of every slot of"
             " the row")
 

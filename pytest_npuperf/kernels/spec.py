@@ -69,6 +69,10 @@ class KernelSpec(ABC):
     # What the portable path runs and the work of one call, as `npuperf kernels` shows them.
     portable: ClassVar[str] = PLAIN_TORCH
     work: ClassVar[str] = ""
+    # Outputs (by index) whose last dimension is a set, not a sequence: top-k indices, whose
+    # order among (near-)equal scores depends on the device's arithmetic. --npuperf-verify
+    # compares them sorted.
+    unordered_outputs: ClassVar[tuple[int, ...]] = ()
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Metadata a subclass does not set itself comes from its catalog entry."""
