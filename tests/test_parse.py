@@ -715,3 +715,19 @@ def test_an_empty_input_shapes_cell_is_a_row_without_shapes(tmp_path) -> None:
     summary = parse(profile, tmp_path / "db")
     assert summary.aggregate.skipped[SKIP_NO_SHAPE] == 1
     assert not (tmp_path / "db" / "MemSet.csv").exists()
+
+
+def test_older_spellings_are_written_as_current_profiler_output(tmp_path) -> None:
+    """What the simulator matches: `FLOAT` not `DT_FLOAT`, `ND` not `FORMAT_ND`; the row
+    is still the same row (signatures read both)."""
+    kd = write_kernel_details(tmp_path / "kernel_details.csv", [
+        kd_row("MatMulV2", d, in_shapes="8,128;64,128", in_dtypes="DT_FLOAT;DT_FLOAT",
+               in_formats="FORMAT_ND;FORMAT_ND", out_shapes="8,64", out_dtypes="DT_FLOAT")
+        for d in (1.0, 3.0)] + [
+        kd_row("MatMulV2", 5.0, in_shapes="8,128;64,128", in_dtypes="FLOAT;FLOAT",
+               in_formats="ND;ND", out_shapes="8,64", out_dtypes="FLOAT")])
+    parse(kd, tmp_path / "db")
+    [row] = read_rows(tmp_path / "db" / "MatMulV2.csv")
+    assert (row["Input Data Types"], row["Input Formats"], row["Output Data Types"]) == (
+        "FLOAT;FLOAT", "ND;ND", "FLOAT")
+    assert_stats(row, [1.0, 3.0, 5.0])

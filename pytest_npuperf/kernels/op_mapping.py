@@ -5,9 +5,9 @@ Two kinds of mappings (the simulator, msmodeling's `ProfilingDataSource`, reads 
 - `profiling.<KernelType>` for every kernel type of the catalog and every kernel table of the
   directory: the placeholder entries of the reference databases, which keep every table
   reachable (npuperf's own check, `validate --consumer`, and a caller who names the kernel).
-  A catalog kernel whose layout has optional inputs before required ones gets
-  `tc_input_count`: the simulator compares the first N inputs, and drops absent slots
-  before comparing, which would shift the later ones.
+  A catalog kernel with optional inputs gets `tc_input_count`, its inputs before the first
+  optional one: the simulator drops absent slots from a row's shape list but keeps their
+  `DT_UNDEFINED` in its dtype list, so later slots could not be compared.
 - the simulator's own operators (`aten.mm.default`, `tensor_cast.attention.default`, ...)
   that lower to a catalog kernel on the NPU: which operator lowers to which kernel, its
   alternates and query mode are facts read from the reference database's op_mapping.yaml
@@ -89,12 +89,10 @@ _DECOMPOSED = ("FusedInferAttentionScore",)  # what the MLA decomposers need at 
 
 
 def _leading_required(entry: catalog.KernelEntry) -> int | None:
-    """Inputs before the first optional one, when a required input follows an optional one
-    (the simulator compares slots by position after dropping the absent ones)."""
-    first = next((i for i, s in enumerate(entry.inputs) if s.optional), None)
-    if first is None or not any(not s.optional for s in entry.inputs[first:]):
-        return None
-    return first
+    """The inputs before the first optional one, when the kernel has optional inputs: the
+    simulator drops absent slots from the shape list but not from the dtype list, so it can
+    compare only the slots before the first one that may be absent."""
+    return next((i for i, s in enumerate(entry.inputs) if s.optional), None)
 
 
 def _profiling_entry(kernel_type: str) -> dict:
