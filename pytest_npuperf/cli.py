@@ -166,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check a database directory (recursively) or one CSV: Git LFS pointers, "
                     "header, dtype/format lists aligned with shape slots, unparsable cells, "
                     "duplicate signatures, invalid durations. Exit status 1 when anything "
-                    "is wrong.")
+                    "is wrong. What the simulator reading the database would miss "
+                    "(op_mapping.yaml, cells it cannot parse, spellings it does not match) is "
+                    "printed as warnings; --consumer makes them problems.")
     validate.add_argument("path", type=Path, help="a database directory or one CSV file")
     validate.add_argument("--quiet", action="store_true",
                           help="list only files with problems or warnings")

@@ -16,6 +16,7 @@ from pytest_npuperf.db.op_mapping import (
     is_unedited_generated,
     load_op_mapping,
     referenced_kernel_types,
+    version_dirs_for_hccl,
 )
 from pytest_npuperf.db.transaction import Transaction
 from pytest_npuperf.kernels import catalog
@@ -174,3 +175,13 @@ def test_parse_grid_and_device_copies_write_it(tmp_path, npuperf):
     backfill(source, target, [], native=False)
     assert _doc(target)["operator_mappings"]["profiling.MatMulV2"]["kernel_type"] == "MatMulV2"
     assert not (source / "op_mapping.yaml").exists()  # the source is not written
+
+
+def test_the_version_directories_a_collective_table_serves(tmp_path):
+    device = tmp_path / "ATLAS_800_A3_752T_128G_DIE"
+    for name in ("vllm0.18.0_torch2.9.0_cann8.5", "vllm0.15.0_torch2.9.0_cann8.5",
+                 "vllm0.13.0_torch2.8.0_cann8.3", "notes"):
+        (device / "vllm_ascend" / name).mkdir(parents=True)
+    assert [d.name for d in version_dirs_for_hccl(device / "hccl" / "v8.5")] == [
+        "vllm0.15.0_torch2.9.0_cann8.5", "vllm0.18.0_torch2.9.0_cann8.5"]
+    assert version_dirs_for_hccl(tmp_path / "elsewhere" / "v8.5") == []

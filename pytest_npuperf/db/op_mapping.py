@@ -153,6 +153,19 @@ def default_hccl_dir(version_dir: Path) -> Path | None:
     return version_dir.parent.parent / HCCL_DIR / f"v{cann}"
 
 
+def version_dirs_for_hccl(hccl_dir: str | Path) -> list[Path]:
+    """The version directories that read `<DEVICE>/hccl/v<CANN>` (every
+    `<DEVICE>/vllm_ascend/vllm*_torch*_cann<CANN>`): where a writer of collective tables calls
+    `ensure_op_mapping(tx, version_dir, hccl_dir=...)` so that their `communication_data_ref`
+    follows (a generated file is regenerated, someone's own is kept)."""
+    hccl = Path(os.path.abspath(hccl_dir))
+    framework = hccl.parent.parent / FRAMEWORK_DIR
+    if hccl.parent.name != HCCL_DIR or not hccl.name.startswith("v") or not framework.is_dir():
+        return []
+    return sorted(d for d in framework.iterdir() if d.is_dir() and is_version_dir_name(d.name)
+                  and parse_version_dir(d.name).cann == hccl.name[1:])
+
+
 def _names(directory: Path, staged: Iterable[Path], keep: Callable[[str], bool]) -> list[str]:
     names = set()
     if directory.is_dir():
