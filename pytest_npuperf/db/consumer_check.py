@@ -73,6 +73,30 @@ def _consumer_shape_problem(text: str) -> str | None:
     return None
 
 
+def _consumer_shape_problems(text: str) -> list[str]:
+    problem = _consumer_shape_problem(text)
+    return [problem] if problem else []
+
+
+def _dtype_problems(text: str) -> list[str]:
+    out = []
+    for token in (t.strip() for t in split_list(text)):
+        want = profiler_dtype(token) if token else token
+        if want != token:
+            out.append(f"dtype {token!r}: real profiler output and the simulator spell it "
+                       f"{want!r} (a query for it misses this row)")
+    return list(dict.fromkeys(out))
+
+
+def _format_problems(text: str) -> list[str]:
+    out = []
+    for token in (t.strip() for t in split_list(text)):
+        want = normalize_format(token) if token else token
+        if want not in (token, "NULL"):
+            out.append(f"format {token!r}: the simulator compares {want!r}")
+    return list(dict.fromkeys(out))
+
+
 def _is_number(text: str) -> bool:
     try:
         return math.isfinite(float(text))
@@ -90,30 +114,17 @@ def kernel_table_warnings(frame: pd.DataFrame, kernel_type: str) -> list[tuple[i
         if not rows or rows[-1] != (row or 0):  # a row says it once per column
             rows.append(row or 0)
 
-    for column in SHAPE_COLUMNS:
-        if column in frame.columns:
-            for i, text in enumerate(frame[column].tolist(), start=1):
-                problem = _consumer_shape_problem(text)
-                if problem:
-                    note(i, column, problem)
-    for column in (*_DTYPE_COLUMNS, *FORMAT_COLUMNS):
+    for column in (*SHAPE_COLUMNS, *_DTYPE_COLUMNS, *FORMAT_COLUMNS):
         if column not in frame.columns:
             continue
+        check = _consumer_shape_problems if column in SHAPE_COLUMNS else \
+            _dtype_problems if column in _DTYPE_COLUMNS else _format_problems
+        seen: dict[str, list[str]] = {}  # a real table repeats a few thousand cells
         for i, text in enumerate(frame[column].tolist(), start=1):
-            for token in split_list(text):
-                token = token.strip()
-                if not token:
-                    continue
-                if column in _DTYPE_COLUMNS:
-                    want = profiler_dtype(token)
-                    if want != token:
-                        note(i, column, f"dtype {token!r}: real profiler output and the "
-                                        f"simulator spell it {want!r} (a query for it misses "
-                                        f"this row)")
-                else:
-                    want = normalize_format(token)
-                    if want != token and want != "NULL":
-                        note(i, column, f"format {token!r}: the simulator compares {want!r}")
+            if text not in seen:
+                seen[text] = check(text)
+            for message in seen[text]:
+                note(i, column, message)
     if kernel_type == FIA_KERNEL:
         missing = [c for c in FIA_RUNTIME_COLUMNS if c not in frame.columns]
         if missing:
