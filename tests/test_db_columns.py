@@ -19,7 +19,10 @@ FIA_RUNTIME = ["Runtime source_profile", "Runtime actual_seq_lengths_shape",
                "Runtime num_heads", "Runtime num_key_value_heads", "Runtime sparse_mode",
                "Runtime input_layout", "Runtime block_size", "Runtime attn_state",
                "Runtime kv_cache_mode", "Runtime metadata_completeness",
-               "Runtime operator_input_shapes_raw"]
+               "Runtime operator_input_shapes_raw", "Runtime phase", "Runtime topk",
+               "Runtime cache_layout", "Runtime sparse_block_size",
+               "Runtime sparse_indices_pattern", "Runtime sparse_indices_valid_count",
+               "Runtime quant_mode", "Runtime batch_size"]
 
 
 def _expected_new_file_columns() -> list[str]:

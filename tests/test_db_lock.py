@@ -65,4 +65,4 @@ def test_a_successful_parse_leaves_no_lock_file(tmp_path, npuperf) -> None:
     code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
                            "--database-path", tmp_path / "db")
     assert code == 0, err
-    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["MatMulV2.csv"]
+    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["MatMulV2.csv", "op_mapping.yaml"]

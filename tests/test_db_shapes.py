@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.db.shapes import (
+    EMPTY_SHAPE_CELL,
     dtype_bytes,
+    dtype_cell,
+    format_cell,
     format_shapes,
     is_known_dtype,
     normalize_dtype,
@@ -18,6 +21,7 @@ from pytest_npuperf.db.shapes import (
     parse_dtypes,
     parse_formats,
     parse_shapes,
+    profiler_dtype,
     split_list,
     strip_cell,
 )
@@ -191,3 +195,28 @@ def test_fractal_nz_to_nd() -> None:
 def test_sizes() -> None:
     assert numel((136, 7168)) == 136 * 7168
     assert numel(None) == 0
+
+
+@pytest.mark.parametrize("slots", [(None,), ((),)])
+def test_a_lone_scalar_or_empty_slot_is_written_as_the_profiler_writes_it(slots) -> None:
+    # An empty CSV cell reads as NaN in pandas, and the simulator's shape parser fails on it.
+    assert format_shapes(slots) == EMPTY_SHAPE_CELL == '""'
+    assert parse_shapes(format_shapes(slots)) == (None,)
+    assert format_shapes((None, None)) == ";"
+
+
+@pytest.mark.parametrize(("token", "written"), [
+    ("DT_FLOAT", "FLOAT"), ("float32", "FLOAT"), ("FLOAT", "FLOAT"), ("DT_FLOAT16", "FLOAT16"),
+    ("DT_INT8", "INT8"), ("DT_INT32", "INT32"), ("INT64", "INT64"), ("DT_UINT8", "UINT8"),
+    ("DT_BOOL", "BOOL"), ("BF16", "DT_BF16"), ("torch.bfloat16", "DT_BF16"),
+    ("DT_BF16", "DT_BF16"), ("", "DT_UNDEFINED"), ("N/A", "DT_UNDEFINED"),
+    ("float8_e4m3fn", "DT_FLOAT8_E4M3"),
+])
+def test_dtypes_are_written_in_the_profilers_spelling(token: str, written: str) -> None:
+    assert profiler_dtype(token) == written
+    assert normalize_dtype(written) == normalize_dtype(token)  # read as the same dtype
+
+
+def test_dtype_and_format_lists() -> None:
+    assert dtype_cell(["DT_BF16", "DT_INT64", "DT_UNDEFINED"]) == "DT_BF16;INT64;DT_UNDEFINED"
+    assert format_cell(["FORMAT_ND", "fractal_nz", "", "NC1HWC0:1"]) == "ND;FRACTAL_NZ;NULL;NC1HWC0:1"

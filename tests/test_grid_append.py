@@ -50,7 +50,7 @@ def grid(db: Path, config: Path, **kw):
 def test_new_files_get_the_contract_columns(db, config):
     summary = grid(db, config, rows=0)
     assert summary.rows_added == 8 + 0 + 3  # MatMulV3 finds every GEMM taken by MatMulV2
-    assert sorted(p.name for p in db.iterdir()) == ["Add.csv", "MatMulV2.csv"]
+    assert sorted(p.name for p in db.iterdir()) == ["Add.csv", "MatMulV2.csv", "op_mapping.yaml"]
     assert read_header(db / "MatMulV2.csv") == list(contract_columns_for("MatMulV2"))
     rows = read_rows(db / "MatMulV2.csv")
     assert rows[0]["Input Shapes"] == "1,512;256,512"
@@ -124,11 +124,14 @@ def test_fia_file_without_runtime_columns_is_rewritten_with_them(tmp_path, db):
     header = read_header(path)
     assert header[:6] == ["Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
                           "Output Data Types", "Profiling Average Duration(us)"]
-    # The columns the new rows fill are added (the raw operator shapes stay empty: not added).
-    assert set(FIA_RUNTIME_COLUMNS) - {"Runtime operator_input_shapes_raw"} <= set(header)
+    # Every Runtime column is added, those the new rows leave empty too (the simulator reads
+    # an absent column differently from an empty cell).
+    assert set(FIA_RUNTIME_COLUMNS) <= set(header)
     rows = read_rows(path)
     assert rows[0]["Input Shapes"] == "1,2,3" and rows[0]["Profiling Average Duration(us)"] == "7.5"
     assert all(r["Runtime block_table_shape"] for r in rows[1:])
+    assert all((r["Runtime phase"], r["Runtime batch_size"], r["Runtime topk"])
+               == ("decode", "1", "") for r in rows[1:])
 
 
 def test_a_failure_while_staging_writes_nothing(db, config, monkeypatch):

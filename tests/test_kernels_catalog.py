@@ -189,7 +189,8 @@ def test_ingest_reads_grid_attention_rows_as_the_grid_wrote_them():
     """Both sides address the same slots: what ingest infers from a generated row's shapes is
     what the generator recorded about it."""
     fields = ("num_heads", "input_layout", "attn_state", "kv_cache_mode", "sparse_mode",
-              "block_table_shape", "actual_seq_lengths_shape", "actual_seq_lengths_kv_shape")
+              "block_table_shape", "actual_seq_lengths_shape", "actual_seq_lengths_kv_shape",
+              "phase", "batch_size", "cache_layout", "topk", "quant_mode")
     scenes = set()
     for cand in run_generator("fused_infer_attention_score", MODELS, prefill_batch=(2,),
                               prefill_seq=(512,), decode_batch=(4,), decode_kv_len=(1024,)):
@@ -247,7 +248,7 @@ patterns:
 assignments: {QuantBatchMatmulV3: quant}
 """)
     row = generate_rows(None, config_path=config)["QuantBatchMatmulV3"][0]
-    assert row["Input Data Types"] == "DT_INT8;DT_INT8;DT_FLOAT"
+    assert row["Input Data Types"] == "INT8;INT8;FLOAT"   # the profiler's spelling
     assert row["Input Formats"] == "ND;FRACTAL_NZ;ND"
     assert row["Accelerator Core"] == "AI_CORE"
     assert parse_shapes(row["Input Shapes"])[1] == (2, 2, 16, 32)

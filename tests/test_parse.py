@@ -279,7 +279,8 @@ def test_spelling_variants_give_the_same_database(tmp_path, variant) -> None:
     assert _num(row["Profiling Average aicore_time(us)"]) == pytest.approx(
         sum((185.504, 186.823, 190.544)) / 6)
     add = read_rows(tmp_path / "db" / "Add.csv")[0]
-    assert (add["Input Shapes"], add["Output Shapes"]) == (";", "")   # slot counts kept
+    # slot counts kept; the scalar output as the profiler spells it, never an empty cell
+    assert (add["Input Shapes"], add["Output Shapes"]) == (";", '""')
 
 
 def test_tabs_after_any_number_are_tolerated(tmp_path) -> None:
@@ -609,6 +610,11 @@ def test_fia_runtime_from_the_sibling_operator_details(tmp_path) -> None:
     assert small["Runtime metadata_completeness"] == "inferred_only"
     assert small["Runtime operator_input_shapes_raw"] == first.replace("\r\n", "")
     assert small["Runtime actual_seq_lengths_values"] == ""   # not in either file
+    # what the simulator matches on: one query token per request of a paged call is decode
+    assert (small["Runtime phase"], small["Runtime batch_size"],
+            small["Runtime cache_layout"]) == ("decode", "128", "PA_BSH")
+    assert (small["Runtime topk"], small["Runtime quant_mode"],
+            small["Runtime sparse_indices_pattern"]) == ("", "", "")
     assert (large["Runtime num_heads"], large["Runtime num_key_value_heads"]) == ("16", "2")
 
 
@@ -709,3 +715,19 @@ def test_an_empty_input_shapes_cell_is_a_row_without_shapes(tmp_path) -> None:
     summary = parse(profile, tmp_path / "db")
     assert summary.aggregate.skipped[SKIP_NO_SHAPE] == 1
     assert not (tmp_path / "db" / "MemSet.csv").exists()
+
+
+def test_older_spellings_are_written_as_current_profiler_output(tmp_path) -> None:
+    """What the simulator matches: `FLOAT` not `DT_FLOAT`, `ND` not `FORMAT_ND`; the row
+    is still the same row (signatures read both)."""
+    kd = write_kernel_details(tmp_path / "kernel_details.csv", [
+        kd_row("MatMulV2", d, in_shapes="8,128;64,128", in_dtypes="DT_FLOAT;DT_FLOAT",
+               in_formats="FORMAT_ND;FORMAT_ND", out_shapes="8,64", out_dtypes="DT_FLOAT")
+        for d in (1.0, 3.0)] + [
+        kd_row("MatMulV2", 5.0, in_shapes="8,128;64,128", in_dtypes="FLOAT;FLOAT",
+               in_formats="ND;ND", out_shapes="8,64", out_dtypes="FLOAT")])
+    parse(kd, tmp_path / "db")
+    [row] = read_rows(tmp_path / "db" / "MatMulV2.csv")
+    assert (row["Input Data Types"], row["Input Formats"], row["Output Data Types"]) == (
+        "FLOAT;FLOAT", "ND;ND", "FLOAT")
+    assert_stats(row, [1.0, 3.0, 5.0])

@@ -63,11 +63,13 @@ def independent_aggregate(path: Path):
 
 
 def _db_row(db: Path, key: tuple) -> dict[str, str]:
+    """The database row of a profiler key; a lone empty (scalar) slot is written as the profiler
+    spells it, `""`, not as an empty cell."""
     kernel_type, shapes, dtypes, formats, out_shapes, out_dtypes = key
     matches = [r for r in read_rows(db / f"{kernel_type}.csv")
                if (r["Input Shapes"], r["Input Data Types"], r["Input Formats"],
                    r["Output Shapes"], r["Output Data Types"]) ==
-               (shapes, dtypes, formats, out_shapes, out_dtypes)]
+               (shapes or '""', dtypes, formats, out_shapes or '""', out_dtypes)]
     assert len(matches) == 1, key
     return matches[0]
 

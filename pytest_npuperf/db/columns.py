@@ -74,7 +74,17 @@ FIA_RUNTIME_FIELDS: tuple[str, ...] = (
     "block_table_shape", "block_table_valid_blocks", "num_heads", "num_key_value_heads",
     "sparse_mode", "input_layout", "block_size", "attn_state", "kv_cache_mode",
     "metadata_completeness", "operator_input_shapes_raw",
+    # Read by the simulator (msmodeling's ProfilingDataSource and InterpolatingDataSource): a
+    # query that carries phase or topk is matched only against rows that have the column.
+    "phase", "topk", "cache_layout", "sparse_block_size", "sparse_indices_pattern",
+    "sparse_indices_valid_count", "quant_mode", "batch_size",
 )
+# `Runtime phase`: the simulator's words for a whole batch's phase.
+PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"
+# `Runtime cache_layout` of a paged KV cache, named after the cache tensor's dims the way the
+# simulator names vLLM-Ascend's (`PA_BSND`: blocks, block size, heads, head dim); empty when
+# the cache is not paged.
+CACHE_LAYOUT_BSH, CACHE_LAYOUT_BNSD = "PA_BSH", "PA_BNSD"
 FIA_RUNTIME_COLUMNS: tuple[str, ...] = tuple(f"Runtime {f}" for f in FIA_RUNTIME_FIELDS)
 
 

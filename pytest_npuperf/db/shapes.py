@@ -23,6 +23,9 @@ Shapes = tuple[Slot, ...]
 NO_SHAPE_TEXT = "N/A"
 UNDEFINED_DTYPE = "DT_UNDEFINED"
 NULL_FORMAT = "NULL"
+EMPTY_SHAPE_CELL = '""'
+"""A cell of one scalar or empty slot, as the profiler writes it (literal quotes kept): an
+empty CSV cell instead reads as NaN in pandas, and the simulator's shape parser fails on it."""
 
 # Tokens that mean "nothing here", for a slot or for a whole cell. Compared upper-cased.
 _EMPTY_TOKENS = frozenset({"", "()", "[]", "N/A", "NA", "NULL", "NONE", "UNDEFINED"})
@@ -85,10 +88,11 @@ def format_slot(slot: Slot) -> str:
 
 
 def format_shapes(shapes: Shapes) -> str:
-    """Canonical text of a shape cell: `136,7168;7168,3584`, `;`-joined, empty slots empty."""
+    """Canonical text of a shape cell: `136,7168;7168,3584`, `;`-joined, empty slots empty;
+    a lone scalar or empty slot is `""` (EMPTY_SHAPE_CELL), never an empty cell."""
     if not shapes:
         return NO_SHAPE_TEXT
-    return ";".join(format_slot(s) for s in shapes)
+    return ";".join(format_slot(s) for s in shapes) or EMPTY_SHAPE_CELL
 
 
 def split_list(cell: object) -> tuple[str, ...]:
@@ -148,6 +152,36 @@ def normalize_format(token: str) -> str:
     if text.startswith("FORMAT_"):
         text = text[7:]
     return text
+
+
+# The spelling real profiler output uses, which is also the one the simulator reading this
+# database matches (CONTRACT.md §3): the types CANN's profiler has named since before bf16 go
+# without the `DT_` prefix (FLOAT, FLOAT16, INT8, INT32, INT64, UINT8 and BOOL are seen in real
+# kernel tables; the other bare names are the same family, inferred), bf16, the absent slot
+# and the newer types keep it (`DT_BF16`, `DT_UNDEFINED`, `DT_FLOAT8_E4M3`).
+_BARE_DTYPES = frozenset({
+    "FLOAT", "FLOAT16", "DOUBLE", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+    "UINT32", "UINT64", "BOOL", "COMPLEX64", "COMPLEX128",
+})
+
+
+@lru_cache(maxsize=4096)
+def profiler_dtype(token: str) -> str:
+    """The dtype token to write: `DT_FLOAT` / `float32` -> `FLOAT`, `BF16` -> `DT_BF16`,
+    empty -> `DT_UNDEFINED`."""
+    name = normalize_dtype(token)
+    bare = name.removeprefix("DT_")
+    return bare if bare in _BARE_DTYPES else name
+
+
+def dtype_cell(tokens) -> str:
+    """A `;` list of dtypes in the profiler's spelling (one token per slot)."""
+    return ";".join(profiler_dtype(t) for t in tokens)
+
+
+def format_cell(tokens) -> str:
+    """A `;` list of formats as written: `FORMAT_ND` -> `ND`, empty -> `NULL`."""
+    return ";".join(normalize_format(t) for t in tokens)
 
 
 @lru_cache(maxsize=16384)

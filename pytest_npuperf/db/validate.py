@@ -1,4 +1,5 @@
-"""Checking database files against the contract (`npuperf validate`)."""
+"""Checking database files against the contract (`npuperf validate`), and against what the
+simulator reading them needs (`consumer_check`: warnings, or problems with `--consumer`)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ from .columns import (
     is_legacy_profiling_schema,
     legacy_renames,
 )
+from .consumer_check import kernel_table_warnings, op_mapping_warnings
 from .database import walk_files
 from .errors import CellError, NpuperfError
-from .layout import REPORTS_DIR, kernel_type_of_file
+from .layout import OP_MAPPING_FILE, REPORTS_DIR, kernel_type_of_file
 from .merge import row_signatures
 from .shapes import is_known_dtype, parse_shapes, split_list
 from .table import read_table
@@ -71,19 +73,25 @@ class FileReport:
     rows: int = 0
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What the simulator reading the database would miss (`--consumer` makes them problems).
+    warnings: list[Problem] = field(default_factory=list)
+    what: str = ""  # shown instead of the row count (op_mapping.yaml)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def render(self) -> str:
-        head = f"{'OK  ' if self.ok else 'FAIL'} {self.path} ({self.rows} rows"
+        head = f"{'OK  ' if self.ok else 'FAIL'} {self.path} ({self.what or f'{self.rows} rows'}"
         head += ")" if self.ok else f", {len(self.problems)} problem(s))"
         lines = [head]
         lines += [f"     note: {n}" for n in self.notes]
         lines += [f"     {p.render()}" for p in self.problems[:_MAX_SHOWN]]
         if len(self.problems) > _MAX_SHOWN:
             lines.append(f"     ... and {len(self.problems) - _MAX_SHOWN} more")
+        lines += [f"     warning: {p.render()}" for p in self.warnings[:_MAX_SHOWN]]
+        if len(self.warnings) > _MAX_SHOWN:
+            lines.append(f"     ... and {len(self.warnings) - _MAX_SHOWN} more warnings")
         return "\n".join(lines)
 
 
@@ -181,10 +189,15 @@ def _open(path: Path) -> tuple[FileReport, pd.DataFrame | None]:
     return report, frame
 
 
-def validate_kernel_table(path: Path) -> FileReport:
+def validate_kernel_table(path: Path, *, consumer: bool = False) -> FileReport:
+    """The contract checks of one kernel CSV, and what the simulator cannot read in it
+    (warnings; problems with `consumer`)."""
     report, frame = _open(path)
     if frame is None:
         return report
+    found = [Problem(message, row, column or None) for row, column, message
+             in kernel_table_warnings(frame, kernel_type_of_file(path))]
+    (report.problems if consumer else report.warnings).extend(found)
     kernel_type = kernel_type_of_file(path)
     columns = list(frame.columns)
     required = list(IDENTITY_COLUMNS) + ([EP_SIZE] if kernel_type == DISPATCH_FFN_COMBINE else [])
@@ -261,7 +274,17 @@ def database_files(path: Path) -> Iterator[Path]:
                           and not any(p.startswith(".") for p in parts))
 
 
-def validate_path(path: str | Path) -> list[FileReport]:
+def validate_op_mapping(directory: Path, *, consumer: bool = False) -> FileReport:
+    """The op_mapping.yaml of a directory holding kernel tables, as the simulator needs it."""
+    report = FileReport(directory / OP_MAPPING_FILE, what="operator mappings")
+    found = [Problem(message) for message in op_mapping_warnings(directory)]
+    (report.problems if consumer else report.warnings).extend(found)
+    return report
+
+
+def validate_path(path: str | Path, *, consumer: bool = False) -> list[FileReport]:
+    """Every database file under `path`; `consumer`: what the simulator cannot read is a
+    problem (by default a warning)."""
     path = Path(path)
     if not path.exists():
         raise NpuperfError(f"{path}: no such file or directory")
@@ -273,9 +296,15 @@ def validate_path(path: str | Path) -> list[FileReport]:
                 "a write was interrupted here (its journal is left): some files may be the new "
                 "version, some the old; the next npuperf writer of this directory rolls it back"))
             reports.append(report)
+    table_dirs: list[Path] = []
     for file in database_files(path):
-        validate = validate_collective_table if is_collective_file(file) else validate_kernel_table
-        reports.append(validate(file))
+        if is_collective_file(file):
+            reports.append(validate_collective_table(file))
+            continue
+        reports.append(validate_kernel_table(file, consumer=consumer))
+        if path.is_dir() and file.parent not in table_dirs:
+            table_dirs.append(file.parent)
+    reports += [validate_op_mapping(d, consumer=consumer) for d in table_dirs]
     if not reports:
         raise NpuperfError(f"{path}: no database CSV files found")
     return reports

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import ACCELERATOR_CORE, OP_STATE, OUTPUT_FORMATS, contract_columns_for
+from ..db.columns import (
+    ACCELERATOR_CORE,
+    FIA_KERNEL,
+    FIA_RUNTIME_COLUMNS,
+    OP_STATE,
+    OUTPUT_FORMATS,
+    contract_columns_for,
+)
 from ..db.database import Table
 from ..db.errors import ContractError, NpuperfError, os_error
 from ..db.merge import ensure_columns
@@ -93,6 +100,10 @@ def stage_rows(tx: Transaction, path: Path, kernel_type: str, rows: list[dict[st
     header = existing.header
     needed = [c for row in rows for c, v in row.items()
               if v != "" and c not in header and c not in OPTIONAL_COLUMNS]
+    if needed and kernel_type == FIA_KERNEL:
+        # The simulator tells "unknown" (an empty cell) from "this file cannot say" (no
+        # column): every Runtime column comes along, empty where the rows have no value.
+        needed += [c for c in FIA_RUNTIME_COLUMNS if c not in header and c not in needed]
     if not needed:
         try:
             text = existing.data.decode("utf-8")

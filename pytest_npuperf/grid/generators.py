@@ -20,7 +20,16 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..db.columns import DISPATCH_FFN_COMBINE, EP_SIZE, runtime_column
+from ..db.columns import (
+    CACHE_LAYOUT_BNSD,
+    CACHE_LAYOUT_BSH,
+    DISPATCH_FFN_COMBINE,
+    EP_SIZE,
+    FIA_RUNTIME_FIELDS,
+    PHASE_DECODE,
+    PHASE_PREFILL,
+    runtime_column,
+)
 from ..db.shapes import NULL_FORMAT, UNDEFINED_DTYPE, Slot
 from ..kernels import catalog
 from ..kernels.catalog import (
@@ -124,8 +133,11 @@ def _cumulative(lengths: Sequence[int]) -> str:
 def _fia_runtime(scene: str, *, q_lens: str, kv_lens: str, batch: int, avg: float, heads: int,
                  kv_heads: int, sparse_mode: int, layout: str, block_size: int,
                  attn_state: str, cache_mode: str, block_table: tuple[int, int] | None,
-                 valid_blocks: int | None) -> dict[str, str]:
-    fields = {
+                 valid_blocks: int | None, phase: str, cache_layout: str = "") -> dict[str, str]:
+    """Every `Runtime ...` cell of a generated row; what a dense bf16 scene does not have
+    (topk, sparse blocks and indices, a quantisation mode) stays empty."""
+    fields = dict.fromkeys(FIA_RUNTIME_FIELDS, "")
+    fields.update({
         "source_profile": f"{FIA_SOURCE}:{scene}",
         "actual_seq_lengths_shape": str(batch), "actual_seq_lengths_values": q_lens,
         "actual_seq_lengths_kv_shape": str(batch), "actual_seq_lengths_kv_values": kv_lens,
@@ -136,7 +148,8 @@ def _fia_runtime(scene: str, *, q_lens: str, kv_lens: str, batch: int, avg: floa
         "sparse_mode": str(sparse_mode), "input_layout": layout, "block_size": str(block_size),
         "attn_state": attn_state, "kv_cache_mode": cache_mode,
         "metadata_completeness": FIA_COMPLETENESS, "operator_input_shapes_raw": "",
-    }
+        "phase": phase, "batch_size": str(batch), "cache_layout": cache_layout,
+    })
     return {runtime_column(k): v for k, v in fields.items()}
 
 
@@ -209,7 +222,7 @@ def _fia_prefill(model: Model, dtype: str, batch: int, seq: int, base: dict) -> 
     runtime = _fia_runtime(scene, q_lens=lens, kv_lens=lens, batch=batch, avg=seq, heads=heads,
                            kv_heads=kv_heads, sparse_mode=3, layout="TND", block_size=0,
                            attn_state=state, cache_mode="non_paged_direct", block_table=None,
-                           valid_blocks=None)
+                           valid_blocks=None, phase=PHASE_PREFILL)
     variables = {**base, "kv_heads": kv_heads, "decode": 0, "batch": batch, "seq": seq,
                  "kv_len": seq, "tokens": tokens, "block_size": 0, "blocks": 0}
     return _io(ins, outs, runtime, variables)
@@ -232,7 +245,7 @@ def _fia_decode(model: Model, dtype: str, batch: int, kv_len: int, block_size: i
         outs.set(0, (batch, heads, 1, d), dtype)
         outs.set(1, (batch, heads, 1, 1), "DT_FLOAT")
         q_lens, sparse, layout = ",".join(["1"] * batch), 0, "BNSD_NBSD"
-        state, scene = "mla_paged_runtime", "mla_decode"
+        state, scene, cache_layout = "mla_paged_runtime", "mla_decode", CACHE_LAYOUT_BNSD
     else:
         d = model.head_dim
         ins.set(Q, (batch, heads, d), dtype)
@@ -242,7 +255,7 @@ def _fia_decode(model: Model, dtype: str, batch: int, kv_len: int, block_size: i
         outs.set(0, (batch, heads, d), dtype)
         outs.set(1, (batch, heads, 1), "DT_FLOAT")
         q_lens, sparse, layout = _cumulative([1] * batch), 3, "TND"
-        state, scene = "paged_runtime", "dense_decode"
+        state, scene, cache_layout = "paged_runtime", "dense_decode", CACHE_LAYOUT_BSH
     ins.set(SEQ, (batch,), "DT_INT64")
     ins.set(KV_SEQ, (batch,), "DT_INT64")
     ins.set(BLOCK_TABLE, (batch, width), "DT_INT32")
@@ -250,7 +263,7 @@ def _fia_decode(model: Model, dtype: str, batch: int, kv_len: int, block_size: i
                            heads=heads, kv_heads=kv_heads, sparse_mode=sparse, layout=layout,
                            block_size=block_size, attn_state=state,
                            cache_mode="paged_cache_pool", block_table=(batch, width),
-                           valid_blocks=width)
+                           valid_blocks=width, phase=PHASE_DECODE, cache_layout=cache_layout)
     variables = {**base, "decode": 1, "batch": batch, "seq": 1, "kv_len": kv_len,
                  "tokens": batch, "block_size": block_size, "blocks": blocks}
     return _io(ins, outs, runtime, variables)

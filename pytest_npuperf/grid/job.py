@@ -29,12 +29,14 @@ from ..db.columns import (
 from ..db.database import Database
 from ..db.errors import CellError, NpuperfError
 from ..db.layout import kernel_file_name
+from ..db.op_mapping import KEPT
 from ..db.progress import Progress
-from ..db.shapes import DTYPE_BYTES, format_shapes, normalize_dtype
+from ..db.shapes import DTYPE_BYTES, dtype_cell, format_cell, format_shapes, normalize_dtype
 from ..db.signature import Signature, generic_signature, signature
 from ..db.table import check_writable_dir
 from ..db.transaction import recover_if_free
 from ..kernels import catalog
+from ..kernels.op_mapping import ensure_op_mapping
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (
     DEFAULT_MAX_HBM_GB,
@@ -94,6 +96,7 @@ class GridSummary:
     data_dir: Path | None = None
     dry_run: bool = False
     notes: list[str] = field(default_factory=list)
+    op_mapping: str = ""  # what happened to op_mapping.yaml: kept, generated, regenerated
 
     @property
     def rows_added(self) -> int:
@@ -132,6 +135,9 @@ class GridSummary:
                          f"{where}; nothing written")
         else:
             lines.append(f"added {self.rows_added} row(s) to {files} file(s){where}")
+            if self.op_mapping and self.op_mapping != KEPT:
+                lines.append(f"op_mapping.yaml {self.op_mapping} (what the simulator maps to "
+                             f"these tables)")
         return "\n".join(lines)
 
 
@@ -303,10 +309,11 @@ def _sources(settings: GridSettings, kernel_type: str, grids, keys: KeySpace) ->
 # Rows
 
 def _cells(cand: Candidate) -> dict[str, str]:
+    """Identity cells in the spellings of real profiler output (`FLOAT`, `DT_BF16`, ...)."""
     return {
-        INPUT_SHAPES: format_shapes(cand.inputs), INPUT_DTYPES: ";".join(cand.in_dtypes),
-        INPUT_FORMATS: ";".join(cand.in_formats), OUTPUT_SHAPES: format_shapes(cand.outputs),
-        OUTPUT_DTYPES: ";".join(cand.out_dtypes), OUTPUT_FORMATS: ";".join(cand.out_formats),
+        INPUT_SHAPES: format_shapes(cand.inputs), INPUT_DTYPES: dtype_cell(cand.in_dtypes),
+        INPUT_FORMATS: format_cell(cand.in_formats), OUTPUT_SHAPES: format_shapes(cand.outputs),
+        OUTPUT_DTYPES: dtype_cell(cand.out_dtypes), OUTPUT_FORMATS: format_cell(cand.out_formats),
     }
 
 
@@ -469,7 +476,7 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
             summary.notes.append(f"{existing.path.name}: {existing.bad_rows} row(s) with "
                                  f"unparsable identity cells were ignored (run npuperf validate)")
     todo = [p for p in plans if p.rows]
-    if dry_run or not todo:
+    if dry_run:
         return summary
     with Database(data_dir).transaction("npuperf grid") as tx:
         for plan in todo:
@@ -479,6 +486,8 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
                 raise NpuperfError(f"{path} changed while the grid was being generated; "
                                    f"nothing was written, run the command again")
             plan.how = stage_rows(tx, path, plan.kernel_type, plan.rows, existing)
+        # Even without new rows: a database the grid wrote reaches the simulator only with it.
+        summary.op_mapping = ensure_op_mapping(tx, data_dir)
         summary.notes[:0] = tx.notes
     return summary
 

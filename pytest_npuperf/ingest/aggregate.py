@@ -34,6 +34,8 @@ from ..db.layout import normalize_kernel_type
 from ..db.shapes import (
     NULL_FORMAT,
     UNDEFINED_DTYPE,
+    dtype_cell,
+    format_cell,
     format_shapes,
     normalize_dtype,
     normalize_format,
@@ -124,13 +126,20 @@ def _aligned(tokens: tuple[str, ...], slots: int, filler: str) -> tuple[str, ...
     return None
 
 
+_DTYPE_COLUMNS = (INPUT_DTYPES, OUTPUT_DTYPES)
+
+
 def _identity_cells(row: dict[str, str]) -> dict[str, str]:
-    """Cells of a new database row: shapes in canonical form, tokens as the profiler wrote
-    them, dtype and format lists aligned with the shape slots (what validate checks)."""
+    """Cells of a new database row: shapes in canonical form (a shape the profiler did not
+    record is written as an empty cell token, never an empty cell), dtypes and formats in the
+    spelling of current profiler output (older exports' `DT_FLOAT`, `FORMAT_ND` become
+    `FLOAT`, `ND`), lists aligned with the shape slots (what validate checks)."""
     cells = {}
     for column in (OP_STATE, ACCELERATOR_CORE):
         cells[column] = row.get(column, "").strip()
-    shapes = {c: parse_shapes(row[c]) for c in (INPUT_SHAPES, OUTPUT_SHAPES)}
+    # A shape the profiler did not record (`N/A`) is written as one empty slot: pandas reads
+    # `N/A` as NaN, which the simulator's shape parser fails on.
+    shapes = {c: parse_shapes(row[c]) or (None,) for c in (INPUT_SHAPES, OUTPUT_SHAPES)}
     for column, slots in shapes.items():
         cells[column] = format_shapes(slots)
     for shape_column, column, filler in _LISTS:
@@ -138,7 +147,8 @@ def _identity_cells(row: dict[str, str]) -> dict[str, str]:
         if column == OUTPUT_FORMATS and column not in row:
             cells[column] = ""
             continue
-        cells[column] = ";".join(_aligned(tokens, len(shapes[shape_column]), filler) or tokens)
+        aligned = _aligned(tokens, len(shapes[shape_column]), filler) or tokens
+        cells[column] = dtype_cell(aligned) if column in _DTYPE_COLUMNS else format_cell(aligned)
     return cells
 
 

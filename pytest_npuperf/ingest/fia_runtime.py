@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import runtime_column
+from ..db.columns import (
+    CACHE_LAYOUT_BNSD,
+    CACHE_LAYOUT_BSH,
+    FIA_RUNTIME_FIELDS,
+    PHASE_DECODE,
+    PHASE_PREFILL,
+    runtime_column,
+)
 from ..db.csvfile import scan_csv
 from ..db.errors import CellError, ContractError, NpuperfError, clip, os_error
 from ..db.shapes import Shapes, Slot, format_slot, parse_shapes
@@ -80,13 +87,52 @@ def infer_runtime(shapes: Shapes, *, source: str = "", raw: str = "") -> dict[st
         attn_state = "mla_paged_runtime" if rope else "paged_runtime"
     else:
         attn_state = "mla_prefill_runtime" if rope else "prefill_no_cache"
+    batch = _batch_size(q, _slot(shapes, SEQ), block_table, layout)
     out.update({
         "num_heads": heads, "num_key_value_heads": kv_heads, "input_layout": layout,
         "block_size": block_size, "sparse_mode": sparse_mode, "attn_state": attn_state,
         "kv_cache_mode": "paged_cache_pool" if paged else "non_paged_direct",
         "metadata_completeness": "inferred_only",
+        "phase": _phase(q, batch, layout, paged), "batch_size": str(batch or ""),
+        "cache_layout": _cache_layout(k) if paged else "",
     })
-    return {runtime_column(k): v for k, v in out.items()}
+    # topk, sparse_* and quant_mode describe sparse or quantised attention: the kernel table
+    # does not tell them, so they stay empty (the simulator then neither matches nor rejects
+    # on them).
+    return {runtime_column(f): out.get(f, "") for f in FIA_RUNTIME_FIELDS}
+
+
+def _batch_size(q: Slot, seq_lens: Slot, block_table: Slot, layout: str) -> int | None:
+    """Requests in the call: the length of the sequence-length list, else the block table's
+    rows (one per request), else BNSD's batch."""
+    if seq_lens is not None and len(seq_lens) == 1:
+        return seq_lens[0]
+    if block_table is not None and len(block_table) == 2:
+        return block_table[0]
+    if q is not None and layout.startswith("BNSD"):
+        return q[0]
+    return None
+
+
+def _phase(q: Slot, batch: int | None, layout: str, paged: bool) -> str:
+    """prefill without a KV cache; decode when a paged call has one query token per request;
+    empty when a paged call has more (chunked prefill or a mixed batch cannot be told apart)."""
+    if not paged:
+        return PHASE_PREFILL
+    if q is None:
+        return ""
+    if layout.startswith("BNSD") and len(q) == 4 and q[2] == 1:
+        return PHASE_DECODE
+    if layout == "TND" and batch is not None and q[0] == batch:
+        return PHASE_DECODE
+    return ""
+
+
+def _cache_layout(k: Slot) -> str:
+    """Layout of the paged key cache, as `infer_runtime` reads its block size."""
+    if k is None:
+        return ""
+    return CACHE_LAYOUT_BSH if len(k) == 3 else CACHE_LAYOUT_BNSD if len(k) == 4 else ""
 
 
 def _sibling_operator_details(kernel_details: Path) -> Path | None:

@@ -32,9 +32,11 @@ from ..db.database import Database
 from ..db.errors import NpuperfError
 from ..db.layout import kernel_file_name
 from ..db.merge import RowUpdate, apply_updates, format_number
+from ..db.op_mapping import KEPT
 from ..db.progress import Progress
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
+from ..kernels.op_mapping import ensure_op_mapping
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details
@@ -58,6 +60,7 @@ class ParseSummary:
     changes: list[FileChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     dry_run: bool = False
+    op_mapping: str = ""  # what happened to op_mapping.yaml: kept, generated, regenerated
 
     @property
     def rows_added(self) -> int:
@@ -90,6 +93,9 @@ class ParseSummary:
             if change.renamed:
                 lines.append(f"    migrated legacy columns: "
                              f"{', '.join(f'{a} -> {b}' for a, b in change.renamed.items())}")
+        if self.op_mapping and self.op_mapping != KEPT:
+            lines.append(f"  op_mapping.yaml: {self.op_mapping} (what the simulator maps to "
+                         f"these tables)")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -238,6 +244,7 @@ def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size
             if tx is not None:
                 db.stage(tx, table, merged.frame)
         if tx is not None:
+            summary.op_mapping = ensure_op_mapping(tx, database)
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes
     return summary

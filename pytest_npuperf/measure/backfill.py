@@ -55,8 +55,6 @@ from ..db.columns import (
     parse_duration,
 )
 from ..db.database import Database, Table
-from ..db.errors import NpuperfError
-from ..db.layout import OP_MAPPING_FILE
 from ..db.lock import DatabaseLock
 from ..db.merge import (
     RowUpdate,
@@ -68,6 +66,7 @@ from ..db.merge import (
 )
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.transaction import Transaction
+from ..kernels.op_mapping import ensure_op_mapping
 from .outcome import BackfillOutcome, FileOutcome, GapRow
 from .result import FAILING_STATUSES, STATUS_NOISY, STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
 
@@ -399,19 +398,14 @@ def _set_status_by_position(target: _Target, positions: dict[int, CaseResult],
 
 def _stage(tx: Transaction, source: Path, target: Path, native: bool,
            targets: dict[str, _Target]) -> None:
-    """Every changed file (and, for a new device copy, op_mapping.yaml) in the transaction,
-    each checked at commit against the stamp it was read with."""
+    """Every changed file in the transaction, each checked at commit against the stamp it was
+    read with, and op_mapping.yaml where the database has none (a device copy gets the
+    source's, else one is generated: the simulator reads no table without it)."""
     for name, target_file in targets.items():
         if target_file.changed:
             table = target_file.table
             frame = ensure_columns(table.frame, table.kernel_type,
                                    canonical_order(table.kernel_type))
             tx.stage_table(target / name, frame, expect=table.stamp)
-    mapping = source / OP_MAPPING_FILE
-    if not native and mapping.is_file() and not (target / OP_MAPPING_FILE).exists():
-        try:
-            text = mapping.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise NpuperfError(f"{mapping}: cannot copy it to this device's database: "
-                               f"{exc}") from None
-        tx.stage_text(target / OP_MAPPING_FILE, text, expect=None)
+    if tx.staged or not native:  # a run that changes nothing leaves the database as it was
+        ensure_op_mapping(tx, target, source=None if native else source)

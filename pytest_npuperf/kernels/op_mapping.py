@@ -1,0 +1,177 @@
+"""The op_mapping.yaml npuperf writes into a database that has none, from the kernel catalog.
+
+Two kinds of mappings (the simulator, msmodeling's `ProfilingDataSource`, reads both):
+
+- `profiling.<KernelType>` for every kernel type of the catalog and every kernel table of the
+  directory: the placeholder entries of the reference databases, which keep every table
+  reachable (npuperf's own check, `validate --consumer`, and a caller who names the kernel).
+  A catalog kernel with optional inputs gets `tc_input_count`, its inputs before the first
+  optional one: the simulator drops absent slots from a row's shape list but keeps their
+  `DT_UNDEFINED` in its dtype list, so later slots could not be compared.
+- the simulator's own operators (`aten.mm.default`, `tensor_cast.attention.default`, ...)
+  that lower to a catalog kernel on the NPU: which operator lowers to which kernel, its
+  alternates and query mode are facts read from the reference database's op_mapping.yaml
+  (vLLM-Ascend 0.18 / CANN 8.5), kept to the catalog's kernel types. Collective operators are
+  mapped to the `hcom_*` tables found beside the database.
+
+Writers call `ensure_op_mapping(tx, version_dir, source=None, hccl_dir=None)` in the
+transaction that writes their tables (see `db.op_mapping` for what it keeps and when).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..db.op_mapping import MappingContext, render_generated, stage_op_mapping
+from ..db.transaction import Transaction
+from . import catalog
+
+_MLA = {"composite": True, "decomposer": True}
+_MOE_FUSED = {"query_mode": "moe_fused", "project_full_shape": True}
+_ATTENTION = {"query_mode": "attention_special"}
+
+# Simulator operator -> its mapping. The first kernel type named must be a catalog type.
+SIMULATOR_OPERATORS: dict[str, dict] = {
+    "aten.mm.default": {"kernel_type": "MatMulV2",
+                        "alternate_kernel_types": ["MatMulV3", "MatMulCommon"]},
+    "aten.addmm.default": {"kernel_type": "MatMulV2"},
+    "aten.bmm.default": {"kernel_type": "BatchMatMulV2",
+                         "alternate_kernel_types": ["TransposeBatchMatMul"]},
+    "aten.embedding.default": {"kernel_type": "GatherV2", "tc_input_count": 2},
+    "aten.index.Tensor": {"kernel_type": "Index", "alternate_kernel_types": ["GatherV2"],
+                          "tc_input_count": 1},
+    "aten.constant_pad_nd.default": {"kernel_type": "PadV3", "tc_input_count": 1},
+    "aten.add.Tensor": {"kernel_type": "Add", "query_mode": "elementwise"},
+    "tensor_cast.static_quant_linear.default": {"kernel_type": "QuantBatchMatmulV3",
+                                                "tc_input_count": 2},
+    "tensor_cast.grouped_matmul.default": {"kernel_type": "GroupedMatmul"},
+    "tensor_cast.grouped_matmul_quant.default": {"kernel_type": "GroupedMatmul"},
+    "tensor_cast.grouped_matmul_swiglu.default": {"kernel_type": "GroupedMatmul"},
+    "tensor_cast.grouped_matmul_quant_swiglu.default": {"kernel_type": "GroupedMatmulSwigluQuant"},
+    "tensor_cast.dispatch_ffn_combine.default": {"kernel_type": "DispatchFFNCombine", **_MOE_FUSED},
+    "tensor_cast.dispatch_ffn_combine_quant.default": {"kernel_type": "DispatchFFNCombine",
+                                                       **_MOE_FUSED},
+    "tensor_cast.init_routing_v2.default": {"kernel_type": "MoeTokenPermute", "tc_input_count": 2},
+    "tensor_cast.unpermute_tokens.default": {"kernel_type": "MoeTokenUnpermute",
+                                             "tc_input_count": 1},
+    "tensor_cast.attention.default": {"kernel_type": "FusedInferAttentionScore", **_ATTENTION},
+    "tensor_cast.attention_quant.default": {"kernel_type": "FusedInferAttentionScore",
+                                            **_ATTENTION},
+    "tensor_cast.multihead_latent_attention.default": dict(_MLA),
+    "tensor_cast.multihead_latent_attention_quant.default": dict(_MLA),
+    "tensor_cast.dsa_indexer.default": {**_MLA, "primary_kernel_type": "LightningIndexer"},
+    "tensor_cast.mla_sparse_attention.default": dict(_MLA),
+    "tensor_cast.reshape_and_cache.default": {"kernel_type": "ReshapeAndCacheNdKernel"},
+    "tensor_cast.kv_rmsnorm_rope_cache.default": {"kernel_type": "KvRmsNormRopeCache"},
+    "tensor_cast.rms_norm.default": {"kernel_type": "RmsNorm"},
+    "tensor_cast.add_rms_norm.default": {"kernel_type": "AddRmsNormBias"},
+    "tensor_cast.add_rms_norm2.default": {"kernel_type": "AddRmsNormBias", "tc_input_count": 3},
+    "tensor_cast.swiglu.default": {"kernel_type": "SwiGlu"},
+    "tensor_cast.quantize.default": {"kernel_type": "AscendQuantV2",
+                                     "alternate_kernel_types": ["DynamicQuant"],
+                                     "tc_input_count": 1},
+    "tensor_cast.dynamic_quantize_symmetric.default": {
+        "kernel_type": "DynamicQuant", "alternate_kernel_types": ["AscendQuantV2"],
+        "tc_input_count": 1},
+    "tensor_cast.dynamic_quantize_asymmetric.default": {"kernel_type": "DynamicQuant"},
+    "tensor_cast.apply_rope.default": {"kernel_type": "split_qkv_rmsnorm_rope_kernel",
+                                       "alternate_kernel_types": ["InterleaveRope"],
+                                       "tc_input_count": 2},
+}
+# Which simulator operator is costed from which collective table (CONTRACT.md §1, §7).
+COLLECTIVE_OPERATORS: dict[str, tuple[str, ...]] = {
+    "tensor_cast.all_reduce.default": ("hcom_allReduce_",),
+    "tensor_cast.all_gather.default": ("hcom_allGather_",),
+    "tensor_cast.reduce_scatter.default": ("hcom_reduceScatter_",),
+    "tensor_cast.all_to_all.default": ("hcom_alltoallv_", "hcom_alltoall_"),
+}
+_DECOMPOSED = ("FusedInferAttentionScore",)  # what the MLA decomposers need at least
+
+
+def _leading_required(entry: catalog.KernelEntry) -> int | None:
+    """The inputs before the first optional one, when the kernel has optional inputs: the
+    simulator drops absent slots from the shape list but not from the dtype list, so it can
+    compare only the slots before the first one that may be absent."""
+    return next((i for i, s in enumerate(entry.inputs) if s.optional), None)
+
+
+def _profiling_entry(kernel_type: str) -> dict:
+    entry = catalog.entry_for(kernel_type)
+    out: dict = {"kernel_type": kernel_type}
+    if entry is None:
+        out["notes"] = "a kernel table of this database (not in npuperf's kernel catalog)"
+        return out
+    count = _leading_required(entry)
+    if count is not None:
+        out["tc_input_count"] = count
+    out["notes"] = f"npuperf replays it as {entry.npu_api}"
+    return out
+
+
+def _simulator_operators(types: set[str]) -> dict[str, dict]:
+    out = {}
+    for op, mapping in SIMULATOR_OPERATORS.items():
+        primary = mapping.get("kernel_type") or mapping.get("primary_kernel_type")
+        needs = [primary] if primary else list(_DECOMPOSED)
+        if all(t in types for t in needs):
+            out[op] = dict(mapping)
+    return out
+
+
+def _collective_operators(context: MappingContext) -> dict[str, dict]:
+    out = {}
+    have = set(context.collective_types)
+    for op, tables in COLLECTIVE_OPERATORS.items():
+        present = [t for t in tables if t in have]
+        if present:
+            mapping: dict = {"kernel_type": present[0], "category": "communication"}
+            if present[1:]:
+                mapping["alternate_kernel_types"] = present[1:]
+            out[op] = mapping
+    return out
+
+
+def default_op_mapping(context: MappingContext) -> dict:
+    """The document of a generated op_mapping.yaml for this directory."""
+    doc: dict = {}
+    if context.versions is not None:
+        doc["version"] = context.versions.vllm
+        if context.device:
+            doc["device"] = context.device
+        doc["cann_version"] = context.versions.cann
+        doc["pytorch_version"] = context.versions.torch
+    if context.communication_ref:
+        doc["communication_data_ref"] = context.communication_ref
+        doc["communication_fallback"] = "analytic"
+    catalog_types = catalog.kernel_types()
+    types = set(catalog_types)
+    mappings = _simulator_operators(types)
+    mappings.update(_collective_operators(context))
+    extra = [t for t in context.kernel_types if t not in types]
+    for kernel_type in sorted(types) + extra:
+        mappings[f"profiling.{kernel_type}"] = _profiling_entry(kernel_type)
+    doc["operator_mappings"] = mappings
+    return doc
+
+
+_COMMENT = (
+    "op_mapping.yaml: which kernel tables of this database the simulator (msmodeling's",
+    "ProfilingDataSource) reads for each of its operators.",
+    "Generated by npuperf from its kernel catalog and the tables of this directory; npuperf",
+    "generates it again when tables are added, as long as the line above matches the content.",
+    "Edit it freely: an edited file (or one without that line) is never rewritten.",
+)
+
+
+def render_default(context: MappingContext) -> str:
+    return render_generated(default_op_mapping(context), _COMMENT)
+
+
+def ensure_op_mapping(tx: Transaction, version_dir: str | Path, source: str | Path | None = None,
+                      hccl_dir: str | Path | None = None) -> str:
+    """Stage `version_dir/op_mapping.yaml` in `tx`, after the tables the transaction writes:
+    kept when it exists (regenerated when npuperf wrote it and nobody edited it), else
+    `source`'s (a database this one is a copy of), else generated. `hccl_dir`: where the
+    collective tables are (default `<DEVICE>/hccl/v<CANN>` beside the version directory).
+    Returns kept, copied, generated or regenerated."""
+    return stage_op_mapping(tx, version_dir, render_default, source=source, hccl_dir=hccl_dir)
