@@ -8,12 +8,15 @@ Every value is escaped: case ids, shapes and error messages come from database f
 from __future__ import annotations
 
 from html import escape
+from typing import TYPE_CHECKING
 
 from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
 from . import summary as S
 from .plots import samples_svg
-from .writer import ReportPaths
+
+if TYPE_CHECKING:  # writer imports this module (the page reuses the summary)
+    from .writer import ReportPaths
 
 WORST_GAPS = 10
 
