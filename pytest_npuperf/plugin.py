@@ -216,7 +216,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(note)
     if replay.outcome is not None:
         for line in terminal_lines(replay.outcome, replay.results, replay.session_info(),
-                                   replay.paths):
+                                   replay.paths, baseline=replay.keeper.label,
+                                   history=replay.history_line()):
             terminalreporter.write_line(line)
 
 

@@ -487,7 +487,7 @@ class ReplaySession:
                 self.paths = write_reports(self.outcome, self.results, self._final_info,
                                            self.reports_dir, figures=self.figures,
                                            baseline=self.keeper.label,
-                                           history=self._history_line())
+                                           history=self.history_line())
             if not self._attempt(write, "reports not written", "interrupted while writing the "
                                                               "reports: none was written"):
                 return False
@@ -516,7 +516,7 @@ class ReplaySession:
         return self._attempt(record, "history not recorded", "interrupted while recording the "
                                                              "history: nothing was recorded")
 
-    def _history_line(self) -> str:
+    def history_line(self) -> str:
         history = self.keeper.history
         if history is None:
             return ""
