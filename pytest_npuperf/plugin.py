@@ -140,7 +140,9 @@ def npuperf_replay(request: pytest.FixtureRequest):
             if result.detail:
                 message += "\n" + result.detail
             pytest.fail(message, pytrace=False)
-        comparison = replay.judge(result)  # against --npuperf-baseline, here where it ran
+        # Against --npuperf-baseline, here where it ran (a SLOWER case is measured again first).
+        result, comparison = replay.judge_case(ref, request.node.nodeid, result)
+        request.node.stash[_RESULT] = result
         if comparison is not None and comparison.verdict == "SLOWER":
             pytest.fail(comparison.describe(), pytrace=False)
         return result

@@ -366,6 +366,26 @@ class ReplaySession:
         """The case against the baseline, where it ran (see history/keeper.py)."""
         return self.keeper.judge(result) if self.settings.baseline else None
 
+    def judge_case(self, ref: CaseRef, nodeid: str, result: CaseResult
+                   ) -> tuple[CaseResult, Comparison | None]:
+        """The verdict of a case just measured. A SLOWER verdict is confirmed before it fails
+        the case: the case is measured once more and the faster of the two measurements (noise
+        only ever slows one down) is judged, so that a stretch of interference from other work
+        on the machine does not fail a nightly job."""
+        comparison = self.judge(result)
+        if comparison is None or comparison.verdict != "SLOWER":
+            return result, comparison
+        again = self.run_case(ref, nodeid)
+        note = "re-measured to confirm a SLOWER verdict"
+        if again.measured and again.stats is not None and result.stats is not None \
+                and again.stats.median < result.stats.median:
+            again.wall_s += result.wall_s
+            again.time_in_calls_s += result.time_in_calls_s
+            result = again
+            note += ", the second measurement kept (faster)"
+        result.note = f"{result.note}; {note}" if result.note else note
+        return result, self.judge(result)
+
     def judge_late(self, report: pytest.TestReport, data: dict) -> None:
         """Owner process: a result that arrives without a verdict (its worker could not open
         the baseline) is judged here, and a SLOWER case's passed report becomes a failure

@@ -1,9 +1,14 @@
 """What a case is compared with: `--npuperf-baseline REF` and `npuperf compare BASE NEW`.
 
 REF is one of:
-- `last`: per case, its newest measurement in the history on the same device, before this run
-  (per case, so that a history merged from several shard hosts, or runs of different `-k`
-  selections, give every case its own latest baseline);
+- `last`: per case, its newest measurements in the history on the same device, before this
+  run (per case, so that a history merged from several shard hosts, or runs of different `-k`
+  selections, give every case its own latest baseline): the fastest (by median) of its
+  newest DEPTH (3) trusted measurements. Noise only ever slows a measurement down: a night
+  on a busy machine must not make the next one look faster, nor hide a slowdown behind a
+  slow baseline. The spread of those medians is the case's run-to-run noise on this host:
+  a change smaller than it is not called SLOWER or FASTER (the minimum effect is the larger
+  of the threshold and that spread);
 - `last-good`: the same among runs that passed (exit status 0): a nightly job compares with
   the last good night, so a regression keeps failing until it is fixed (or accepted by a
   passing run without the baseline);
@@ -25,6 +30,7 @@ from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
 from .store import HistoryStore, is_history_file
 
 LAST, LAST_GOOD = "last", "last-good"
+DEPTH = 3  # `last`: the fastest of a case's newest DEPTH measurements
 TOKENS = (LAST, LAST_GOOD)
 
 
@@ -61,11 +67,20 @@ class HistoryBaseline(Baseline):
         self.exclude = tuple(exclude)
         which = "passed runs" if passed_only else "runs"
         where = f" on {device}" if device else ""
-        self.label = f"{ref}: each case's newest measurement in the {which}{where} of {store.path}"
+        self.label = (f"{ref}: per case the fastest of its {DEPTH} newest measurements in the "
+                      f"{which}{where} of {store.path}")
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
-        return self.store.latest_case(kind, key, device=self.device, before=self.before,
-                                      passed_only=self.passed_only, exclude=self.exclude)
+        found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
+                                        passed_only=self.passed_only, exclude=self.exclude,
+                                        limit=DEPTH)
+        trusted = [c for c in found if c.status == "ok" and c.samples and c.median_us]
+        if not trusted:
+            return found[0] if found else None
+        best = min(trusted, key=lambda c: c.median_us)
+        if len(trusted) > 1:  # how much the case moved between runs of the same build
+            best.extra["run_to_run"] = max(c.median_us for c in trusted) / best.median_us - 1
+        return best
 
     def close(self) -> None:
         self.store.close()
@@ -163,4 +178,6 @@ def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Compariso
                           base_run=base.run_id)
     return compare_samples(base.samples, result.samples, threshold=threshold,
                            base_status=base.status, new_status=result.status,
-                           base_run=base.run_id)
+                           base_run=base.run_id, base_reference=base.extra.get("reference_us"),
+                           new_reference=result.reference_us,
+                           run_to_run=base.extra.get("run_to_run"))

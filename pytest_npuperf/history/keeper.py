@@ -41,7 +41,8 @@ class HistoryKeeper:
         older schema is migrated now), and the baseline names something."""
         if write and self.history is not None:
             check_writable_dir(self.history.parent)
-            HistoryStore(self.history).close()
+            if self.history.exists():  # not a history, or a newer one: say so now
+                HistoryStore(self.history).close()
         self.open_baseline()
 
     def open_baseline(self) -> Baseline | None:

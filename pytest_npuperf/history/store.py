@@ -269,11 +269,12 @@ class HistoryStore:
     def run_cases(self, run_id: str, *, with_samples: bool = True) -> list[CaseRecord]:
         return self._cases("r.run_id = ?", (run_id,), with_samples=with_samples)
 
-    def latest_case(self, kind: str, key: str, *, device: str | None = None,
-                    before: float | None = None, passed_only: bool = False,
-                    exclude: Iterable[str] = ()) -> CaseRecord | None:
-        """The newest measurement of a case (measured statuses only), optionally only on
-        `device`, in runs started before `before`, in passed runs, not in runs `exclude`."""
+    def latest_cases(self, kind: str, key: str, *, device: str | None = None,
+                     before: float | None = None, passed_only: bool = False,
+                     exclude: Iterable[str] = (), limit: int = 1) -> list[CaseRecord]:
+        """The newest `limit` measurements of a case (measured statuses only), newest first,
+        optionally only on `device`, in runs started before `before`, in passed runs, not in
+        runs `exclude`."""
         clauses = ["c.kind = ?", "c.key = ?",
                    f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
         params: list[Any] = [kind, key, *MEASURED_STATUSES]
@@ -289,9 +290,8 @@ class HistoryStore:
         if excluded:
             clauses.append(f"r.run_id NOT IN ({', '.join('?' * len(excluded))})")
             params += excluded
-        found = self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
-                            limit=1)
-        return found[0] if found else None
+        return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
+                           limit=limit)
 
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None) -> list[CaseRecord]:

@@ -106,9 +106,12 @@ def compare_runs(base_ref: str, new_ref: str, *, history: Path | None, threshold
                                         else "the baseline kept no samples",
                                         new_samples=len(case.samples), threshold=threshold)
             else:
-                comparison = compare_samples(base.samples, case.samples, threshold=threshold,
-                                             base_status=base.status, new_status=case.status,
-                                             base_run=base.run_id)
+                comparison = compare_samples(
+                    base.samples, case.samples, threshold=threshold, base_status=base.status,
+                    new_status=case.status, base_run=base.run_id,
+                    base_reference=base.extra.get("reference_us"),
+                    new_reference=case.extra.get("reference_us"),
+                    run_to_run=base.extra.get("run_to_run"))
             found.append(CaseComparison(case.kind, case.key, case.kernel, comparison))
     finally:
         baseline.close()

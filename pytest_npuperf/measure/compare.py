@@ -14,11 +14,15 @@ corrections), chosen over a bootstrap interval of the ratio of medians because:
 Significance alone is not a regression: samples within one run are correlated (the machine's
 state drifts), so two runs of the same build differ "significantly" by a percent or two. A
 case is SLOWER only when the difference is significant *and* the ratio of medians is at least
-the minimum effect (`--npuperf-regression-threshold`, 5 % by default); FASTER likewise in the
-other direction (log-symmetric: 1/1.05). It is SAME when the ratio lies within the threshold
-and both sides' medians are known to better than the threshold; UNCERTAIN otherwise (too
+the minimum effect: `--npuperf-regression-threshold` (5 % by default), or the case's own
+run-to-run spread over its recent baseline runs when that is larger (history/baseline.py);
+FASTER likewise in the other direction (log-symmetric: 1/1.05). A SLOWER case is measured
+once more before it fails (session.py): noise only slows a measurement down. It is SAME
+when the ratio lies within the threshold and both sides' medians are known to better than
+the threshold; UNCERTAIN otherwise (too
 few samples, samples too spread to resolve the threshold, a flagged measurement on either
-side, or a large but not significant difference).
+side, a CPU host whose own speed changed between the two measurements (measure/reference.py),
+or a large but not significant difference).
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ DEFAULT_THRESHOLD = DEFAULT_REGRESSION_THRESHOLD
 # person's morning; the minimum effect already filters small real differences.
 ALPHA = 0.01
 MIN_SAMPLES = 5  # below this on either side the test has no power at ALPHA: UNCERTAIN
-_TRUSTED = ("ok",)  # statuses whose samples a verdict may rest on (noisy/suspect: UNCERTAIN)
+_TRUSTED = ("ok",)
+# A host whose reference loop ran this much slower or faster than during the baseline was not
+# the same machine (measure/reference.py): a change beyond the threshold is UNCERTAIN.
+HOST_TOLERANCE = 0.1  # statuses whose samples a verdict may rest on (noisy/suspect: UNCERTAIN)
 
 
 @dataclass(frozen=True)
@@ -141,10 +148,18 @@ def _resolution(samples: np.ndarray) -> float:
 
 def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarray, *,
                     threshold: float = DEFAULT_THRESHOLD, base_status: str = "ok",
-                    new_status: str = "ok", base_run: str = "") -> Comparison:
-    """The verdict for one case (see the module's docstring for the rule)."""
+                    new_status: str = "ok", base_run: str = "",
+                    base_reference: float | None = None,
+                    new_reference: float | None = None,
+                    run_to_run: float | None = None) -> Comparison:
+    """The verdict for one case (see the module's docstring for the rule). `*_reference`:
+    the host's reference loop time around each measurement (CPU, measure/reference.py);
+    `run_to_run`: how much the baseline's own recent runs differed (a fraction): a smaller
+    change is no evidence, so it raises the minimum effect."""
     if threshold < 0 or not math.isfinite(threshold):
         raise ValueError(f"regression threshold must be a fraction >= 0, got {threshold}")
+    if run_to_run is not None and math.isfinite(run_to_run) and run_to_run > threshold:
+        threshold = float(run_to_run)
     a = np.asarray(base, dtype=np.float64)
     b = np.asarray(new, dtype=np.float64)
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
@@ -170,6 +185,16 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
                           **found)
     limit = math.log1p(threshold)
     effect = math.log(ratio)
+    if base_reference and new_reference and base_reference > 0 and new_reference > 0:
+        host = math.log(new_reference / base_reference)
+        # The host itself changed speed, and that change (in the direction it went) could
+        # account for the case's: no verdict. A change beyond what the host explains stands.
+        if abs(host) >= math.log1p(HOST_TOLERANCE) and abs(effect) >= limit \
+                and effect * host > 0 and abs(effect - host) < limit:
+            return Comparison(UNCERTAIN, reason=f"the host ran its reference loop "
+                                                f"{math.exp(host):.2f}x as long as during the "
+                                                f"baseline, which accounts for the change",
+                              **found)
     significant = test.p_value < ALPHA
     if significant and effect >= limit and effect > 0:
         return Comparison(SLOWER, **found)

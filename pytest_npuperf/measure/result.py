@@ -76,6 +76,9 @@ class CaseResult:
     fallback: str = ""  # why the session's method did not measure this case, if it did not
     note: str = ""  # what the reader of this number should know (e.g. a busy machine)
     verified: str = ""  # --npuperf-verify: what the output was compared with, when sampled
+    # CPU: a fixed pure-Python loop's time around the case (measure/reference.py), which says
+    # whether the host itself was slower than when the baseline was measured
+    reference_us: float | None = None
     # --npuperf-baseline: measure.compare.Comparison as a dict, decided where the case ran
     regression: dict[str, Any] | None = None
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))

@@ -27,6 +27,7 @@ from .graph import sample_graph
 from .host import available_cores, host_load
 from .noise import noise_reason
 from .profiler import ProfilerSession
+from .reference import reference_samples, reference_us
 from .result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -166,7 +167,10 @@ class CaseRunner:
                 result.flops, result.bytes = prepared.flops, prepared.bytes
                 if self.verifier is not None:
                     result.verified = self.verifier.check(spec, case, prepared)
+                before = reference_samples() if self.backend.kind == "cpu" else None
                 measured = self.measure_call(ref.case_id, prepared.call, deadline)
+                if before is not None:
+                    result.reference_us = reference_us(before, reference_samples())
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             self._record(result, measured)

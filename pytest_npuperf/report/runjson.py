@@ -100,6 +100,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "stack": result.stack,
         "threads": result.threads,
         "host_load": _num(result.host_load),
+        "reference_us": _num(result.reference_us),
         "warmup": result.warmup,
         "time_in_calls_s": _num(result.time_in_calls_s),
         "wall_s": _num(result.wall_s),
