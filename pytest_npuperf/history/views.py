@@ -22,13 +22,19 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+class NoMatch(NpuperfError):
+    """Nothing in the history matches: a fact about the data (exit status 1)."""
+
+    exit_code = 1
+
+
 def trend(store: HistoryStore, *, kernel: str | None, signature: str | None, last: int,
           device: str | None = None) -> tuple[list[CaseRecord], dict[str, RunRecord]]:
     records = store.trend(kernel=kernel, signature=signature, device=device, last=last)
     if not records:
         what = ", ".join(f"{k} {v!r}" for k, v in (("kernel", kernel), ("signature", signature),
                                                    ("device", device)) if v) or "any case"
-        raise NpuperfError(f"{store.path}: no measurement of {what} in this history")
+        raise NoMatch(f"{store.path}: no measurement of {what} in this history")
     runs = {run.run_id: run for run in store.runs()}
     return records, runs
 

@@ -17,7 +17,8 @@ from . import regression as R
 from . import summary as S
 from .html import html_summary
 
-CASE_ROWS = 5000  # beyond this the page stops being a page; the run JSON has every case
+CASE_ROWS = 5000
+STATUS_CHARS = 160  # beyond this the page stops being a page; the run JSON has every case
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#24292f;
@@ -93,7 +94,7 @@ def cases_html(results: list[CaseResult]) -> str:
         st = r.stats
         verdict = (r.regression or {}).get("verdict", "")
         ratio = (r.regression or {}).get("ratio")
-        rows.append([r.case_id, r.status, _num(st.median if st else None),
+        rows.append([r.case_id, r.status_text[:STATUS_CHARS], _num(st.median if st else None),
                      _num(st.min if st else None), st.samples if st else None, _num(r.bound_us),
                      r.bound_by, r.memory_level, _num(r.achieved_tflops), _num(r.achieved_gbps),
                      _pct(r.mfu), _pct(r.mbu),
