@@ -228,3 +228,22 @@ def test_a_run_json_is_a_baseline_and_shards_split_the_cases(gemms):
     bad = run(pytester, db, out, "--npuperf-shard", "3/2")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["ERROR: npuperf_shard: expected I/N with 1 <= I <= N*"])
+
+
+def test_html_reports_carry_the_figures(gemms):
+    """`pytest bench --html report.html`: the pytest-html summary and the standalone page both
+    show the run's figures (drawn once)."""
+    import html
+
+    pytester, db = gemms
+    out, page = pytester.path / "out", pytester.path / "report.html"
+    options = [o for o in OPTIONS if o != "--npuperf-no-figures"]
+    result = pytester.runpytest("bench", "--npuperf-db", str(db), "--npuperf-out", str(out),
+                                "-k", "4x", *options, f"--html={page}",
+                                "--self-contained-html")
+    result.assert_outcomes(passed=len(run_json(out)["cases"]))
+    text = html.unescape(page.read_text())
+    assert "Roofline" in text and "GEMM latency vs M" in text and text.count("<svg") > 10
+    standalone = next((out / "reports").glob("report_*.html")).read_text()
+    assert "GEMM latency vs M" in standalone and "Roofline" in standalone
+    result.stdout.fnmatch_lines(["*reports/report_*.html"])
