@@ -247,3 +247,14 @@ def test_html_reports_carry_the_figures(gemms):
     standalone = next((out / "reports").glob("report_*.html")).read_text()
     assert "GEMM latency vs M" in standalone and "Roofline" in standalone
     result.stdout.fnmatch_lines(["*reports/report_*.html"])
+    # The roofline also lands in the database rows, after the contract columns.
+    from pytest_npuperf.db.columns import CONTRACT_COLUMNS
+    from pytest_npuperf.db.table import read_table
+
+    (table_path,) = out.glob("CPU_*/vllm_ascend/*/MatMulV2.csv")
+    table = read_table(table_path)
+    columns = list(table.columns)
+    assert columns.index("MicroBench MFU") > max(columns.index(c) for c in CONTRACT_COLUMNS)
+    measured = table[table["MicroBench Bound(us)"] != ""]
+    assert len(measured) and set(measured["MicroBench Bound By"]) <= {"compute", "memory"}
+    assert all(float(v) > 0 for v in measured["MicroBench Memory Bound(us)"])
