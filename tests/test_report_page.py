@@ -130,7 +130,7 @@ def test_merge_takes_the_newest_measurement_of_every_row(tmp_path):
     summary = combine_databases(target, [shard1, shard2])
     table = read_table(target / "MatMulV2.csv")
     assert list(table["Average Duration(us)"]) == ["7.0", "12.5", "3.0"]
-    assert list(table["MicroBench Run Id"])[0] == "new"
+    assert table["MicroBench Run Id"][0] == "new"
     assert table["Profiling Average Duration(us)"][0] == "0.001"  # not a replay column: kept
     assert summary.updated["MatMulV2.csv"] == 1 and summary.added["MatMulV2.csv"] == 1
     again = combine_databases(target, [shard1, shard2])  # nothing newer any more
