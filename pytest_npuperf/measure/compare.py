@@ -19,10 +19,10 @@ run-to-run spread over its recent baseline runs when that is larger (history/bas
 FASTER likewise in the other direction (log-symmetric: 1/1.05). A SLOWER case is measured
 once more before it fails (session.py): noise only slows a measurement down. It is SAME
 when the ratio lies within the threshold and both sides' medians are known to better than
-the threshold; UNCERTAIN otherwise (too
-few samples, samples too spread to resolve the threshold, a flagged measurement on either
-side, a CPU host whose own speed changed between the two measurements (measure/reference.py),
-or a large but not significant difference).
+the threshold; UNCERTAIN otherwise (too few samples, samples too spread to resolve the
+threshold, a flagged measurement on either side, a CPU host whose own speed changed as much
+as the case did between the two measurements (measure/reference.py), or a large but not
+significant difference).
 """
 
 from __future__ import annotations
