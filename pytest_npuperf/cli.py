@@ -120,6 +120,50 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a fraction >= 0 (0.05 is 5 %), got {text!r}")
+    return value
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from .history.store import HistoryStore
+    from .history.views import render_trend, trend, trend_csv
+
+    with HistoryStore(args.history, readonly=True) as store:
+        records, runs = trend(store, kernel=args.kernel, signature=args.signature,
+                              last=args.last, device=args.device)
+    if args.csv:
+        print(trend_csv(records, runs), end="")
+    else:
+        print(render_trend(records, runs))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .history.views import compare_runs, comparison_csv, render_comparison
+
+    baseline, new_run, items = compare_runs(args.base, args.new, history=args.history,
+                                            threshold=args.threshold)
+    if args.csv:
+        print(comparison_csv(items), end="")
+    else:
+        print(render_comparison(baseline, new_run, items, show_all=args.all))
+    return EXIT_PROBLEMS if any(i.comparison.verdict == "SLOWER" for i in items) else EXIT_OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .history.merging import merge_sources
+
+    print(merge_sources(args.sources, history=args.history, database=args.database,
+                        dry_run=args.dry_run))
+    return EXIT_OK
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes as one line (`npuperf parse: error: ...`), exit status 2."""
 
@@ -229,6 +273,76 @@ def build_parser() -> argparse.ArgumentParser:
                               "npu, then cuda, then cpu)")
     kernels.add_argument("--json", action="store_true", help="print JSON instead of a table")
     kernels.set_defaults(func=cmd_kernels)
+
+    default_history = "npuperf-out/history.sqlite"
+    history = sub.add_parser(
+        "history", help="a case's measurements run after run, from the run history",
+        description="Print the trend of the matching cases from the run history that every "
+                    "pytest bench session records (--npuperf-history): per case, one line per "
+                    "run, oldest first, with its value, minimum, samples, change from the run "
+                    "before, status and its verdict against that run's baseline. Exit status "
+                    "1 when no case matches.")
+    history.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
+                         help=f"the history file (default: {default_history})")
+    history.add_argument("--kernel", metavar="K", help="only this kernel type (exact), e.g. "
+                                                       "MatMulV2")
+    history.add_argument("--signature", metavar="S",
+                         help="only cases whose signature hash is S or whose case id contains "
+                              "S (e.g. 16x64x32, or the 8-hex hash of a case id)")
+    history.add_argument("--device", metavar="D", help="only runs on this database device")
+    history.add_argument("--last", type=_positive_int, default=10, metavar="N",
+                         help="the newest N runs of each case (default: 10)")
+    history.add_argument("--csv", action="store_true",
+                         help="print CSV (one row per case and run) instead of a table")
+    history.set_defaults(func=cmd_history)
+
+    compare = sub.add_parser(
+        "compare", help="compare a run with a baseline: SLOWER / FASTER / SAME / UNCERTAIN",
+        description="Compare every case of NEW with BASE: a two-sided Mann-Whitney U test on "
+                    "the two runs' samples plus a minimum effect on the ratio of medians. "
+                    "SLOWER / FASTER: significant (p < 0.01) and the median moved by at least "
+                    "--threshold; SAME: within the threshold and both medians known to better "
+                    "than it; UNCERTAIN: otherwise (too few or too spread samples, a noisy or "
+                    "suspect measurement, not significant); NEW: not in BASE. Regressions and "
+                    "improvements are listed worst first. Exit status 1 when any case is "
+                    "SLOWER.")
+    compare.add_argument("base", metavar="BASE",
+                         help="a run id (or unique prefix) in --history, last (each case's "
+                              "newest measurement before NEW), last-good (the same in passed "
+                              "runs), a history file (its newest measurements), or a "
+                              "run_<stamp>.json")
+    compare.add_argument("new", metavar="NEW",
+                         help="a run id in --history, last (its newest run), last-good, a "
+                              "history file (its newest run) or a run_<stamp>.json")
+    compare.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
+                         help=f"where run ids and last are looked up (default: {default_history})")
+    compare.add_argument("--threshold", type=_threshold, default=0.05, metavar="F",
+                         help="minimum effect, a fraction of the baseline's median (default: "
+                              "0.05, 5 %%)")
+    compare.add_argument("--all", action="store_true",
+                         help="list SAME and NEW cases too (default: SLOWER, FASTER, UNCERTAIN)")
+    compare.add_argument("--csv", action="store_true", help="print CSV, one row per case")
+    compare.set_defaults(func=cmd_compare)
+
+    merge = sub.add_parser(
+        "merge", help="merge several hosts' results (databases, run JSONs, histories) into one",
+        description="Merge what several hosts wrote (a nightly run split with "
+                    "--npuperf-shard I/N) into one place. Each SOURCE is a database version "
+                    "directory (its replay measurements go into --database: per row the newest "
+                    "measurement, rows and files it lacks added, through the database's "
+                    "transaction), a history file, or a run_<stamp>.json (both go into "
+                    "--history, as runs: a run already there is updated, never duplicated).")
+    merge.add_argument("sources", nargs="+", type=Path, metavar="SOURCE",
+                       help="database directories, history files (*.sqlite) and run JSONs")
+    merge.add_argument("--database", type=Path, metavar="DIR",
+                       help="the database version directory the database sources merge into "
+                            "(it must exist: e.g. a copy of one shard's)")
+    merge.add_argument("--history", type=Path, metavar="FILE",
+                       help="the history file the histories and run JSONs merge into (created "
+                            "when missing)")
+    merge.add_argument("--dry-run", action="store_true",
+                       help="say what would change; write nothing")
+    merge.set_defaults(func=cmd_merge)
 
     return parser
 

@@ -64,4 +64,5 @@ def pytest_html_results_summary(prefix, summary, postfix, session) -> None:
         from .report.html import html_summary
 
         prefix.append(html_summary(replay.outcome, replay.results, replay.session_info(),
-                                   replay.paths))
+                                   replay.paths, figures=replay.figures,
+                                   baseline=replay.keeper.label))

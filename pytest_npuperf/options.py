@@ -16,6 +16,7 @@ from .db.errors import NpuperfError
 from .db.files import is_lfs_pointer
 from .db.layout import check_device
 from .devices import KINDS
+from .measure.policy import DEFAULT_REGRESSION_THRESHOLD as DEFAULT_THRESHOLD
 from .measure.policy import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -69,6 +70,18 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "in float64)", None),
     ("verify-every", "int", 0, "with --npuperf-verify, also verify every Nth case of each "
      "kernel type (1: every case; 0: only the first)", None),
+    ("history", "str", None, "SQLite file every run is recorded in, whole or not at all "
+     "(default: history.sqlite in --npuperf-out); none: keep no history", None),
+    ("baseline", "str", None, "compare each case's samples with a baseline: last (each case's "
+     "newest earlier measurement on this device), last-good (the same in passed runs), a run "
+     "id, a history file or a run_<stamp>.json; a case found SLOWER fails", None),
+    ("regression-threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
+     "(or FASTER) only when its median moved by at least this fraction and the rank test "
+     "says the difference is significant", None),
+    ("no-figures", "bool", False, "draw no figures in the html reports (their tables stay): "
+     "saves matplotlib's time on very large runs", None),
+    ("shard", "str", None, "run only shard I of N (I/N, 1-based): cases are split by a "
+     "stable hash of their id, so N hosts with 1/N..N/N run every case once", None),
 )
 
 
@@ -182,13 +195,20 @@ class Settings:
     grid: str | None
     threads: int | None = None  # None: the default share of the cores
     verify: int | None = None  # None: off; 0: first case per kernel type; N: also every Nth
+    history: Path | None = None  # None: no history kept
+    baseline: str | None = None
+    regression_threshold: float = DEFAULT_THRESHOLD
+    shard: tuple[int, int] | None = None  # (i, n), 1-based
+    figures: bool = True
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
                 "prune_empty": self.prune_empty, "dry_run": self.dry_run, "out": str(self.out),
                 "method": self.method, "case_timeout_s": self.case_timeout_s,
                 "policy": asdict(self.policy), "grid": self.grid, "threads": self.threads,
-                "verify": self.verify}
+                "verify": self.verify, "history": None if self.history is None else str(self.history),
+                "baseline": self.baseline, "regression_threshold": self.regression_threshold,
+                "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}"}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -218,6 +238,13 @@ def read_settings(config: pytest.Config) -> Settings:
             device_name = check_device(str(device_name))
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
+    threshold = float(values["regression-threshold"])
+    if not threshold >= 0 or threshold == float("inf"):
+        raise pytest.UsageError(f"npuperf_regression_threshold: expected a fraction >= 0 (0.05 is "
+                                f"5 %), got {threshold}")
+    history = values["history"]
+    history_path = (None if str(history).strip().lower() == "none" else Path(str(history))) \
+        if history else out / "history.sqlite"
     return Settings(db=db, device=str(values["device"]), device_name=device_name,
                     update_mode=str(values["update-mode"]),
                     prune_empty=bool(values["prune-empty-duration-rows"]),
@@ -225,4 +252,19 @@ def read_settings(config: pytest.Config) -> Settings:
                     policy=policy, case_timeout_s=timeout if timeout > 0 else None,
                     grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None,
                     threads=None if threads is None else int(threads),
-                    verify=every if values["verify"] or every else None)
+                    verify=every if values["verify"] or every else None,
+                    history=history_path, baseline=str(values["baseline"]).strip() or None
+                    if values["baseline"] else None, regression_threshold=threshold,
+                    shard=parse_shard(values["shard"]) if values["shard"] else None,
+                    figures=not values["no-figures"])
+
+
+def parse_shard(text: object) -> tuple[int, int]:
+    """`I/N` with 1 <= I <= N, as (I, N); a UsageError otherwise."""
+    parts = str(text).strip().split("/")
+    if len(parts) == 2 and all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        index, count = int(parts[0]), int(parts[1])
+        if 1 <= index <= count:
+            return index, count
+    raise pytest.UsageError(f"npuperf_shard: expected I/N with 1 <= I <= N (e.g. 2/4), got "
+                            f"{text!r}")

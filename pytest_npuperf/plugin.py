@@ -44,10 +44,13 @@ class _ResultCollector:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(tryfirst=True)  # a late SLOWER verdict must fail the report before
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:  # it is counted
         for name, value in report.user_properties:
             if name == RESULT_PROPERTY and isinstance(value, dict):
-                replay_session(self.config).record(value)
+                replay = replay_session(self.config)
+                replay.judge_late(report, value)
+                replay.record(value)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -137,6 +140,11 @@ def npuperf_replay(request: pytest.FixtureRequest):
             if result.detail:
                 message += "\n" + result.detail
             pytest.fail(message, pytrace=False)
+        # Against --npuperf-baseline, here where it ran (a SLOWER case is measured again first).
+        result, comparison = replay.judge_case(ref, request.node.nodeid, result)
+        request.node.stash[_RESULT] = result
+        if comparison is not None and comparison.verdict == "SLOWER":
+            pytest.fail(comparison.describe(), pytrace=False)
         return result
     return run
 
@@ -192,7 +200,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if replay is None:
         return
     replay.close_runner()
-    if not replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED):
+    if not replay.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                         exitstatus=int(exitstatus)):
         # Measured, but nothing was saved (or Ctrl-C during the backfill).
         session.exitstatus = (pytest.ExitCode.INTERRUPTED if replay.interrupted
                               else pytest.ExitCode.TESTS_FAILED)
@@ -209,7 +218,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(note)
     if replay.outcome is not None:
         for line in terminal_lines(replay.outcome, replay.results, replay.session_info(),
-                                   replay.paths):
+                                   replay.paths, baseline=replay.keeper.label,
+                                   history=replay.history_line()):
             terminalreporter.write_line(line)
 
 

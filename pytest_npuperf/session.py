@@ -36,6 +36,7 @@ from .measure.result import (
     STATUS_SKIPPED,
     CaseResult,
 )
+from .measure.shard import in_shard
 from .options import Settings, check_db_dir, read_settings
 from .report.writer import ReportPaths, write_reports
 from .state import RESULT_PROPERTY as RESULT_PROPERTY
@@ -45,6 +46,8 @@ from .state import started_at
 
 if TYPE_CHECKING:  # torch: imported when the first case runs, not when cases are collected
     from .devices import Backend
+    from .history.keeper import HistoryKeeper
+    from .measure.compare import Comparison
     from .measure.runner import CaseRunner
 
 
@@ -94,6 +97,11 @@ class ReplaySession:
         self.outcome: BackfillOutcome | None = None
         self.paths: ReportPaths | None = None
         self.notes: list[str] = []
+        self._keeper: HistoryKeeper | None = None
+        self.figures: dict[str, str] = {}  # report figures (SVG), drawn once after backfill
+        self.recorded = 0  # cases recorded in the history
+        # History records of other kinds of cases (collectives) to record with the run.
+        self.extra_history_cases: list = []
 
     # -- configuration ------------------------------------------------------------------------
     @property
@@ -113,6 +121,8 @@ class ReplaySession:
             from .devices.npu import same_family
 
             self._share_host(backend)
+            if not self.settings.dry_run:  # a CPU measures its peaks once per host
+                backend.peak_cache_dir = self.settings.out
             if (backend.kind == "npu" and not self.settings.device_name
                     and same_family(backend.device_name(), self.source_device)):
                 # An NPU measuring a database of its own product family: the SoC name cannot
@@ -245,7 +255,9 @@ class ReplaySession:
             skip = None
             if self.settings.update_mode == "missing-only" and not self.settings.grid:
                 skip = self._measured_in_target()
-            self._refs = list(self.catalog.cases(skip=skip))
+            shard = self.settings.shard
+            self._refs = [ref for ref in self.catalog.cases(skip=skip)
+                          if in_shard(ref.case_id, shard)]
         return self._refs
 
     def _measured_in_target(self) -> set[tuple[str, object]]:
@@ -294,6 +306,12 @@ class ReplaySession:
             return
         if self.workers > 1:
             _ = self.backend  # refuses more workers than devices before any case runs
+        if not self.writes_ready:
+            try:
+                self.keeper.check(write=not self.settings.dry_run)
+            except NpuperfError as exc:
+                self.active = False
+                raise pytest.UsageError(f"npuperf: {exc}") from None
         if self.writes_ready or self.settings.dry_run:
             return
         if self.settings.grid:
@@ -315,6 +333,8 @@ class ReplaySession:
             raise pytest.UsageError(f"npuperf: {exc}") from None
 
     def release(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -329,6 +349,58 @@ class ReplaySession:
                 policy=self.settings.policy, method=self.method,
                 case_timeout_s=self.settings.case_timeout_s, verify=self.settings.verify))
         return self._runner
+
+    @property
+    def keeper(self) -> HistoryKeeper:
+        if self._keeper is None:
+            from .history.keeper import HistoryKeeper
+
+            settings = self.settings
+            self._keeper = HistoryKeeper(
+                None if settings.dry_run else settings.history, settings.baseline,
+                settings.regression_threshold, run_id=self.run_id, started=self.started,
+                device=lambda: self.backend.database_device())
+        return self._keeper
+
+    def judge(self, result: CaseResult) -> Comparison | None:
+        """The case against the baseline, where it ran (see history/keeper.py)."""
+        return self.keeper.judge(result) if self.settings.baseline else None
+
+    def judge_case(self, ref: CaseRef, nodeid: str, result: CaseResult
+                   ) -> tuple[CaseResult, Comparison | None]:
+        """The verdict of a case just measured. A SLOWER verdict is confirmed before it fails
+        the case: the case is measured once more and the faster of the two measurements (noise
+        only ever slows one down) is judged, so that a stretch of interference from other work
+        on the machine does not fail a nightly job."""
+        comparison = self.judge(result)
+        if comparison is None or comparison.verdict != "SLOWER":
+            return result, comparison
+        again = self.run_case(ref, nodeid)
+        note = "re-measured to confirm a SLOWER verdict"
+        if again.measured and again.stats is not None and result.stats is not None \
+                and again.stats.median < result.stats.median:
+            again.wall_s += result.wall_s
+            again.time_in_calls_s += result.time_in_calls_s
+            result = again
+            note += ", the second measurement kept (faster)"
+        result.note = f"{result.note}; {note}" if result.note else note
+        return result, self.judge(result)
+
+    def judge_late(self, report: pytest.TestReport, data: dict) -> None:
+        """Owner process: a result that arrives without a verdict (its worker could not open
+        the baseline) is judged here, and a SLOWER case's passed report becomes a failure
+        before pytest counts it (this runs first among the report hooks)."""
+        if self.is_worker or not self.settings.baseline or data.get("regression") is not None \
+                or report.when != "call":
+            return
+        result = CaseResult.from_dict(data)
+        comparison = self.judge(result)
+        if comparison is None:
+            return
+        data["regression"] = result.regression
+        if comparison.verdict == "SLOWER" and report.passed:
+            report.outcome = "failed"
+            report.longrepr = f"{comparison.describe()} [judged by the controller]"
 
     def run_case(self, ref: CaseRef, nodeid: str) -> CaseResult:
         row = self.catalog.row(ref)
@@ -394,8 +466,9 @@ class ReplaySession:
             return False
         return True
 
-    def finish(self, interrupted: bool) -> bool:
-        """Backfill and write reports (owner process). False when the backfill failed."""
+    def finish(self, interrupted: bool, exitstatus: int | None = None) -> bool:
+        """Backfill, record the run in the history, write reports (owner process). False
+        when the backfill failed."""
         if not self.active or self.is_worker or self.config.option.collectonly:
             return True
         settings = self.settings
@@ -422,13 +495,67 @@ class ReplaySession:
                                                         "database was left as it was"):
                 return False
         self._final_info = self.session_info()
+        recorded = True
         if not settings.dry_run:
+            recorded = self._record_history(exitstatus)
+            if settings.figures:
+                self._draw_figures()
+
             def write() -> None:
                 check_inside(self.source if self.native and not settings.grid else settings.out,
                              self.reports_dir / "report")
                 self.paths = write_reports(self.outcome, self.results, self._final_info,
-                                           self.reports_dir)
+                                           self.reports_dir, figures=self.figures,
+                                           baseline=self.keeper.label,
+                                           history=self.history_line())
             if not self._attempt(write, "reports not written", "interrupted while writing the "
                                                               "reports: none was written"):
                 return False
-        return True
+        return recorded
+
+    # -- history and figures (after the backfill) -----------------------------------------------
+    def _record_history(self, exitstatus: int | None) -> bool:
+        """The run, whole, in the history (nothing on failure: a note says why, and the
+        session fails)."""
+        keeper = self.keeper
+        if keeper.history is None or self.outcome is None:
+            return True
+        from .history.convert import case_record, run_record
+
+        info = self._final_info or self.session_info()
+        run = run_record(run_id=self.run_id, started=self.started, started_iso=self.started_iso,
+                         device=info.device, options=self.settings.as_dict(),
+                         source=str(self.source),
+                         target="" if self.outcome.target is None else str(self.outcome.target),
+                         cases=len(self.results), exit_status=exitstatus,
+                         baseline=self.settings.baseline or "", root=Path(self.config.rootpath))
+        cases = [case_record(r) for r in self.results] + list(self.extra_history_cases)
+
+        def record() -> None:
+            self.recorded = keeper.record(run, cases)
+        return self._attempt(record, "history not recorded", "interrupted while recording the "
+                                                             "history: nothing was recorded")
+
+    def history_line(self) -> str:
+        history = self.keeper.history
+        if history is None:
+            return ""
+        return f"run {self.run_id} recorded in {history} ({self.recorded} case(s))" \
+            if self.recorded else f"run not recorded in {history}"
+
+    def hccl_dir(self) -> Path | None:
+        """The collective tables of the written database's device (`<DEVICE>/hccl/`)."""
+        if self.outcome is None or self.outcome.target is None:
+            return None
+        return Path(self.outcome.target).parent.parent / "hccl"
+
+    def _draw_figures(self) -> None:
+        """The report's figures (matplotlib, imported here only); a plotting failure costs
+        the figures, never the reports."""
+        from .report.figures import draw_figures
+
+        try:
+            self.figures = draw_figures(self.results, self.outcome, self.hccl_dir())
+        except Exception as exc:  # a bug or a broken matplotlib: say so, keep the reports
+            self.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
+            self.figures = {}

@@ -15,10 +15,14 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import matplotlib.figure  # noqa: F401  (see below)
 import pytest
 from hypothesis import settings
 
 from pytest_npuperf.cli import main as cli_main
+
+# In-process pytester runs drop the modules first imported inside them when they end: matplotlib
+# (the reports' figures) is imported here once, not again in every run that writes reports.
 
 # Property tests: the same examples on every run (CI must not flake), and no example
 # database written into the working tree.

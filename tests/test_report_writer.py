@@ -75,7 +75,7 @@ def test_failure_writing_the_data_leaves_nothing(tmp_path: Path,
 
 
 def test_rendering_error_touches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(*args: object) -> dict:
+    def broken(*args: object, **kwargs: object) -> dict:
         raise RuntimeError("bug in the json report")
 
     monkeypatch.setattr(writer_module, "run_json", broken)

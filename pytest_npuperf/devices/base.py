@@ -12,16 +12,32 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 
 @dataclass(frozen=True)
+class MemoryLevel:
+    """A cache level: what it holds and how fast it streams (bytes per second)."""
+
+    name: str  # "L2", "LLC"...
+    capacity: int  # bytes
+    bytes_per_s: float | None  # None: not published, so no bound is drawn from it
+
+
+@dataclass(frozen=True)
 class Peak:
-    """Nominal peak throughput, to flag measurements faster than physics allows."""
+    """Peak throughput of a device: the roofline of its cases (measure/roofline.py), and the
+    physical bound that flags a measurement faster than the device allows."""
 
     flops: float  # dense 16-bit matrix FLOP/s
-    bytes_per_s: float  # memory bandwidth
+    bytes_per_s: float  # main memory (HBM, or DRAM on a CPU) bandwidth
+    levels: tuple[MemoryLevel, ...] = ()  # caches, smallest first
+    flops_8bit: float | None = None  # dense int8/fp8 matrix FLOP/s, when higher
+    memory: str = "HBM"  # the name of main memory in reports
+    measured: bool = False  # measured on this host (a CPU), not a data sheet's figure
+    source: str = ""  # where the figures come from
 
     def bound_us(self, flops: float, nbytes: float) -> float:
         return max(flops / self.flops if self.flops else 0.0,
@@ -162,6 +178,10 @@ class Backend(ABC):
 
     def peak(self) -> Peak | None:
         return None
+
+    # Where a backend that measures its own peaks (the CPU) caches them per host; the session
+    # points it into its output directory.
+    peak_cache_dir: Path | None = None
 
     @contextlib.contextmanager
     def named_range(self, name: str) -> Iterator[None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .base import Backend
+from .base import Backend, Peak
 
 _SYS_CPU = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -46,6 +46,7 @@ class CpuBackend(Backend):
         super().__init__(index, database_device)
         self.threads: int | None = None  # intra-op threads to pin (None: torch's own choice)
         self.cores: list[int] | None = None  # CPUs to keep this process on (xdist workers)
+        self._peak: Peak | None = None
 
     def share(self, threads: int, cores: list[int] | None = None) -> None:
         """Run with `threads` intra-op threads, on `cores` when given; applied by activate()."""
@@ -69,6 +70,14 @@ class CpuBackend(Backend):
 
     def stack(self) -> dict[str, str]:
         return {"torch": torch.__version__, "threads": str(torch.get_num_threads())}
+
+    def peak(self) -> Peak | None:
+        """Measured once per host and thread count (devices/cpu_peak.py), then cached."""
+        if self._peak is None:
+            from .cpu_peak import cpu_peak
+
+            self._peak = cpu_peak(self.device_name(), self.peak_cache_dir)
+        return self._peak
 
     def l2_cache_bytes(self) -> int | None:
         """The last-level cache: what a flush between samples has to evict."""

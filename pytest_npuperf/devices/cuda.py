@@ -6,17 +6,7 @@ import torch
 
 from .base import Backend, DeviceEventTimer, DeviceGraphs, Peak, Timer
 from .graphs import TorchGraphs
-
-# Nominal dense BF16 tensor-core FLOP/s and HBM bandwidth (vendor data sheets). Used only to
-# flag a measurement that is faster than the device could possibly be.
-_PEAKS = {
-    "H200": Peak(989e12, 4.8e12),
-    "H100 80GB HBM3": Peak(989e12, 3.35e12),
-    "H100 PCIe": Peak(756e12, 2.0e12),
-    "H100": Peak(989e12, 3.35e12),
-    "A100": Peak(312e12, 2.0e12),
-    "L40S": Peak(362e12, 0.864e12),
-}
+from .peaks import cuda_peak
 
 
 class CudaBackend(Backend):
@@ -68,11 +58,7 @@ class CudaBackend(Backend):
         return int(getattr(torch.cuda.get_device_properties(self.index), "L2_cache_size", 0)) or None
 
     def peak(self) -> Peak | None:
-        name = self.device_name()
-        for key, peak in _PEAKS.items():
-            if key in name:
-                return peak
-        return None
+        return cuda_peak(self.device_name(), self.l2_cache_bytes())
 
     def empty_cache(self) -> None:
         if self._graphs is not None and self._graphs.broken:

@@ -17,6 +17,7 @@ import torch
 
 from ..db.layout import KNOWN_DEVICES, detect_versions
 from .base import Backend, DeviceEventTimer, Peak, Timer
+from .peaks import ascend_peak
 
 FRACTAL_NZ_FORMAT_ID = 29  # ACL_FORMAT_FRACTAL_NZ, the id torch_npu.npu_format_cast takes
 # msprof keeps at most this many bytes of an mstx message (CANN documentation).
@@ -63,17 +64,6 @@ def same_family(soc_name: str, database_device: str | None) -> bool:
     return family is not None and database_device.startswith(f"ATLAS_800_{family}_")
 
 
-def _peak_from_device_dir(name: str) -> Peak | None:
-    """Nominal peaks from the device directory name, e.g. `ATLAS_800_A2_376T_64G`."""
-    match = re.search(r"_(\d+)T_(\d+)G", name)
-    if not match:
-        return None
-    tflops = float(match.group(1)) * 1e12
-    # HBM bandwidth is not in the name: 1.6 TB/s for the 910B family's HBM2e (per die on A3).
-    return Peak(tflops, 1.6e12)
-
-
-
 class NpuBackend(Backend):
     kind = "npu"
 
@@ -118,7 +108,7 @@ class NpuBackend(Backend):
 
     def peak(self) -> Peak | None:
         name = self.database_device()
-        return _peak_from_device_dir(name) if name in KNOWN_DEVICES else None
+        return ascend_peak(name) if name in KNOWN_DEVICES else None
 
     @contextlib.contextmanager
     def named_range(self, name: str) -> Iterator[None]:

@@ -52,6 +52,7 @@ from ..db.columns import (
     MICROBENCH_WARMUP,
     OUTPUT_SHAPES,
     PROFILING_AVERAGE_DURATION,
+    ROOFLINE_COLUMNS,
     parse_duration,
 )
 from ..db.database import Database, Table
@@ -117,7 +118,25 @@ def _values(result: CaseResult, run_id: str) -> dict[str, str]:
         })
         if result.status == STATUS_OK:
             values[AVERAGE_DURATION] = format_number(result.value)
+    values.update(_roofline_values(result))
     return values
+
+
+def _roofline_values(result: CaseResult) -> dict[str, str]:
+    """The roofline columns (set, or cleared, with every result that has a bound)."""
+    if result.bound_us is None:
+        return {}
+    numbers = (result.bound_us, result.compute_bound_us, result.memory_bound_us)
+    return {
+        **{column: format_number(value) for column, value in
+           zip(ROOFLINE_COLUMNS[:3], numbers)},
+        ROOFLINE_COLUMNS[3]: result.memory_level,
+        ROOFLINE_COLUMNS[4]: format_number(result.hbm_bound_us),
+        ROOFLINE_COLUMNS[5]: result.bound_by,
+        **{column: format_number(value) for column, value in
+           zip(ROOFLINE_COLUMNS[6:], (result.achieved_tflops, result.achieved_gbps,
+                                      result.mfu, result.mbu))},
+    }
 
 
 def _better(new: CaseResult, old: CaseResult | None) -> bool:

@@ -35,3 +35,7 @@ class SamplingPolicy:
             raise ValueError("need 1 <= min samples <= max samples")
         if self.warmup < 0 or self.budget_s <= 0 or self.precision <= 0:
             raise ValueError("warmup must be >= 0, budget and precision > 0")
+
+# --npuperf-regression-threshold: the minimum effect (a fraction of the baseline's median)
+# for a case to be called SLOWER or FASTER (measure/compare.py).
+DEFAULT_REGRESSION_THRESHOLD = 0.05

@@ -58,7 +58,16 @@ class CaseResult:
     wall_s: float = 0.0  # wall time of the whole case (building inputs included)
     flops: float = 0.0
     bytes: float = 0.0
-    bound_us: float | None = None
+    bound_us: float | None = None  # the roofline's bound (measure/roofline.py)
+    compute_bound_us: float | None = None
+    memory_bound_us: float | None = None  # at the bandwidth of `memory_level`
+    memory_level: str = ""  # where the working set streams from: L2, LLC, HBM, DRAM
+    hbm_bound_us: float | None = None  # at main memory's bandwidth
+    bound_by: str = ""  # compute | memory
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    mfu: float | None = None  # achieved / peak FLOP/s
+    mbu: float | None = None  # achieved / the bandwidth of `memory_level`
     statistic: str = "median"  # which statistic `value` (Average Duration(us)) is
     precision: float | None = None  # relative 95 % CI half-width of that statistic reached
     stop_reason: str = ""  # why sampling stopped: precision reached, time budget, max samples
@@ -67,6 +76,11 @@ class CaseResult:
     fallback: str = ""  # why the session's method did not measure this case, if it did not
     note: str = ""  # what the reader of this number should know (e.g. a busy machine)
     verified: str = ""  # --npuperf-verify: what the output was compared with, when sampled
+    # CPU: a fixed pure-Python loop's time around the case (measure/reference.py), which says
+    # whether the host itself was slower than when the baseline was measured
+    reference_us: float | None = None
+    # --npuperf-baseline: measure.compare.Comparison as a dict, decided where the case ran
+    regression: dict[str, Any] | None = None
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
     implementation: str = ""  # which implementation ran (`Prepared.implementation`)
 

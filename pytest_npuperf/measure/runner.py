@@ -27,6 +27,7 @@ from .graph import sample_graph
 from .host import available_cores, host_load
 from .noise import noise_reason
 from .profiler import ProfilerSession
+from .reference import reference_samples, reference_us
 from .result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -40,12 +41,14 @@ from .result import (
     STATUS_TIMEOUT,
     CaseResult,
 )
+from .roofline import roofline
 from .sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample
 from .stats import relative_precision
 from .verify import Verifier
 
-# A measurement this much below the physical bound is flagged (timer granularity slack).
-BOUND_SLACK = 0.95
+# CaseResult fields taken from the roofline.
+ROOFLINE_FIELDS = ("bound_us", "compute_bound_us", "memory_bound_us", "memory_level",
+                   "hbm_bound_us", "bound_by", "achieved_tflops", "achieved_gbps", "mfu", "mbu")
 
 
 @dataclass
@@ -108,6 +111,7 @@ class CaseRunner:
         self._profiler: ProfilerSession | None = None
         self._flush_buffer: torch.Tensor | None = None
         self.last_samples: list[float] = []
+        self._operand_dtype = ""  # the case being measured's first input dtype
         self.stack = ", ".join(f"{k} {v}" for k, v in backend.stack().items())
         # The load average is machine-wide; the cores are those this process may use.
         self.cores = len(available_cores()) if backend.kind == "cpu" else None
@@ -164,7 +168,12 @@ class CaseRunner:
                 result.implementation = prepared.implementation
                 if self.verifier is not None:
                     result.verified = self.verifier.check(spec, case, prepared)
+                before = reference_samples() if self.backend.kind == "cpu" else None
                 measured = self.measure_call(ref.case_id, prepared.call, deadline)
+                if before is not None:
+                    result.reference_us = reference_us(before, reference_samples())
+                # The roofline's peak depends on the operands (int8/fp8 cores are faster).
+                self._operand_dtype = case.input(0).dtype
             self._record(result, measured)
             self._check_bound(result)
             self._check_noise(result, measured.samples)
@@ -288,20 +297,23 @@ class CaseRunner:
             self._profiler.finish_case()
 
     def _check_bound(self, result: CaseResult) -> None:
+        """The case on the device's roofline (measure/roofline.py); faster than its bound
+        (less the slack): `suspect`."""
         peak = self.backend.peak()
         if peak is None or result.stats is None:
             return
-        nbytes = result.bytes
-        l2 = self.backend.l2_cache_bytes()
-        if not self.options.policy.flush_l2 and (l2 is None or nbytes <= l2):
-            # Between samples the data may stay in the cache, which is faster than memory:
-            # only the compute bound holds unless the data cannot fit (or the cache is flushed).
-            nbytes = 0.0
-        result.bound_us = peak.bound_us(result.flops, nbytes)
-        if result.bound_us and result.stats.min < BOUND_SLACK * result.bound_us:
+        line = roofline(peak, result.flops, result.bytes, result.stats.median,
+                        cache_bytes=self.backend.l2_cache_bytes(),
+                        flushed=self.options.policy.flush_l2, operand_dtype=self._operand_dtype)
+        for name in ROOFLINE_FIELDS:
+            setattr(result, name, getattr(line, name))
+        if line.bound_us and result.stats.min < line.slack * line.bound_us:
             result.status = STATUS_SUSPECT
+            where = (f"{line.memory_level} at {line.level_gbps:.4g} GB/s"
+                     if line.bound_by == "memory" and line.level_gbps else
+                     f"{line.peak_tflops:.4g} TFLOP/s")
             result.error = (f"faster than the device allows: min {result.stats.min:.3f} us < "
-                            f"bound {result.bound_us:.3f} us for {result.flops:.3g} FLOP, "
-                            f"{result.bytes:.3g} B")
+                            f"bound {result.bound_us:.3f} us ({line.bound_by}-bound, {where}) "
+                            f"for {result.flops:.3g} FLOP, {result.bytes:.3g} B")
         else:
             result.status = STATUS_OK

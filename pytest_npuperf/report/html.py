@@ -8,12 +8,15 @@ Every value is escaped: case ids, shapes and error messages come from database f
 from __future__ import annotations
 
 from html import escape
+from typing import TYPE_CHECKING
 
 from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
 from . import summary as S
 from .plots import samples_svg
-from .writer import ReportPaths
+
+if TYPE_CHECKING:  # writer imports this module (the page reuses the summary)
+    from .writer import ReportPaths
 
 WORST_GAPS = 10
 
@@ -115,8 +118,10 @@ def html_extra(result: CaseResult) -> str:
 
 
 def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
-                 paths: ReportPaths | None = None) -> str:
-    """The section heading the pytest-html report."""
+                 paths: ReportPaths | None = None, *, figures: dict[str, str] | None = None,
+                 baseline: str = "") -> str:
+    """The section heading the pytest-html report (with `figures` and the comparison with
+    `baseline`, when given: the standalone page shows those in sections of its own)."""
     counts = S.status_counts(results)
     duty = S.duty_line(results, session)
     items = [
@@ -135,8 +140,14 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
         items.append("Reports: " + ", ".join(f"<code>{escape(str(p))}</code>"
                                              for p in paths.all()))
     parts = ['<div class="npuperf-summary">', "<h2>Operator performance</h2>",
-             "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome),
-             "</div>"]
+             "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome)]
+    if baseline:
+        from .page import regression_html
+
+        parts.append(f"<h3>Against the baseline</h3>{regression_html(results, baseline)}")
+    for title, svg in (figures or {}).items():
+        parts.append(f'<div class="npuperf-figure"><h3>{escape(title)}</h3>{svg}</div>')
+    parts.append("</div>")
     return "".join(parts)
 
 

@@ -9,7 +9,8 @@ from collections import Counter
 from ..measure.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 from ..measure.result import STATUS_SKIPPED, CaseResult
 from . import summary as S
-from .names import gap_csv_name, run_json_name
+from .names import gap_csv_name, html_name, run_json_name
+from .regression import markdown_section
 from .tables import md_table
 
 HOTSPOT_ROWS = 20
@@ -28,11 +29,12 @@ STATUS_LABELS = {"ok": "OK", "failed": "Failed", "error": "Error", "timeout": "T
 
 
 def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
-                    session: SessionInfo) -> str:
+                    session: SessionInfo, *, baseline: str = "", history: str = "") -> str:
     hotspots = outcome.hotspots  # a sort of every gap row: once per report
     sections = [
-        _header(outcome, results, session),
+        _header(outcome, results, session) + (f"\n- History: {history}" if history else ""),
         _execution_status(results),
+        *filter(None, [markdown_section(results, baseline)]),
         "## Overview\n\n" + _overview(outcome, len(hotspots)),
         "## Update Summary\n\n" + _update_summary(outcome.files),
         "## Duplicate Signatures\n\n" + _examples(outcome.files, EXAMPLE_DUPLICATES, "duplicates"),
@@ -174,5 +176,5 @@ def _notes(outcome: BackfillOutcome, results: list[CaseResult]) -> str:
                      f"holds the {' / '.join(statistics)} of the measured samples (column "
                      "`MicroBench Statistic`); noisy and suspect cases are kept out of it.")
     notes.append(f"Full hotspot CSV: `{gap_csv_name(outcome.stamp)}`; every case: "
-                 f"`{run_json_name(outcome.stamp)}`.")
+                 f"`{run_json_name(outcome.stamp)}`; figures: `{html_name(outcome.stamp)}`.")
     return "\n".join(f"- {n}" for n in notes)

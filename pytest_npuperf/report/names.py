@@ -1,4 +1,4 @@
-"""Report file names (CONTRACT.md §8): one stamp ties the three files of a run together."""
+"""Report file names (CONTRACT.md §8): one stamp ties the files of a run together."""
 
 from __future__ import annotations
 
@@ -24,3 +24,7 @@ def gap_csv_name(stamp: str) -> str:
 
 def run_json_name(stamp: str) -> str:
     return f"run_{check_stamp(stamp)}.json"
+
+
+def html_name(stamp: str) -> str:
+    return f"report_{check_stamp(stamp)}.html"

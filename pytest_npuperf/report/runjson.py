@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import socket
 from pathlib import PurePath
 from typing import Any
 
+from ..db.samples import samples_text
 from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
 from . import summary as S
@@ -17,12 +19,14 @@ SCHEMA = "npuperf-run/1"
 
 
 def run_json(outcome: BackfillOutcome, results: list[CaseResult],
-             session: SessionInfo) -> dict[str, Any]:
+             session: SessionInfo, *, baseline: str = "") -> dict[str, Any]:
     in_calls = S.time_in_calls(results)
     return {
         "schema": SCHEMA,
         "run_id": outcome.run_id,
         "stamp": outcome.stamp,
+        "host": socket.gethostname(),
+        "baseline": {"ref": baseline} if baseline else None,
         "session": {
             "started": session.started,
             "wall_s": _num(session.wall_s),
@@ -64,7 +68,9 @@ def run_json(outcome: BackfillOutcome, results: list[CaseResult],
 
 
 def case_json(result: CaseResult) -> dict[str, Any]:
-    """One case; raw samples are left out (up to 2000 per case would swamp the file)."""
+    """One case. Its kept samples (at most MAX_KEPT_SAMPLES, spread over the run) are in
+    `samples_z`, compressed (base64 of zlib float32, as in the history): a run JSON can be the
+    baseline of a later run (`npuperf compare`, `--npuperf-baseline`)."""
     tflops, gbps = S.achieved(result)
     st = result.stats
     stats = None if st is None else {
@@ -95,16 +101,26 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "stack": result.stack,
         "threads": result.threads,
         "host_load": _num(result.host_load),
+        "reference_us": _num(result.reference_us),
         "warmup": result.warmup,
         "time_in_calls_s": _num(result.time_in_calls_s),
         "wall_s": _num(result.wall_s),
         "flops": _num(result.flops),
         "bytes": _num(result.bytes),
         "bound_us": _num(result.bound_us),
+        "compute_bound_us": _num(result.compute_bound_us),
+        "memory_bound_us": _num(result.memory_bound_us),
+        "memory_level": result.memory_level,
+        "hbm_bound_us": _num(result.hbm_bound_us),
+        "bound_by": result.bound_by,
         "verified": result.verified,
         "achieved_tflops": _num(tflops),
         "achieved_gbps": _num(gbps),
+        "mfu": _num(result.mfu),
+        "mbu": _num(result.mbu),
+        "regression": jsonable(result.regression) if result.regression else None,
         "timestamp": result.timestamp,
+        "samples_z": samples_text(result.samples),
     }
 
 

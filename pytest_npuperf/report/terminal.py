@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
 from . import summary as S
+from .regression import terminal_lines as regression_lines
 from .writer import ReportPaths
 
 WORST_GAPS = 5
@@ -14,8 +15,10 @@ SHAPE_WIDTH = 60
 
 
 def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
-                   paths: ReportPaths | None) -> list[str]:
+                   paths: ReportPaths | None, *, baseline: str = "", history: str = ""
+                   ) -> list[str]:
     lines = [f"npuperf run {outcome.run_id}: {S.status_phrase(S.status_counts(results))}"]
+    lines += regression_lines(results, baseline)
     duty = S.duty_line(results, session)
     if duty is not None:
         lines.append(duty)
@@ -39,9 +42,11 @@ def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session:
     else:
         lines.append(f"database written: {outcome.target}")
     lines += [f"note: {n}" for n in outcome.notes]
+    if history:
+        lines.append(f"history: {history}")
     if paths is not None:
         lines.append(f"reports: {paths.markdown}")
-        lines += [f"         {p}" for p in (paths.gap_csv, paths.run_json)]
+        lines += [f"         {p}" for p in paths.all()[1:]]
     note = S.non_native_note(outcome)
     if note:
         lines.append(f"note: {note}")

@@ -12,7 +12,8 @@ from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
 from .gaps import gap_rows_csv
 from .markdown import render_markdown
-from .names import check_stamp, gap_csv_name, markdown_name, run_json_name
+from .names import check_stamp, gap_csv_name, html_name, markdown_name, run_json_name
+from .page import render_page
 from .runjson import dumps_run_json, run_json
 
 
@@ -21,14 +22,15 @@ class ReportPaths:
     markdown: Path
     gap_csv: Path
     run_json: Path
+    html: Path | None = None  # report_<stamp>.html, the run on one page with its figures
 
-    def all(self) -> tuple[Path, Path, Path]:
-        return self.markdown, self.gap_csv, self.run_json
+    def all(self) -> tuple[Path, ...]:
+        return tuple(p for p in (self.markdown, self.gap_csv, self.run_json, self.html) if p)
 
 
 def report_paths(reports_dir: Path, stamp: str) -> ReportPaths:
     return ReportPaths(reports_dir / markdown_name(stamp), reports_dir / gap_csv_name(stamp),
-                       reports_dir / run_json_name(stamp))
+                       reports_dir / run_json_name(stamp), reports_dir / html_name(stamp))
 
 
 def free_stamp(reports_dir: Path, stamp: str) -> str:
@@ -43,8 +45,11 @@ def free_stamp(reports_dir: Path, stamp: str) -> str:
 
 
 def write_reports(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
-                  reports_dir: Path) -> ReportPaths:
-    """Write the markdown report, the gap CSV and the run JSON under `reports_dir`.
+                  reports_dir: Path, *, figures: dict[str, str] | None = None,
+                  baseline: str = "", history: str = "") -> ReportPaths:
+    """Write the markdown report, the gap CSV, the run JSON and the html page under
+    `reports_dir`. `figures`: report/figures.py's SVGs; `baseline`: what the cases were
+    compared with; `history`: where the run was recorded.
 
     Writes whatever it is given: a dry run that must leave the disk alone does not call it.
     """
@@ -55,9 +60,13 @@ def write_reports(outcome: BackfillOutcome, results: list[CaseResult], session: 
         outcome = dataclasses.replace(outcome, stamp=stamp)
     paths = report_paths(reports_dir, stamp)
     # Render everything before touching the disk: a rendering bug must not leave a staged file.
-    texts = {paths.markdown: render_markdown(outcome, results, session),
+    texts = {paths.markdown: render_markdown(outcome, results, session, baseline=baseline,
+                                             history=history),
              paths.gap_csv: gap_rows_csv(outcome),
-             paths.run_json: dumps_run_json(run_json(outcome, results, session))}
+             paths.run_json: dumps_run_json(run_json(outcome, results, session,
+                                                     baseline=baseline)),
+             paths.html: render_page(outcome, results, session, figures=figures,
+                                     baseline=baseline, history=history)}
     with WriteBatch() as batch:
         for path, text in texts.items():
             batch.add_text(path, text)

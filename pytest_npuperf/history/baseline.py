@@ -1,0 +1,183 @@
+"""What a case is compared with: `--npuperf-baseline REF` and `npuperf compare BASE NEW`.
+
+REF is one of:
+- `last`: per case, its newest measurements in the history on the same device, before this
+  run (per case, so that a history merged from several shard hosts, or runs of different `-k`
+  selections, give every case its own latest baseline): the fastest (by median) of its
+  newest DEPTH (3) trusted measurements. Noise only ever slows a measurement down: a night
+  on a busy machine must not make the next one look faster, nor hide a slowdown behind a
+  slow baseline. The spread of those medians is the case's run-to-run noise on this host:
+  a change smaller than it is not called SLOWER or FASTER (the minimum effect is the larger
+  of the threshold and that spread);
+- `last-good`: the same among runs that passed (exit status 0): a nightly job compares with
+  the last good night, so a regression keeps failing until it is fixed (or accepted by a
+  passing run without the baseline);
+- a run id (or a unique prefix of one) in the history: that run;
+- a history file (`*.sqlite`): `last` in that file;
+- a run JSON (`run_<stamp>.json`, its cases carry their samples): that run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..db.errors import NpuperfError
+from ..measure.compare import NEW, Comparison, compare_samples
+from ..measure.result import CaseResult
+from .convert import read_run_json, records_from_run_json
+from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
+from .store import HistoryStore, is_history_file
+
+LAST, LAST_GOOD = "last", "last-good"
+DEPTH = 3  # `last`: the fastest of a case's newest DEPTH measurements
+TOKENS = (LAST, LAST_GOOD)
+
+
+class Baseline:
+    """Where baseline samples come from; `case` gives one case's, or None."""
+
+    ref: str = ""
+    label: str = ""  # says what it is, for reports
+
+    def case(self, kind: str, key: str) -> CaseRecord | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+
+class EmptyBaseline(Baseline):
+    """`last` with no history yet (the first night): every case is NEW."""
+
+    def __init__(self, ref: str, why: str) -> None:
+        self.ref, self.label = ref, why
+
+    def case(self, kind: str, key: str) -> CaseRecord | None:
+        return None
+
+
+class HistoryBaseline(Baseline):
+    """Per case, its newest measurement in a history (optionally in passed runs only)."""
+
+    def __init__(self, ref: str, store: HistoryStore, *, device: str | None, passed_only: bool,
+                 before: float | None, exclude: Iterable[str] = ()) -> None:
+        self.ref, self.store = ref, store
+        self.device, self.passed_only, self.before = device, passed_only, before
+        self.exclude = tuple(exclude)
+        which = "passed runs" if passed_only else "runs"
+        where = f" on {device}" if device else ""
+        self.label = (f"{ref}: per case the fastest of its {DEPTH} newest measurements in the "
+                      f"{which}{where} of {store.path}")
+
+    def case(self, kind: str, key: str) -> CaseRecord | None:
+        found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
+                                        passed_only=self.passed_only, exclude=self.exclude,
+                                        limit=DEPTH)
+        trusted = [c for c in found if c.status == "ok" and c.samples and c.median_us]
+        if not trusted:
+            return found[0] if found else None
+        best = min(trusted, key=lambda c: c.median_us)
+        if len(trusted) > 1:  # how much the case moved between runs of the same build
+            best.extra["run_to_run"] = max(c.median_us for c in trusted) / best.median_us - 1
+        return best
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class RunBaseline(Baseline):
+    """The cases of one run (from the history or a run JSON)."""
+
+    def __init__(self, ref: str, run: RunRecord, cases: list[CaseRecord], where: str) -> None:
+        self.ref, self.run = ref, run
+        self.cases = {(c.kind, c.key): c for c in cases}
+        self.label = f"run {run.run_id} ({run.started_iso or '?'}, {run.device or '?'}) from {where}"
+
+    def case(self, kind: str, key: str) -> CaseRecord | None:
+        found = self.cases.get((kind, key))
+        if found is None or found.status not in MEASURED_STATUSES:
+            return None
+        if not found.run_id:
+            found.run_id = self.run.run_id
+        return found
+
+
+def looks_like_path(ref: str) -> bool:
+    return "/" in ref or "\\" in ref or ref.endswith((".json", ".sqlite", ".db"))
+
+
+def resolve_baseline(ref: str, *, history: Path | None, device: str | None = None,
+                     before: float | None = None, exclude: Iterable[str] = ()) -> Baseline:
+    """The baseline REF names (see the module docstring); NpuperfError when it names
+    nothing (an unknown run id, a missing file)."""
+    ref = ref.strip()
+    if not ref:
+        raise NpuperfError("empty baseline reference")
+    if ref in TOKENS:
+        if history is None:
+            raise NpuperfError(f"baseline {ref!r} needs a history (--npuperf-history is none)")
+        if not Path(history).is_file():
+            return EmptyBaseline(ref, f"{ref}: no history yet at {history}: every case is new")
+        return HistoryBaseline(ref, HistoryStore(history, readonly=True), device=device,
+                               passed_only=ref == LAST_GOOD, before=before, exclude=exclude)
+    path = Path(ref)
+    if path.exists() or looks_like_path(ref):
+        if not path.is_file():
+            raise NpuperfError(f"baseline {ref}: no such file" if not path.exists()
+                               else f"baseline {ref}: not a file")
+        if is_history_file(path):
+            return HistoryBaseline(ref, HistoryStore(path, readonly=True), device=device,
+                                   passed_only=False, before=before, exclude=exclude)
+        run, cases = records_from_run_json(read_run_json(path), path)
+        return RunBaseline(ref, run, cases, str(path))
+    if history is None or not Path(history).is_file():
+        raise NpuperfError(f"baseline {ref!r}: not a file, and no history to find a run of "
+                           f"that id in ({history or 'history disabled'})")
+    with HistoryStore(history, readonly=True) as store:
+        run = store.run(ref)
+        return RunBaseline(ref, run, store.run_cases(run.run_id), str(history))
+
+
+def resolve_run(ref: str, *, history: Path | None) -> tuple[RunRecord, list[CaseRecord]]:
+    """A single run for `npuperf compare`'s NEW side: a run JSON, a run id, `last` (the
+    newest run of the history), or a history file (its newest run)."""
+    path = Path(ref)
+    if path.exists() or looks_like_path(ref):
+        if not path.is_file():
+            raise NpuperfError(f"{ref}: no such file" if not path.exists() else f"{ref}: not a file")
+        if not is_history_file(path):
+            return records_from_run_json(read_run_json(path), path)
+        history, ref = path, LAST
+    if history is None or not Path(history).is_file():
+        raise NpuperfError(f"{ref!r}: not a file, and no history file to look it up in "
+                           f"({history or 'none given'})")
+    with HistoryStore(history, readonly=True) as store:
+        if ref in TOKENS:
+            run = store.latest(passed_only=ref == LAST_GOOD)
+            if run is None:
+                raise NpuperfError(f"{history}: no {'passed ' if ref == LAST_GOOD else ''}run "
+                                   f"recorded yet")
+        else:
+            run = store.run(ref)
+        return run, store.run_cases(run.run_id)
+
+
+def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Comparison | None:
+    """The verdict of a measured case against its baseline (None: nothing was measured)."""
+    if not result.measured or not result.samples:
+        return None
+    base = baseline.case(KIND_KERNEL, result.case_id)
+    if base is None:
+        return Comparison(NEW, reason=f"not measured in the baseline ({baseline.ref})",
+                          new_samples=len(result.samples), threshold=threshold,
+                          new_median_us=result.stats.median if result.stats else None)
+    if not base.samples:
+        return Comparison(NEW, reason=f"the baseline run {base.run_id} kept no samples of it",
+                          new_samples=len(result.samples), threshold=threshold,
+                          base_run=base.run_id)
+    return compare_samples(base.samples, result.samples, threshold=threshold,
+                           base_status=base.status, new_status=result.status,
+                           base_run=base.run_id, base_reference=base.extra.get("reference_us"),
+                           new_reference=result.reference_us,
+                           run_to_run=base.extra.get("run_to_run"))

@@ -1,0 +1,92 @@
+"""A session's history and baseline, in whichever process needs them.
+
+- The process that runs a case (the serial process, an xdist worker) judges it against the
+  baseline right after measuring it, so that a SLOWER case fails as its own pytest outcome
+  there (`-k`, `--lf`, `-x` and xdist's scheduling all see an ordinary failure). It opens the
+  baseline itself, read-only, when its first case needs it.
+- The owner process (serial, or the xdist controller) checks the history and the baseline
+  before any case runs (a bad REF is a usage error, not 1000 failed cases), judges at report
+  time any result that arrives without a verdict (a worker that could not open the baseline),
+  and records the run, once, after the backfill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..db.errors import NpuperfError
+from ..db.table import check_writable_dir
+from ..measure.compare import Comparison
+from ..measure.result import CaseResult
+from .baseline import Baseline, judge, resolve_baseline
+from .records import CaseRecord, RunRecord
+from .store import HistoryStore
+
+
+class HistoryKeeper:
+    def __init__(self, history: Path | None, baseline_ref: str | None, threshold: float, *,
+                 run_id: str, started: float, device: Callable[[], str]) -> None:
+        self.history = history
+        self.baseline_ref = baseline_ref
+        self.threshold = threshold
+        self.run_id = run_id
+        self.started = started
+        self._device = device
+        self._baseline: Baseline | None = None
+        self.baseline_error: str | None = None  # why the baseline could not be opened here
+
+    def check(self, *, write: bool) -> None:
+        """Before any case runs (owner process): the history can be written and opened (an
+        older schema is migrated now), and the baseline names something."""
+        if write and self.history is not None:
+            check_writable_dir(self.history.parent)
+            if self.history.exists():  # not a history, or a newer one: say so now
+                HistoryStore(self.history).close()
+        self.open_baseline()
+
+    def open_baseline(self) -> Baseline | None:
+        if self.baseline_ref is None:
+            return None
+        if self._baseline is None:
+            self._baseline = resolve_baseline(self.baseline_ref, history=self.history,
+                                              device=self._device(), before=self.started,
+                                              exclude=(self.run_id,))
+        return self._baseline
+
+    @property
+    def label(self) -> str:
+        """What the baseline is, for the reports ("" without one)."""
+        if self.baseline_ref is None:
+            return ""
+        if self._baseline is not None:
+            return self._baseline.label
+        return f"{self.baseline_ref} (not opened: {self.baseline_error})" if self.baseline_error \
+            else self.baseline_ref
+
+    def judge(self, result: CaseResult) -> Comparison | None:
+        """The case's verdict (also stored in `result.regression`); None without a baseline,
+        for a case that measured nothing, or when the baseline cannot be opened here."""
+        if self.baseline_ref is None or self.baseline_error is not None:
+            return None
+        try:
+            baseline = self.open_baseline()
+        except NpuperfError as exc:
+            self.baseline_error = str(exc)
+            return None
+        comparison = judge(result, baseline, self.threshold) if baseline is not None else None
+        if comparison is not None:
+            result.regression = comparison.to_dict()
+        return comparison
+
+    def record(self, run: RunRecord, cases: list[CaseRecord]) -> int:
+        """The run and its cases, in one transaction (nothing without a history)."""
+        if self.history is None:
+            return 0
+        with HistoryStore(self.history) as store:
+            return store.record(run, cases)
+
+    def close(self) -> None:
+        if self._baseline is not None:
+            self._baseline.close()
+            self._baseline = None

@@ -1,0 +1,404 @@
+"""The run history: one SQLite file (stdlib sqlite3) holding every recorded run.
+
+Tables: `runs` (one row per session: time, device, software stack, git commit, host,
+options, how it ended), `cases` (one row per case of a run: its statistics, method, status,
+roofline, collective columns, verdict against its baseline) and `samples` (the case's kept
+samples, zlib-compressed float32). Unique keys make every write an upsert: `runs.run_id`,
+`cases(run, kind, key)`, `samples.case_row`, so importing a run twice (or merging histories
+that share runs) never duplicates anything.
+
+A run is written in one SQLite transaction (`record`): it is in the file whole, or not at all
+(a process killed mid-write leaves SQLite's rollback journal, which the next opener replays).
+The schema version is SQLite's `user_version`; opening an older file migrates it inside a
+transaction, a newer one is refused rather than written into.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..db.errors import ContractError, NpuperfError
+from ..db.samples import SAMPLES_ENCODING, decode_samples, encode_samples
+from .records import CASE_COLUMNS, JSON_FIELDS, MEASURED_STATUSES, RUN_COLUMNS, CaseRecord, RunRecord
+
+APPLICATION = "npuperf-history"
+_BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock briefly
+
+_CASE_TYPES = {
+    "kind": "TEXT NOT NULL", "key": "TEXT NOT NULL", "kernel": "TEXT NOT NULL",
+    "samples_count": "INTEGER", "outliers": "INTEGER", "message_bytes": "INTEGER",
+    "num_devices": "INTEGER", "tier": "INTEGER",
+}
+_TEXT_FIELDS = {"signature", "status", "method", "statistic", "stop_reason", "device", "stack",
+                "timestamp", "memory_level", "bound_by", "dtype", "verdict", "baseline_run",
+                "extra"}
+
+
+def _case_column_sql(name: str) -> str:
+    sql_type = _CASE_TYPES.get(name) or ("TEXT" if name in _TEXT_FIELDS else "REAL")
+    return f'"{name}" {sql_type}'
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
+    conn.execute("""CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL UNIQUE, started REAL NOT NULL, started_iso TEXT, device TEXT,
+        device_kind TEXT, device_name TEXT, stack TEXT, host TEXT, git_commit TEXT,
+        git_dirty INTEGER, options TEXT, source TEXT, target TEXT, cases INTEGER,
+        exit_status INTEGER, passed INTEGER, baseline TEXT, imported_from TEXT)""")
+    columns = ",\n        ".join(_case_column_sql(c) for c in CASE_COLUMNS)
+    conn.execute(f"""CREATE TABLE cases (
+        id INTEGER PRIMARY KEY,
+        run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        {columns},
+        UNIQUE (run, kind, key))""")
+    conn.execute("""CREATE TABLE samples (
+        case_row INTEGER PRIMARY KEY REFERENCES cases(id) ON DELETE CASCADE,
+        encoding TEXT NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL)""")
+    conn.execute("CREATE INDEX cases_by_key ON cases (kind, key)")
+    conn.execute("CREATE INDEX cases_by_kernel ON cases (kernel, signature)")
+    conn.execute("CREATE INDEX runs_by_device ON runs (device, started)")
+
+
+# MIGRATIONS[i] takes a file from schema version i to i + 1 (version 0: a new, empty file).
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1]
+
+
+def schema_version() -> int:
+    return len(MIGRATIONS)
+
+
+class HistoryError(NpuperfError):
+    pass
+
+
+def _sql_error(path: Path, exc: sqlite3.Error) -> NpuperfError:
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+        return ContractError(f"{path}: not a history file (not an SQLite database)")
+    if "locked" in text or "busy" in text:
+        return HistoryError(f"{path}: the history is locked by another process ({text}); try "
+                            f"again when it has finished")
+    return HistoryError(f"{path}: history database error: {text}")
+
+
+class HistoryStore:
+    """An open history file. `readonly`: never create, migrate or write it."""
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly and not self.path.is_file():
+            raise HistoryError(f"{self.path}: no such history file")
+        if self.path.exists() and not self.path.is_file():
+            raise HistoryError(f"{self.path}: not a file")
+        try:
+            if readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self.conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S,
+                                            isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S,
+                                            isolation_level=None)
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self._check_schema()
+        except sqlite3.Error as exc:
+            self.close()
+            raise _sql_error(self.path, exc) from None
+        except BaseException:
+            self.close()
+            raise
+
+    # -- schema -------------------------------------------------------------------------------
+    def _version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _check_schema(self) -> None:
+        version = self._version()
+        if version > schema_version():
+            raise HistoryError(f"{self.path}: history schema version {version} is newer than "
+                               f"this pytest_npuperf's ({schema_version()}); upgrade "
+                               f"pytest_npuperf to use it")
+        if version == 0:
+            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise ContractError(f"{self.path}: an SQLite database, but not a pytest_npuperf "
+                                    f"history (it has other tables)")
+        else:
+            self._check_application()
+        if version < schema_version():
+            if self.readonly:
+                raise HistoryError(f"{self.path}: history schema version {version} is older "
+                                   f"than {schema_version()}; a run that records into it (or "
+                                   f"npuperf merge) migrates it")
+            self._migrate()
+
+    def _check_application(self) -> None:
+        try:
+            row = self.conn.execute(
+                "SELECT value FROM meta WHERE name = 'application'").fetchone()
+        except sqlite3.Error:
+            row = None
+        if row is None or row[0] != APPLICATION:
+            raise ContractError(f"{self.path}: an SQLite database, but not a pytest_npuperf "
+                                f"history")
+
+    def _migrate(self) -> None:
+        with self._transaction():
+            version = self._version()  # again, under the write lock: another may have done it
+            for step in MIGRATIONS[version:]:
+                step(self.conn)
+            self.conn.execute(f"PRAGMA user_version = {schema_version()}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT; any exception (Ctrl-C included) rolls back."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
+            self.conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------------
+    def record(self, run: RunRecord, cases: Iterable[CaseRecord]) -> int:
+        """Upsert one run and its cases in one transaction; returns the cases written."""
+        if self.readonly:
+            raise HistoryError(f"{self.path}: opened read-only")
+        try:
+            with self._transaction() as conn:
+                return self._record(conn, run, cases)
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+
+    def _record(self, conn: sqlite3.Connection, run: RunRecord, cases: Iterable[CaseRecord]
+                ) -> int:
+        values = [_to_sql(name, getattr(run, name)) for name in RUN_COLUMNS]
+        names = ", ".join(RUN_COLUMNS)
+        updates = ", ".join(f"{n} = excluded.{n}" for n in RUN_COLUMNS if n != "run_id")
+        conn.execute(f"INSERT INTO runs ({names}) VALUES ({', '.join('?' * len(values))}) "
+                     f"ON CONFLICT(run_id) DO UPDATE SET {updates}", values)
+        run_row = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()[0]
+        quoted = ", ".join(f'"{c}"' for c in CASE_COLUMNS)
+        case_updates = ", ".join(f'"{c}" = excluded."{c}"' for c in CASE_COLUMNS
+                                 if c not in ("kind", "key"))
+        insert = (f"INSERT INTO cases (run, {quoted}) VALUES ({', '.join('?' * (len(CASE_COLUMNS) + 1))}) "
+                  f"ON CONFLICT(run, kind, key) DO UPDATE SET {case_updates}")
+        written = 0
+        for case in cases:
+            conn.execute(insert, [run_row, *(_to_sql(c, getattr(case, c)) for c in CASE_COLUMNS)])
+            case_row = conn.execute("SELECT id FROM cases WHERE run = ? AND kind = ? AND key = ?",
+                                    (run_row, case.kind, case.key)).fetchone()[0]
+            if case.samples:
+                conn.execute("INSERT INTO samples VALUES (?, ?, ?, ?) ON CONFLICT(case_row) DO "
+                             "UPDATE SET encoding = excluded.encoding, count = excluded.count, "
+                             "data = excluded.data",
+                             (case_row, SAMPLES_ENCODING, len(case.samples),
+                              encode_samples(case.samples)))
+            else:
+                conn.execute("DELETE FROM samples WHERE case_row = ?", (case_row,))
+            written += 1
+        return written
+
+    def merge_from(self, other: HistoryStore) -> tuple[int, int]:
+        """Every run of `other` upserted here, each in its own transaction: (runs, cases)."""
+        runs = cases = 0
+        for run in other.runs():
+            cases += self.record(run, other.run_cases(run.run_id))
+            runs += 1
+        return runs, cases
+
+    # -- reading --------------------------------------------------------------------------------
+    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        try:
+            cursor = self.conn.execute(sql, tuple(params))
+            cursor.row_factory = sqlite3.Row
+            return cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+
+    def runs(self, device: str | None = None, *, passed_only: bool = False) -> list[RunRecord]:
+        """Runs oldest first."""
+        where, params = _run_filter(device, passed_only)
+        rows = self._query(f"SELECT * FROM runs r {where} ORDER BY r.started, r.id", params)
+        return [_run_of(row) for row in rows]
+
+    def run(self, ref: str) -> RunRecord:
+        """A run by its id, or by a prefix of it that names one run."""
+        rows = self._query("SELECT * FROM runs WHERE run_id = ?", (ref,))
+        if not rows:
+            pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self._query("SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\' "
+                               "ORDER BY started", (pattern,))
+        if not rows:
+            raise HistoryError(f"{self.path}: no run {ref!r} in this history")
+        if len(rows) > 1:
+            shown = ", ".join(r["run_id"] for r in rows[:5])
+            raise HistoryError(f"{self.path}: {ref!r} names {len(rows)} runs ({shown}); give "
+                               f"more of the run id")
+        return _run_of(rows[0])
+
+    def latest(self, device: str | None = None, *, passed_only: bool = False,
+               exclude: Iterable[str] = ()) -> RunRecord | None:
+        where, params = _run_filter(device, passed_only, exclude)
+        rows = self._query(f"SELECT * FROM runs r {where} ORDER BY r.started DESC, r.id DESC "
+                           f"LIMIT 1", params)
+        return _run_of(rows[0]) if rows else None
+
+    def run_cases(self, run_id: str, *, with_samples: bool = True) -> list[CaseRecord]:
+        return self._cases("r.run_id = ?", (run_id,), with_samples=with_samples)
+
+    def latest_cases(self, kind: str, key: str, *, device: str | None = None,
+                     before: float | None = None, passed_only: bool = False,
+                     exclude: Iterable[str] = (), limit: int = 1) -> list[CaseRecord]:
+        """The newest `limit` measurements of a case (measured statuses only), newest first,
+        optionally only on `device`, in runs started before `before`, in passed runs, not in
+        runs `exclude`."""
+        clauses = ["c.kind = ?", "c.key = ?",
+                   f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
+        params: list[Any] = [kind, key, *MEASURED_STATUSES]
+        if device is not None:
+            clauses.append("r.device = ?")
+            params.append(device)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        if passed_only:
+            clauses.append("r.passed = 1")
+        excluded = list(exclude)
+        if excluded:
+            clauses.append(f"r.run_id NOT IN ({', '.join('?' * len(excluded))})")
+            params += excluded
+        return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
+                           limit=limit)
+
+    def trend(self, *, kernel: str | None = None, signature: str | None = None,
+              device: str | None = None, last: int | None = None) -> list[CaseRecord]:
+        """Measurements of the matching cases, oldest first; `last`: per case, the newest N."""
+        clauses, params = [], []
+        if kernel:
+            clauses.append("c.kernel = ?")
+            params.append(kernel)
+        if signature:
+            clauses.append("(c.signature = ? OR instr(c.key, ?) > 0)")
+            params += [signature, signature]
+        if device:
+            clauses.append("r.device = ?")
+            params.append(device)
+        where = " AND ".join(clauses) or "1"
+        records = self._cases(where, params, order="c.kind, c.key, r.started, r.id",
+                              with_samples=False)
+        if last:
+            by_case: dict[tuple[str, str], list[CaseRecord]] = {}
+            for record in records:
+                by_case.setdefault((record.kind, record.key), []).append(record)
+            records = [r for group in by_case.values() for r in group[-last:]]
+        return records
+
+    def _cases(self, where: str, params: Iterable[Any], *, order: str = "c.id",
+               limit: int | None = None, with_samples: bool = True) -> list[CaseRecord]:
+        sample_columns = ", s.encoding AS s_encoding, s.data AS s_data" if with_samples else ""
+        join = " LEFT JOIN samples s ON s.case_row = c.id" if with_samples else ""
+        sql = (f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started{sample_columns} "
+               f"FROM cases c JOIN runs r ON r.id = c.run{join} WHERE {where} ORDER BY {order}"
+               + (f" LIMIT {int(limit)}" if limit else ""))
+        return [_case_of(row, self.path) for row in self._query(sql, params)]
+
+
+def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = ()
+                ) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    if device is not None:
+        clauses.append("r.device = ?")
+        params.append(device)
+    if passed_only:
+        clauses.append("r.passed = 1")
+    excluded = list(exclude)
+    if excluded:
+        clauses.append(f"r.run_id NOT IN ({', '.join('?' * len(excluded))})")
+        params += excluded
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _to_sql(name: str, value: Any) -> Any:
+    if name in JSON_FIELDS and not isinstance(value, str):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value != value:  # NaN: unknown
+        return None
+    return value
+
+
+def _from_json(text: Any) -> Any:
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"text": text}
+
+
+def _run_of(row: sqlite3.Row) -> RunRecord:
+    values = {name: row[name] for name in RUN_COLUMNS}
+    for name in ("stack", "options"):
+        values[name] = _from_json(values[name])
+    for name in ("git_dirty", "passed"):
+        values[name] = None if values[name] is None else bool(values[name])
+    defaults = RunRecord.__dataclass_fields__
+    return RunRecord(**{k: ("" if v is None and isinstance(defaults[k].default, str) else v)
+                        for k, v in values.items()})
+
+
+def _case_of(row: sqlite3.Row, path: Path) -> CaseRecord:
+    keys = row.keys()
+    values = {name: row[name] for name in CASE_COLUMNS}
+    for name in _TEXT_FIELDS:
+        if values.get(name) is None:
+            values[name] = ""
+    values["extra"] = _from_json(row["extra"])
+    record = CaseRecord(**values)
+    record.run_id, record.run_started = row["r_run_id"], row["r_started"]
+    if "s_data" in keys and row["s_data"] is not None:
+        try:
+            record.samples = decode_samples(row["s_data"], row["s_encoding"])
+        except ValueError as exc:
+            raise ContractError(f"{path}: damaged samples of case {record.key} in run "
+                                f"{record.run_id}: {exc}") from None
+    return record
+
+
+def is_history_file(path: Path) -> bool:
+    """Whether `path` starts like an SQLite file (a cheap check before opening it)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def default_history(out: Path) -> Path:
+    return Path(out) / "history.sqlite"
+
+

@@ -1,0 +1,222 @@
+"""Is a case slower than its baseline? A rank test on the two runs' samples plus a minimum effect.
+
+The test is Mann-Whitney U (two-sided, normal approximation with tie and continuity
+corrections), chosen over a bootstrap interval of the ratio of medians because:
+
+- latency samples are skewed and carry outliers (a preempted call, a cache miss): a rank test
+  assumes no distribution, and one outlier moves a rank by one, not the statistic by 10x;
+- it is deterministic: the same two sample sets always give the same verdict (a bootstrap
+  draws random resamples; a nightly job must not flip on the draw), and it costs one sort,
+  where a bootstrap costs thousands of medians per case over 10^5 cases;
+- with the >= 10 samples a case keeps, the normal approximation of U is accurate (the tests
+  check it against the exact permutation distribution).
+
+Significance alone is not a regression: samples within one run are correlated (the machine's
+state drifts), so two runs of the same build differ "significantly" by a percent or two. A
+case is SLOWER only when the difference is significant *and* the ratio of medians is at least
+the minimum effect: `--npuperf-regression-threshold` (5 % by default), or the case's own
+run-to-run spread over its recent baseline runs when that is larger (history/baseline.py);
+FASTER likewise in the other direction (log-symmetric: 1/1.05). A SLOWER case is measured
+once more before it fails (session.py): noise only slows a measurement down. It is SAME
+when the ratio lies within the threshold and both sides' medians are known to better than
+the threshold; UNCERTAIN otherwise (too few samples, samples too spread to resolve the
+threshold, a flagged measurement on either side, a CPU host whose own speed changed as much
+as the case did between the two measurements (measure/reference.py), or a large but not
+significant difference).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .policy import DEFAULT_REGRESSION_THRESHOLD
+from .stats import median_ci_halfwidth
+
+SLOWER, FASTER, SAME, UNCERTAIN = "SLOWER", "FASTER", "SAME", "UNCERTAIN"
+NEW = "NEW"  # no baseline measurement of this case: nothing to compare with
+VERDICTS = (SLOWER, FASTER, UNCERTAIN, SAME, NEW)  # report order: the worst news first
+DEFAULT_THRESHOLD = DEFAULT_REGRESSION_THRESHOLD
+# Two-sided significance level. Strict, because a false alarm in a nightly job costs a
+# person's morning; the minimum effect already filters small real differences.
+ALPHA = 0.01
+MIN_SAMPLES = 5  # below this on either side the test has no power at ALPHA: UNCERTAIN
+_TRUSTED = ("ok",)
+# A host whose reference loop ran this much slower or faster than during the baseline was not
+# the same machine (measure/reference.py): a change beyond the threshold is UNCERTAIN.
+HOST_TOLERANCE = 0.1  # statuses whose samples a verdict may rest on (noisy/suspect: UNCERTAIN)
+
+
+@dataclass(frozen=True)
+class MannWhitney:
+    u: float  # U of the first sample (count of pairs where it is larger, ties half)
+    z: float
+    p_value: float  # two-sided
+
+
+def mann_whitney(a: np.ndarray | list[float], b: np.ndarray | list[float]) -> MannWhitney:
+    """Two-sided Mann-Whitney U test of `a` against `b` (normal approximation).
+
+    U counts the pairs (x in a, y in b) with x > y (ties count one half); under the null
+    hypothesis (both samples from one distribution) its mean is n1 n2 / 2 and its variance
+    n1 n2 / 12 * ((n + 1) - sum(t^3 - t) / (n (n - 1))) over the tie groups t.
+    """
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    n1, n2 = x.size, y.size
+    if n1 == 0 or n2 == 0:
+        raise ValueError("both samples need at least one value")
+    values = np.concatenate([x, y])
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    # Average rank of each tie group: the ranks it spans are (start + 1) .. (start + count).
+    starts = np.cumsum(counts) - counts
+    ranks = (starts + (counts + 1) / 2.0)[inverse]
+    u = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
+    n = n1 + n2
+    mean = n1 * n2 / 2.0
+    ties = float(np.sum(counts.astype(np.float64) ** 3 - counts))
+    variance = n1 * n2 / 12.0 * ((n + 1) - (ties / (n * (n - 1)) if n > 1 else 0.0))
+    if variance <= 0:  # every value identical: no evidence of any difference
+        return MannWhitney(u, 0.0, 1.0)
+    delta = u - mean
+    corrected = max(abs(delta) - 0.5, 0.0)  # continuity correction
+    z = math.copysign(corrected / math.sqrt(variance), delta)
+    return MannWhitney(u, z, min(1.0, math.erfc(abs(z) / math.sqrt(2.0))))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One case against its baseline."""
+
+    verdict: str
+    ratio: float | None = None  # new median / baseline median
+    p_value: float | None = None
+    base_median_us: float | None = None
+    new_median_us: float | None = None
+    base_samples: int = 0
+    new_samples: int = 0
+    base_run: str = ""  # the run the baseline samples came from
+    threshold: float = DEFAULT_THRESHOLD
+    reason: str = ""  # why UNCERTAIN (or NEW)
+
+    @property
+    def severity(self) -> float:
+        """How far from the baseline in either direction (max(r, 1/r)); 1 when unknown."""
+        if not self.ratio or not math.isfinite(self.ratio):
+            return 1.0
+        return max(self.ratio, 1.0 / self.ratio)
+
+    def describe(self) -> str:
+        """`SLOWER: 1.52x the baseline (p=3e-12; median 10.0 -> 15.2 us, run X)`."""
+        if self.ratio is None:
+            return f"{self.verdict}: {self.reason}" if self.reason else self.verdict
+        text = (f"{self.verdict}: {self.ratio:.3f}x the baseline (p={_fmt_p(self.p_value)}; "
+                f"median {self.base_median_us:.4g} -> {self.new_median_us:.4g} us, "
+                f"{self.base_samples}/{self.new_samples} samples, minimum effect "
+                f"{100 * self.threshold:g} %")
+        if self.base_run:
+            text += f", baseline run {self.base_run}"
+        text += ")"
+        if self.reason:
+            text += f"; {self.reason}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def _resolution(samples: np.ndarray) -> float:
+    """Relative 95 % CI half-width of the median (inf when it cannot be estimated)."""
+    median = float(np.median(samples))
+    if median <= 0:
+        return math.inf
+    return median_ci_halfwidth(samples) / median
+
+
+def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarray, *,
+                    threshold: float = DEFAULT_THRESHOLD, base_status: str = "ok",
+                    new_status: str = "ok", base_run: str = "",
+                    base_reference: float | None = None,
+                    new_reference: float | None = None,
+                    run_to_run: float | None = None) -> Comparison:
+    """The verdict for one case (see the module's docstring for the rule). `*_reference`:
+    the host's reference loop time around each measurement (CPU, measure/reference.py);
+    `run_to_run`: how much the baseline's own recent runs differed (a fraction): a smaller
+    change is no evidence, so it raises the minimum effect."""
+    if threshold < 0 or not math.isfinite(threshold):
+        raise ValueError(f"regression threshold must be a fraction >= 0, got {threshold}")
+    if run_to_run is not None and math.isfinite(run_to_run) and run_to_run > threshold:
+        threshold = float(run_to_run)
+    a = np.asarray(base, dtype=np.float64)
+    b = np.asarray(new, dtype=np.float64)
+    a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
+    common = {"base_samples": int(a.size), "new_samples": int(b.size), "base_run": base_run,
+              "threshold": threshold}
+    if a.size == 0:
+        return Comparison(NEW, reason="no baseline samples", **common)
+    if b.size == 0:
+        return Comparison(UNCERTAIN, reason="no samples in this run", **common)
+    base_median, new_median = float(np.median(a)), float(np.median(b))
+    ratio = new_median / base_median
+    test = mann_whitney(b, a)
+    found = {"ratio": ratio, "p_value": test.p_value, "base_median_us": base_median,
+             "new_median_us": new_median, **common}
+    if min(a.size, b.size) < MIN_SAMPLES:
+        return Comparison(UNCERTAIN, reason=f"fewer than {MIN_SAMPLES} samples on one side",
+                          **found)
+    flagged = [f"{side} {status}" for side, status in (("baseline", base_status),
+                                                       ("this run", new_status))
+               if status not in _TRUSTED]
+    if flagged:
+        return Comparison(UNCERTAIN, reason=f"measurement flagged ({', '.join(flagged)})",
+                          **found)
+    limit = math.log1p(threshold)
+    effect = math.log(ratio)
+    if base_reference and new_reference and base_reference > 0 and new_reference > 0:
+        host = math.log(new_reference / base_reference)
+        # The host itself changed speed, and that change (in the direction it went) could
+        # account for the case's: no verdict. A change beyond what the host explains stands.
+        if abs(host) >= math.log1p(HOST_TOLERANCE) and abs(effect) >= limit \
+                and effect * host > 0 and abs(effect - host) < limit:
+            return Comparison(UNCERTAIN, reason=f"the host ran its reference loop "
+                                                f"{math.exp(host):.2f}x as long as during the "
+                                                f"baseline, which accounts for the change",
+                              **found)
+    significant = test.p_value < ALPHA
+    if significant and effect >= limit and effect > 0:
+        return Comparison(SLOWER, **found)
+    if significant and effect <= -limit and effect < 0:
+        return Comparison(FASTER, **found)
+    if abs(effect) < limit:
+        spread = max(_resolution(a), _resolution(b))
+        if spread <= threshold:
+            return Comparison(SAME, **found)
+        return Comparison(UNCERTAIN, reason=f"medians known to +-{100 * spread:.1f} %, "
+                                            f"wider than the {100 * threshold:g} % threshold",
+                          **found)
+    return Comparison(UNCERTAIN, reason=f"not significant (p={_fmt_p(test.p_value)} >= "
+                                        f"{ALPHA:g})", **found)
+
+
+def verdict_counts(comparisons: list[Comparison]) -> dict[str, int]:
+    counts = dict.fromkeys(VERDICTS, 0)
+    for c in comparisons:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    return counts
+
+
+def worst_first(comparisons: list[Comparison], verdict: str) -> list[Comparison]:
+    return sorted((c for c in comparisons if c.verdict == verdict), key=lambda c: -c.severity)

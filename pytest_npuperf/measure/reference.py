@@ -1,0 +1,41 @@
+"""How fast the host was while a CPU case ran: a fixed pure-Python loop and memory copy timed
+right before and right after the case's samples.
+
+Two runs of the same CPU kernel can differ by 1.5x or more when other work shares the cores
+(a sibling hyperthread, a busy neighbour, frequency scaling): every sample of the case shifts,
+its minimum included, so neither the rank test nor the noise rule can tell it from a slower
+kernel. The loop shifts with it. It runs no torch code, so a slower torch or BLAS build does
+not move it: comparing two runs' loop times tells a slower machine from a slower kernel
+(measure/compare.py makes such a comparison UNCERTAIN instead of SLOWER).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+_ITERATIONS = 500
+_REPEATS = 5
+# A copy through the caches as well (a C memcpy, still no torch): neighbours that fill the
+# shared caches slow kernels down without slowing a loop that lives in registers.
+_SOURCE = bytes(1 << 18)
+_TARGET = bytearray(1 << 18)
+
+
+def _loop() -> float:
+    start = time.perf_counter_ns()
+    total = 0
+    for i in range(_ITERATIONS):
+        total += i * i
+    _TARGET[:] = _SOURCE
+    return (time.perf_counter_ns() - start) / 1e3
+
+
+def reference_samples() -> list[float]:
+    """The loop's time (us), several times: a fraction of a millisecond in all."""
+    return [_loop() for _ in range(_REPEATS)]
+
+
+def reference_us(before: list[float], after: list[float]) -> float:
+    """One figure for the host's speed around a case: the median of the loop's times."""
+    return float(statistics.median([*before, *after]))

@@ -1,0 +1,103 @@
+"""The comparison with the baseline, as every report states it: counts per verdict, then the
+regressions and improvements worst first, each with its ratio and p-value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..measure.compare import FASTER, NEW, SAME, SLOWER, UNCERTAIN, VERDICTS, Comparison
+from ..measure.result import CaseResult
+from .tables import md_table
+
+LISTED = 50
+
+
+@dataclass(frozen=True)
+class Judged:
+    case_id: str
+    kernel_type: str
+    comparison: Comparison
+
+
+def judged(results: list[CaseResult]) -> list[Judged]:
+    return [Judged(r.case_id, r.kernel_type, Comparison.from_dict(r.regression))
+            for r in results if r.regression]
+
+
+def counts(items: list[Judged]) -> dict[str, int]:
+    found = dict.fromkeys(VERDICTS, 0)
+    for item in items:
+        found[item.comparison.verdict] = found.get(item.comparison.verdict, 0) + 1
+    return found
+
+
+def worst(items: list[Judged], verdict: str) -> list[Judged]:
+    """Cases of `verdict`, the biggest change first."""
+    return sorted((i for i in items if i.comparison.verdict == verdict),
+                  key=lambda i: (-i.comparison.severity, i.case_id))
+
+
+def counts_phrase(items: list[Judged]) -> str:
+    found = counts(items)
+    return ", ".join(f"{n} {verdict}" for verdict, n in found.items() if n) or "nothing compared"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def row(item: Judged) -> list[object]:
+    c = item.comparison
+    return [item.case_id, f"{c.ratio:.3f}x" if c.ratio else "-", fmt_p(c.p_value),
+            f"{c.base_median_us:.4g}" if c.base_median_us else "-",
+            f"{c.new_median_us:.4g}" if c.new_median_us else "-", c.base_run or "-"]
+
+
+HEADER = ["Case", "Ratio", "p-value", "Baseline median(us)", "Median(us)", "Baseline run"]
+
+
+def markdown_section(results: list[CaseResult], baseline: str) -> str:
+    """`## Regressions vs Baseline` (empty string without a baseline)."""
+    items = judged(results)
+    if not baseline and not items:
+        return ""
+    lines = ["## Regressions vs Baseline", "", f"- Baseline: {baseline or '-'}",
+             f"- Verdicts: {counts_phrase(items)}",
+             "- SLOWER/FASTER: the rank test (Mann-Whitney U) finds the samples differ and the "
+             "median moved by at least the threshold; UNCERTAIN: too few or too spread "
+             "samples, a flagged measurement, or not significant; NEW: not in the baseline."]
+    for verdict, title in ((SLOWER, "Regressions (SLOWER)"), (FASTER, "Improvements (FASTER)")):
+        found = worst(items, verdict)
+        lines += ["", f"### {title}: {len(found)}", ""]
+        if found:
+            lines.append(md_table(HEADER, [row(i) for i in found[:LISTED]], right=(1, 2, 3, 4)))
+            if len(found) > LISTED:
+                lines.append(f"\n... and {len(found) - LISTED} more (see the run JSON).")
+        else:
+            lines.append("None")
+    uncertain = worst(items, UNCERTAIN)
+    if uncertain:
+        lines += ["", f"### Uncertain: {len(uncertain)}", "",
+                  md_table(["Case", "Ratio", "p-value", "Why"],
+                           [[i.case_id, f"{i.comparison.ratio:.3f}x" if i.comparison.ratio
+                             else "-", fmt_p(i.comparison.p_value), i.comparison.reason]
+                            for i in uncertain[:LISTED]], right=(1, 2))]
+    return "\n".join(lines)
+
+
+def terminal_lines(results: list[CaseResult], baseline: str, shown: int = 5) -> list[str]:
+    items = judged(results)
+    if not baseline and not items:
+        return []
+    lines = [f"vs baseline {baseline or '-'}: {counts_phrase(items)}"]
+    for verdict in (SLOWER, FASTER):
+        for item in worst(items, verdict)[:shown]:
+            c = item.comparison
+            lines.append(f"  {verdict:<7} {c.ratio:7.3f}x  p={fmt_p(c.p_value):<8} {item.case_id}")
+    return lines
+
+
+__all__ = ["FASTER", "NEW", "SAME", "SLOWER", "UNCERTAIN", "Judged", "counts", "judged",
+           "markdown_section", "terminal_lines", "worst"]

@@ -1,0 +1,117 @@
+"""The regression verdict: Mann-Whitney U against the exact permutation distribution, and the
+rule that turns it (with the minimum effect) into SLOWER / FASTER / SAME / UNCERTAIN."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pytest_npuperf.measure.compare import (
+    FASTER,
+    NEW,
+    SAME,
+    SLOWER,
+    UNCERTAIN,
+    compare_samples,
+    mann_whitney,
+)
+
+
+def exact_two_sided_p(a: list[float], b: list[float]) -> float:
+    """The permutation p-value of U: every split of the pooled values into |a| and |b|."""
+    pooled = a + b
+    observed = mann_whitney(a, b).u
+    mean = len(a) * len(b) / 2
+    extreme = total = 0
+    for chosen in itertools.combinations(range(len(pooled)), len(a)):
+        picked = set(chosen)
+        x = [pooled[i] for i in chosen]
+        y = [pooled[i] for i in range(len(pooled)) if i not in picked]
+        u = sum((xi > yi) + 0.5 * (xi == yi) for xi in x for yi in y)
+        total += 1
+        extreme += abs(u - mean) >= abs(observed - mean) - 1e-9
+    return extreme / total
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.3, 0.8, 1.5])
+def test_mann_whitney_matches_the_exact_test_on_small_samples(shift):
+    rng = np.random.default_rng(7)
+    a = list(np.round(rng.lognormal(0.0, 0.3, 6) + shift, 1))  # rounded: ties included
+    b = list(np.round(rng.lognormal(0.0, 0.3, 7), 1))
+    approx = mann_whitney(a, b).p_value
+    exact = exact_two_sided_p(a, b)
+    assert approx == pytest.approx(exact, abs=0.03 + 0.2 * exact)
+
+
+def test_u_counts_pairs_and_ties_and_is_symmetric():
+    test = mann_whitney([1, 2, 3], [2, 4])
+    assert test.u == 1.5  # 3 > 2 (one), 2 = 2 (a half); 1, 2, 3 < 4
+    other = mann_whitney([2, 4], [1, 2, 3])
+    assert test.u + other.u == 6 and test.p_value == pytest.approx(other.p_value)
+    assert mann_whitney([5.0] * 4, [5.0] * 6).p_value == 1.0  # all tied: no evidence
+
+
+def samples(median: float, n: int = 60, spread: float = 0.01, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return median * (1 + spread * rng.standard_normal(n))
+
+
+def test_a_real_slowdown_is_slower_and_a_speedup_faster():
+    base = samples(10.0, seed=1)
+    slow = compare_samples(base, samples(15.0, seed=2))
+    assert slow.verdict == SLOWER and slow.ratio == pytest.approx(1.5, rel=0.02)
+    assert slow.p_value < 1e-10 and "1.5" in slow.describe()
+    assert compare_samples(base, samples(8.0, seed=3)).verdict == FASTER
+
+
+def test_a_significant_but_small_change_is_same():
+    base, new = samples(10.0, 200, 0.005, 1), samples(10.2, 200, 0.005, 2)
+    result = compare_samples(base, new)
+    assert result.p_value < 1e-6 and result.verdict == SAME  # 2 % < the 5 % minimum effect
+
+
+def test_uncertain_when_the_samples_cannot_tell():
+    few = compare_samples([10.0, 10.1], [15.0, 15.2])
+    assert few.verdict == UNCERTAIN and "fewer than" in few.reason
+    wide = samples(10.0, 20, 0.4, 1)
+    spread = compare_samples(wide, wide * 1.02)
+    assert spread.verdict == UNCERTAIN and "wider than" in spread.reason
+    flagged = compare_samples(samples(10.0), samples(15.0, seed=2), new_status="noisy")
+    assert flagged.verdict == UNCERTAIN and "this run noisy" in flagged.reason
+    weak = compare_samples(samples(10.0, 12, 0.5, 1), samples(13.0, 12, 0.5, 2))
+    assert weak.verdict == UNCERTAIN
+
+
+def test_no_baseline_samples_is_new():
+    assert compare_samples([], samples(10.0)).verdict == NEW
+
+
+def test_the_threshold_is_the_minimum_effect_and_run_to_run_spread_raises_it():
+    base, new = samples(10.0, seed=1), samples(11.0, seed=2)  # +10 %
+    assert compare_samples(base, new, threshold=0.05).verdict == SLOWER
+    assert compare_samples(base, new, threshold=0.2).verdict == SAME
+    # The case moved 15 % between its own baseline runs: a 10 % change is no evidence.
+    assert compare_samples(base, new, run_to_run=0.15).verdict == SAME
+    with pytest.raises(ValueError):
+        compare_samples(base, new, threshold=-0.1)
+
+
+def test_a_host_that_slowed_down_as_much_as_the_case_gives_no_verdict():
+    base, new = samples(10.0, seed=1), samples(15.0, seed=2)
+    busy = compare_samples(base, new, base_reference=40.0, new_reference=60.0)
+    assert busy.verdict == UNCERTAIN and "reference loop 1.50x" in busy.reason
+    # A change beyond what the host's own change explains stands; so does one against it.
+    assert compare_samples(base, samples(25.0, seed=2), base_reference=40.0,
+                           new_reference=60.0).verdict == SLOWER
+    assert compare_samples(base, new, base_reference=60.0, new_reference=40.0).verdict == SLOWER
+    assert compare_samples(base, new, base_reference=40.0, new_reference=41.0).verdict == SLOWER
+
+
+def test_severity_orders_both_directions():
+    slow = compare_samples(samples(10.0), samples(20.0, seed=2))
+    fast = compare_samples(samples(10.0), samples(4.0, seed=2))
+    assert fast.severity > slow.severity > 1
+    assert math.isclose(compare_samples([], [1.0] * 10).severity, 1.0)

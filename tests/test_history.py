@@ -1,0 +1,241 @@
+"""The run history (SQLite): whole runs or nothing, upserts, schema versions, baselines, and the
+`npuperf history / compare / merge` commands."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_npuperf.cli import main
+from pytest_npuperf.db.errors import NpuperfError
+from pytest_npuperf.history import store as store_module
+from pytest_npuperf.history.baseline import resolve_baseline, resolve_run
+from pytest_npuperf.history.records import (
+    KIND_COLLECTIVE,
+    KIND_KERNEL,
+    CaseRecord,
+    RunRecord,
+    collective_key,
+)
+from pytest_npuperf.history.store import HistoryError, HistoryStore, schema_version
+
+DEVICE = "CPU_TEST"
+
+
+def samples(median: float, n: int = 50, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in median * (1 + 0.01 * rng.standard_normal(n))]
+
+
+def kernel(key: str, median: float, *, status: str = "ok", seed: int = 0) -> CaseRecord:
+    values = samples(median, seed=seed)
+    return CaseRecord(kind=KIND_KERNEL, key=key, kernel=key.split("-")[0], signature=key[-8:],
+                      status=status, method="events", value_us=median, median_us=median,
+                      min_us=min(values), samples_count=len(values), samples=values,
+                      extra={"file": "MatMulV2.csv"})
+
+
+def run(run_id: str, started: float, *, passed: bool = True, device: str = DEVICE) -> RunRecord:
+    return RunRecord(run_id=run_id, started=started, started_iso=f"2026-01-0{int(started)}",
+                     device=device, device_kind="cpu", stack={"torch": "2.13.0"}, host="h",
+                     git_commit="abc123", options={"threads": 1}, passed=passed,
+                     exit_status=0 if passed else 1)
+
+
+A, B = "MatMulV2-16x64x32-FLOAT-aaaaaaaa", "MatMulV2-8x128x64-FLOAT-bbbbbbbb"
+
+
+@pytest.fixture
+def history(tmp_path) -> Path:
+    path = tmp_path / "history.sqlite"
+    with HistoryStore(path) as store:
+        store.record(run("r1", 1), [kernel(A, 10.0, seed=1), kernel(B, 20.0, seed=2)])
+        store.record(run("r2", 2, passed=False), [kernel(A, 15.0, seed=3), kernel(B, 20.0, seed=4)])
+        store.record(run("r3", 3), [kernel(A, 10.2, seed=5)])
+    return path
+
+
+def test_a_run_is_recorded_whole_and_reads_back(history):
+    with HistoryStore(history, readonly=True) as store:
+        assert [r.run_id for r in store.runs()] == ["r1", "r2", "r3"]
+        first = store.run("r1")
+        assert first.stack == {"torch": "2.13.0"} and first.passed is True
+        cases = {c.key: c for c in store.run_cases("r1")}
+    assert cases[A].samples == pytest.approx(samples(10.0, seed=1), rel=1e-6)  # float32
+    assert cases[A].extra == {"file": "MatMulV2.csv"} and cases[B].median_us == 20.0
+
+
+def test_recording_a_run_again_updates_it_and_duplicates_nothing(history):
+    with HistoryStore(history) as store:
+        store.record(run("r1", 1), [kernel(A, 11.0, seed=1), kernel(B, 20.0, seed=2)])
+        assert len(store.runs()) == 3
+        assert {c.key: c.median_us for c in store.run_cases("r1")}[A] == 11.0
+    with sqlite3.connect(history) as db:
+        assert db.execute("SELECT count(*) FROM cases").fetchone()[0] == 5
+        assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 5
+
+
+def test_a_failed_write_records_nothing(history):
+    bad = kernel(A, 1.0)  # Ctrl-C while its samples are written: the whole run is rolled back
+    with HistoryStore(history) as store:
+        with pytest.raises(KeyboardInterrupt):
+            store.record(run("r4", 4), [kernel(B, 1.0), _interrupting(bad)])
+        assert [r.run_id for r in store.runs()] == ["r1", "r2", "r3"]
+
+
+def _interrupting(record: CaseRecord) -> CaseRecord:
+    class Interrupting(CaseRecord):
+        def __getattribute__(self, name):
+            if name == "samples":
+                raise KeyboardInterrupt
+            return super().__getattribute__(name)
+    return Interrupting(**{k: getattr(record, k) for k in record.__dataclass_fields__})
+
+
+def test_collective_points_share_the_tables(tmp_path):
+    key = collective_key("all_reduce", 1 << 24, 8, "DT_BF16", 1)
+    assert key == "all_reduce-16777216B-8r-DT_BF16-tier1"
+    point = CaseRecord(kind=KIND_COLLECTIVE, key=key, kernel="all_reduce", status="ok",
+                       message_bytes=1 << 24, num_devices=8, dtype="DT_BF16", tier=1,
+                       busbw_gbps=180.5, samples=[100.0] * 10, median_us=100.0)
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        store.record(run("c1", 1), [point, kernel(A, 10.0)])
+        (found,) = store.trend(kernel="all_reduce")
+    assert found.kind == KIND_COLLECTIVE and found.busbw_gbps == 180.5 and found.tier == 1
+
+
+def test_schema_version_migrations_and_foreign_files(tmp_path, monkeypatch):
+    path = tmp_path / "h.sqlite"
+    with HistoryStore(path) as store:
+        store.record(run("r1", 1), [kernel(A, 10.0)])
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == schema_version() == 1
+
+    def add_note_column(conn):
+        conn.execute("ALTER TABLE runs ADD COLUMN note TEXT")
+
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, add_note_column])
+    with pytest.raises(HistoryError, match="older than 2"):
+        HistoryStore(path, readonly=True)
+    with HistoryStore(path) as store:  # a writer migrates, keeping what was there
+        assert [c.key for c in store.run_cases("r1")] == [A]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert "note" in [row[1] for row in db.execute("PRAGMA table_info(runs)")]
+    monkeypatch.undo()
+    with pytest.raises(HistoryError, match="newer than this pytest_npuperf"):
+        HistoryStore(path)
+
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    with pytest.raises(NpuperfError, match="not a pytest_npuperf history"):
+        HistoryStore(other)
+    text = tmp_path / "text.sqlite"
+    text.write_text("hello\n" * 100)
+    with pytest.raises(NpuperfError, match="not an SQLite database"):
+        HistoryStore(text)
+
+
+def test_baselines_last_last_good_run_id_and_files(history, tmp_path):
+    last = resolve_baseline("last", history=history, device=DEVICE, before=10)
+    # The fastest of the newest three runs' measurements, and their spread.
+    assert last.case(KIND_KERNEL, A).run_id == "r1"
+    assert last.case(KIND_KERNEL, A).extra["run_to_run"] == pytest.approx(0.5)
+    assert last.case(KIND_KERNEL, "nope") is None
+    last.close()
+    good = resolve_baseline("last-good", history=history, device=DEVICE, before=10,
+                            exclude=("r3",))
+    assert good.case(KIND_KERNEL, A).run_id == "r1"  # r2 failed, r3 is this run
+    good.close()
+    other_device = resolve_baseline("last", history=history, device="CPU_OTHER")
+    assert other_device.case(KIND_KERNEL, A) is None
+    assert resolve_baseline("r2", history=history).case(KIND_KERNEL, B).median_us == 20.0
+    with pytest.raises(NpuperfError, match="no run 'zz'"):
+        resolve_baseline("zz", history=history)
+    with pytest.raises(NpuperfError, match="names 3 runs"):
+        resolve_baseline("r", history=history)
+    as_file = resolve_baseline(str(history), history=None, device=DEVICE)
+    assert as_file.case(KIND_KERNEL, B) is not None
+    as_file.close()
+    empty = resolve_baseline("last", history=tmp_path / "none.sqlite")
+    assert empty.case(KIND_KERNEL, A) is None and "no history yet" in empty.label
+    new_run, cases = resolve_run("last", history=history)
+    assert new_run.run_id == "r3" and [c.key for c in cases] == [A]
+
+
+def run_json(path: Path, run_id: str, medians: dict[str, float]) -> Path:
+    from pytest_npuperf.db.samples import samples_text
+
+    cases = [{"case_id": key, "kernel_type": "MatMulV2", "status": "ok", "value": m,
+              "stats": {"samples": 50, "median": m}, "samples_z": samples_text(samples(m))}
+             for key, m in medians.items()]
+    data = {"schema": "npuperf-run/1", "run_id": run_id, "stamp": "20260101_000000",
+            "session": {"started": "2026-01-05T00:00:00",
+                        "device": {"database_device": DEVICE, "kind": "cpu"}},
+            "database": {}, "cases": cases}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_cli_compare_history_and_merge(history, tmp_path, capsys):
+    new = run_json(tmp_path / "run_new.json", "r9", {A: 15.5, B: 20.1})
+    assert main(["compare", "last-good", str(new), "--history", str(history)]) == 1
+    out = capsys.readouterr().out
+    assert "SLOWER (1), worst first:" in out and A in out and "1.5" in out
+    assert main(["compare", "r1", str(new), "--history", str(history), "--csv"]) == 1
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("kind,case,kernel,verdict") and rows[1].split(",")[3] == "SLOWER"
+
+    assert main(["history", "--history", str(history), "--kernel", "MatMulV2",
+                 "--signature", "aaaaaaaa"]) == 0
+    out = capsys.readouterr().out
+    assert A in out and B not in out and "+50.0%" in out and "r3" in out
+    assert main(["history", "--history", str(history), "--csv", "--last", "1"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 3 and rows[0].startswith("kind,case,kernel")
+    assert main(["history", "--history", str(history), "--kernel", "Nope"]) == 1
+    assert "no measurement of kernel 'Nope'" in capsys.readouterr().err
+
+    merged = tmp_path / "merged.sqlite"
+    for _ in range(2):  # merging again changes nothing
+        assert main(["merge", "--history", str(merged), str(history), str(new)]) == 0
+        assert "it holds 4 run(s)" in capsys.readouterr().out
+    with sqlite3.connect(merged) as db:
+        assert db.execute("SELECT count(*) FROM cases").fetchone()[0] == 7
+
+
+def test_cli_errors_are_one_line(history, tmp_path, capsys):
+    for argv, code, text in [
+        (["compare", "last", "nope.json", "--history", str(history)], 2, "nope.json: no such file"),
+        (["compare", "zz", "last", "--history", str(history)], 2, "no run 'zz'"),
+        (["compare", "last", "last", "--threshold", "-1"], 2, "expected a fraction >= 0"),
+        (["merge", str(history)], 2, "name the history to merge it into"),
+        (["merge", "--history", str(history), str(history)], 2, "the target history itself"),
+        (["merge", "--history", str(tmp_path / "m.sqlite"), str(tmp_path)], 2,
+         "name the database to merge it into"),
+        (["history", "--history", str(tmp_path / "none.sqlite")], 2, "no such history file"),
+    ]:
+        try:
+            status = main(argv)
+        except SystemExit as exc:  # argparse's own usage errors
+            status = exc.code
+        assert status == code, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and text in err, (argv, err)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["compare", "last", str(bad), "--history", str(history)]) == 1
+    assert "not a run JSON file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["history", "compare", "merge"])
+def test_every_new_verb_explains_itself(verb, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, "--help"])
+    assert exit_info.value.code == 0
+    assert len(capsys.readouterr().out) > 400

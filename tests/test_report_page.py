@@ -1,0 +1,137 @@
+"""The run on one page: matplotlib figures (GEMM latency, roofline, gaps, regressions,
+collective bandwidth) inline in report_<stamp>.html, checked in a real headless browser when
+one is installed; and `npuperf merge` of several hosts' databases."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_npuperf.db.combine import combine_databases
+from pytest_npuperf.db.table import read_table
+from pytest_npuperf.measure.compare import compare_samples
+from pytest_npuperf.report.figures import draw_figures
+from pytest_npuperf.report.writer import write_reports
+from tests.replay_project import MATMUL_ROWS, cells, write_db
+from tests.report_data import case, outcome, session, session_results
+
+HCOM = """message_bytes,num_devices,dtype,topology_tier,Duration(us),bandwidth_gbps,busbw_gbps
+1024,8,DT_BF16,1,20.0,0.0512,0.0896
+1048576,8,DT_BF16,1,60.0,17.47,30.58
+16777216,8,DT_BF16,1,400.0,41.94,73.4
+"""
+
+
+def gemm_results():
+    results = []
+    for m in (1, 16, 128, 1024):
+        for n, k in ((7168, 1536), (512, 7168)):
+            r = case("MatMulV2", f"{m},{k};{n},{k}", samples=[5.0 + m * n * k / 1e9] * 12,
+                     flops=2.0 * m * n * k, nbytes=2.0 * (m * k + n * k + m * n))
+            r.case_id = f"MatMulV2-{m}x{k}x{n}-BF16-{m:04x}{n:04x}"
+            median = r.stats.median
+            r.bound_us, r.bound_by, r.memory_level = median / 3, "memory", "LLC"
+            r.compute_bound_us, r.memory_bound_us = r.flops / 1e11 * 1e6, r.bytes / 4e10 * 1e6
+            r.hbm_bound_us = r.bytes / 2e10 * 1e6
+            r.bound_us = max(r.compute_bound_us, r.memory_bound_us)
+            r.bound_by = "compute" if r.bound_us == r.compute_bound_us else "memory"
+            r.achieved_tflops = r.flops / (median * 1e-6) / 1e12
+            base = [median * 0.7] * 12 if m == 128 else [median] * 12
+            r.regression = compare_samples(base, r.samples, base_run="r0").to_dict()
+            results.append(r)
+    return results
+
+
+def test_every_figure_is_drawn_from_the_run(tmp_path):
+    hccl = tmp_path / "hccl" / "v8.5"
+    hccl.mkdir(parents=True)
+    (hccl / "hcom_allReduce_.csv").write_text(HCOM)
+    (hccl / "hcom_allGather_.csv").write_text(HCOM.replace("30.58", "20.1"))
+    figures = draw_figures(gemm_results(), outcome(tmp_path), tmp_path / "hccl")
+    assert list(figures) == ["GEMM latency vs M", "Roofline", "Duration gap",
+                             "Regressions vs baseline", "Collective bandwidth"]
+    for title, svg in figures.items():
+        assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>"), title
+    assert "N=7168 K=1536 BF16" in figures["GEMM latency vs M"]
+    assert "allReduce" in figures["Collective bandwidth"]
+    assert "SLOWER (2)" in figures["Regressions vs baseline"]
+    # Nothing measured that a figure could show: no figure, not an empty one.
+    assert draw_figures(session_results()[5:], None, None) == {}
+
+
+@pytest.fixture(scope="module")
+def page_file(tmp_path_factory) -> Path:
+    return write_page(tmp_path_factory.mktemp("page"))
+
+
+def write_page(tmp_path) -> Path:
+    results = session_results() + gemm_results()
+    results[5].error = '<script>alert("x")</script> from a cell'
+    figures = draw_figures(results, outcome(tmp_path), None)
+    paths = write_reports(outcome(tmp_path), results, session(), tmp_path / "reports",
+                          figures=figures, baseline="last: r0", history="run r1 recorded")
+    return paths.html
+
+
+def test_the_page_is_self_contained_and_escaped(page_file):
+    page = page_file.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 4
+    assert not re.search(r"<(script|link|img)\b", page)  # nothing to fetch, nothing to run
+    assert "&lt;script&gt;" in page
+    for heading in ("Summary", "Figures", "Against the baseline", "Regressions (SLOWER): 2",
+                    "Cases (18)"):
+        assert heading in page, heading
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def test_the_page_renders_in_a_headless_browser(page_file, tmp_path):
+    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless browser installed (chromium or google-chrome)")
+    page = page_file
+    shot = tmp_path / "page.png"
+    done = subprocess.run(
+        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         "--window-size=1280,3000", f"--screenshot={shot}", "--enable-logging=stderr", "--v=0",
+         f"--user-data-dir={tmp_path / 'profile'}", page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line
+               or "Uncaught" in line or "Failed to load resource" in line]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert console == []
+    from matplotlib.image import imread
+
+    pixels = imread(shot)
+    assert pixels.shape[0] >= 1000 and pixels.shape[1] == 1280
+    assert pixels.std() > 0.05  # text and plots, not a blank page
+
+
+def test_merge_takes_the_newest_measurement_of_every_row(tmp_path):
+    def db(name, rows):
+        return write_db(tmp_path / name, {"MatMulV2": rows},
+                        extra_columns=("MicroBench Timestamp", "MicroBench Run Id"))
+
+    measured = [dict(MATMUL_ROWS[0]), dict(MATMUL_ROWS[1])]
+    target = db("target", [dict(r) for r in measured])
+    old = dict(measured[0], **{"Average Duration(us)": "9.0", "MicroBench Timestamp":
+                               "2026-01-01T00:00:00", "MicroBench Run Id": "old"})
+    new = dict(measured[0], **{"Average Duration(us)": "7.0", "MicroBench Timestamp":
+                               "2026-01-02T00:00:00", "MicroBench Run Id": "new"})
+    extra = cells("4,32;8,32", "DT_BF16;DT_BF16", "ND;ND", "4,8", "DT_BF16",
+                  **{"Average Duration(us)": "3.0", "MicroBench Timestamp": "2026-01-02T00:00:00"})
+    shard1 = db("shard1", [old, measured[1]])
+    shard2 = db("shard2", [new, measured[1], extra])
+    summary = combine_databases(target, [shard1, shard2])
+    table = read_table(target / "MatMulV2.csv")
+    assert list(table["Average Duration(us)"]) == ["7.0", "12.5", "3.0"]
+    assert table["MicroBench Run Id"][0] == "new"
+    assert table["Profiling Average Duration(us)"][0] == "0.001"  # not a replay column: kept
+    assert summary.updated["MatMulV2.csv"] == 1 and summary.added["MatMulV2.csv"] == 1
+    again = combine_databases(target, [shard1, shard2])  # nothing newer any more
+    assert not again.updated and "unchanged" in again.render()
