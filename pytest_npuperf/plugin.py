@@ -64,7 +64,7 @@ class _ResultCollector:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """`--npuperf-nproc N`: run this same invocation under torchrun instead (collectives)."""
     nproc = option_value(config, "nproc")
-    if not nproc or _launched(config):
+    if not nproc or _rank_env().launched:
         return None
     if xdist_in_use(config.option):
         raise pytest.UsageError("--npuperf-nproc runs every rank as one pytest process: drop "
@@ -73,9 +73,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return relaunch(int(nproc), params.args, params.dir)
 
 
-def _launched(config: pytest.Config) -> bool:
+def _rank_env():
+    """This process's place in a torchrun job (rank 0 of 1 outside one)."""
     try:
-        return rank_env().launched
+        return rank_env()
     except ValueError as exc:
         raise pytest.UsageError(f"npuperf: {exc}") from None
 
@@ -86,12 +87,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "npuperf: a replay case of pytest_npuperf")
     for op in OP_NAMES:
         config.addinivalue_line("markers", f"{op}: collective cases of {op}")
-    read_comm_settings(config, rank_env())  # a bad collective option: one usage-error line
-    if _launched(config):
+    env = _rank_env()
+    read_comm_settings(config, env)  # a bad collective option: one usage-error line
+    if env.launched:
         if xdist_in_use(config.option):
             raise pytest.UsageError("npuperf: under torchrun every rank is one pytest process; "
                                     "xdist (-n / --dist) cannot be used: drop it")
-        if rank_env().rank > 0:
+        if env.rank > 0:
             config.option.verbose = min(config.option.verbose, -1)  # rank 0 reports
     if config.pluginmanager.hasplugin("html"):
         from . import html_hooks
@@ -109,7 +111,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under torchrun, kernel replays are left out: every rank would replay and write them."""
-    if not _launched(config) or rank_env().world < 2:
+    if _rank_env().world < 2:
         return
     kernel = [item for item in items if _case_of(item)]
     if kernel:
