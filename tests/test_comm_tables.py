@@ -38,7 +38,7 @@ Warning: Permanently added 'node02' (ECDSA) to the list of known hosts.
 node02:50001:50077 [0] NCCL INFO Channel 00 : 2[7000] -> 3[a000] via P2P/IPC
 [1,0]<stdout>:        2048           128   float    32.00    0.06    0.05  0e+00    31.00    0.07    0.05  0e+00
 [1,0]<stdout>:        4096           256   float    40.00    0.10    0.08  2e-07    39.00    0.11    0.08  0e+00
-[1,0]<stdout>:# Out of bounds values : 0 OK
+[1,0]<stdout>:# Out of bounds values : 1 FAILED
 [1,0]<stdout>:# Avg bus bandwidth    : 0.0533
 """  # noqa: E501 (verbatim nccl-tests lines)
 # The modern table (src/util.cu writeResultHeader), broadcast with a root, a wrong result,
@@ -89,6 +89,7 @@ def test_the_old_nccl_tests_table_with_error_and_mpi_noise(tmp_path):
     assert log.rows[2]["check"] == "nccl-tests error 2e-07"
     assert log.rows[0]["device"] == "Tesla V100-SXM2-32GB"
     assert any("old nccl-tests table" in n for n in log.notes)
+    assert any("1 out-of-bounds value(s) (FAILED)" in n for n in log.notes)
 
 
 def test_modern_broadcast_keeps_wrong_rows_out_and_reads_in_place_only_lines(tmp_path):

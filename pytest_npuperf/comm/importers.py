@@ -48,6 +48,7 @@ NCCL_TESTS, HCCL_TEST = "nccl-tests", "hccl-test"
 _TAG_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+(\d+)")
 _NCCL_PARAMS = re.compile(r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)")
+_NCCL_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+FAILED")
 # Binary names, also inside file names such as `h100_all_reduce_perf.txt` (no \b: `_` is a
 # word character).
 _NCCL_BINARY = re.compile(r"(?<![A-Za-z])(all_reduce|all_gather|reduce_scatter|alltoallv?|"
@@ -237,6 +238,7 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
     device_names: set[str] = set()
     warmup = iters = ""
     old_style = False
+    failed_checks = 0
     layout: _Layout | None = None
     raw: list[tuple[list[str], _Layout]] = []
     for line in lines:
@@ -247,6 +249,10 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
             name = stripped.split("]", 1)[-1].strip() if "]" in stripped else ""
             if name:
                 device_names.add(name)
+            continue
+        bounds = _NCCL_BOUNDS.match(stripped)
+        if bounds:
+            failed_checks = int(bounds.group(1))
             continue
         params = _NCCL_PARAMS.search(stripped)
         if params and stripped.startswith("#"):
@@ -297,6 +303,9 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
     if old_style:
         log.notes.append("old nccl-tests table (an 'error' column: the largest deviation, kept "
                          "in check)")
+    if failed_checks:
+        log.notes.append(f"nccl-tests reported {failed_checks} out-of-bounds value(s) (FAILED): "
+                         f"look at the check column of the imported rows")
     return log
 
 
