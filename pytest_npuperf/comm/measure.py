@@ -1,10 +1,10 @@
 """One collective case, measured in lockstep by every rank of the job.
 
 1. Members of the case's group allocate its buffers (once) and run the collective once. All
-   ranks then agree over the control group: if every member's call raised, the backend does
-   not support this op / dtype and the case is skipped with the reason (the group is still
-   usable: the refusal happens before any data moves); an allocation failure, or a call that
-   raised on some members only, fails the case.
+   ranks then agree over the control group: if every member's call raised the same error, and
+   not a timeout or a closed connection, the backend refuses this op / dtype and the case is
+   skipped with its words (the group stays usable: gloo and NCCL check the dtype before any
+   data moves); an allocation failure, or any other raised call, fails the case.
 2. Warmup calls; each member's time per call and the control barrier's cost go to rank 0,
    which picks the calls per sample k (a sample lasts at least 20 barriers, so the barrier in
    front of each sample costs at most 5 % of it) and the samples per round.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ MAX_ROUND = 64
 _STOPS = {0: "", 1: STOP_PRECISION, 2: STOP_BUDGET, 3: STOP_MAX_SAMPLES}
 _CODES = {v: k for k, v in _STOPS.items()}
 ALLOC, UNSUPPORTED = "A", "U"
+_FAULT_WORDS = re.compile(r"time[d ]?out|connection|closed|reset by peer|abort", re.IGNORECASE)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -186,14 +188,17 @@ class CaseMeasurement:
         refused = [m[1:] for m in members if m.startswith(UNSUPPORTED)]
         if allocation:
             result.status, result.error = STATUS_FAILED, "; ".join(allocation)
-        elif refused and len(refused) == len(members):
+        elif len(refused) == len(members) and len(set(refused)) == 1 and not _FAULT_WORDS.search(
+                refused[0]):
+            # A backend refusing an op or dtype does so on every rank with the same words; a
+            # dead or hung peer gives timeouts and closed connections (a failure, not a skip).
             result.status = STATUS_SKIPPED
             result.error = (f"{self.fabric.backend_name} does not run {self.point.op} on "
                             f"{self.point.dtype}: {refused[0]}")
         elif refused:
             failed = [f"rank {r}: {m[1:]}" for r, m in zip(self.point.ranks, members) if m]
             result.status = STATUS_FAILED
-            result.error = "the first call raised on some ranks only: " + "; ".join(failed)
+            result.error = "the first call raised: " + "; ".join(failed)
         return result.status == STATUS_OK
 
     def _sample(self) -> int:
