@@ -112,18 +112,17 @@ def test_a_dead_rank_fails_the_case_on_the_others_at_once():
             gc.collect()
             return "died"
         first = CaseMeasurement(fabric, DEVICE, point("all_reduce", 1024), FAST).run()
-        start = time.monotonic()
         try:
             CaseMeasurement(fabric, DEVICE, point("all_reduce", 2048), FAST).run()
         except CommFault as exc:
-            return first, exc, time.monotonic() - start
-        return first, None, 0.0
+            return first, exc
+        return first, None
 
-    first, fault, waited = run_job(2, body, timeout_s=30.0)[0]
+    first, fault = run_job(2, body, timeout_s=30.0)[0]
     assert first.status == STATUS_OK
     assert isinstance(fault, CommFault), fault
     assert str(fault).startswith("rank 0: ")
-    assert waited < 30.0  # long before the 30 s timeout: the closed connection says so
+    assert "Connection closed" in str(fault) and "Timed out" not in str(fault)  # not the 30 s
 
 
 def test_a_hung_rank_fails_the_case_once_the_timeout_passes():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import time
 
 import pytest
 
@@ -70,7 +69,6 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
         "message_bytes,num_devices,dtype,topology_tier,Duration(us),bandwidth_gbps,owner\n"
         "1024,2,DT_FLOAT,1,999.0,0.001,keepme\n"
         "8192,2,DT_FLOAT,1,5.0,1.6,other\n")
-    started = time.monotonic()
     result = pytester.runpytest_subprocess(
         "--npuperf-nproc", "2", "--npuperf-comm-ops", "all_reduce,all_to_all",
         "--npuperf-comm-sizes", "1K,4K", "--npuperf-comm-dtypes", "FLOAT,FLOAT8_E4M3",
@@ -82,7 +80,7 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     assert out.count("npuperf collectives") == 1  # rank 0 reports
     assert "skipped: gloo does not run all_reduce on DT_FLOAT8_E4M3" in out
     assert "fault: rank 0:" in out and "the session ends" in out
-    assert time.monotonic() - started < 60  # not the 60 s --npuperf-comm-timeout: at once
+    assert "Timed out" not in out  # the closed connection said so, not the 60 s timeout
     rows = {r["message_bytes"]: r for r in table(mine / "hcom_allReduce_.csv")}
     assert sorted(rows, key=int) == ["1024", "4096", "8192"]
     assert rows["1024"]["owner"] == "keepme" and rows["1024"]["Duration(us)"] != "999.0"
