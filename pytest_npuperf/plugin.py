@@ -277,7 +277,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     comm = existing_comm(config)
-    if comm is not None and comm.env.is_root and (comm.results or comm.notes):
+    if comm is not None and comm.env.launched and comm.env.is_root and (comm.results or comm.notes):
         terminalreporter.section("npuperf collectives")
         for line in comm.terminal_lines():
             terminalreporter.write_line(line)
