@@ -88,10 +88,8 @@ def run_sweep(workdir: Path, ops: str, sizes: str) -> tuple[float, dict]:
 def calls_per_case(run: dict) -> list[dict]:
     plan = []
     for case in run["cases"]:
-        ranks = case["ranks"]
-        samples = max(r["samples"] for r in ranks)
         # warmup counts the support call; + the check's call
-        calls = case["warmup"] + samples * case["ops_per_sample"] + 1
+        calls = case["warmup"] + case["timed_calls"] + 1
         plan.append({"op": case["point"]["op"], "message_bytes": case["point"]["message_bytes"],
                      "calls": calls})
     return plan

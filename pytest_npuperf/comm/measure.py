@@ -6,8 +6,11 @@
    skipped with its words (the group stays usable: gloo and NCCL check the dtype before any
    data moves); an allocation failure, or any other raised call, fails the case.
 2. Warmup calls; each member's time per call and the control barrier's cost go to rank 0,
-   which picks the calls per sample k (a sample lasts at least 20 barriers, so the barrier in
-   front of each sample costs at most 5 % of it) and the samples per round.
+   which picks the calls per sample k (a sample lasts at least 40 barriers, so the barrier in
+   front of each sample costs at most 2.5 % of it) and the samples per round (a round, which
+   ends with two control exchanges, lasts about 0.1 s). After each round
+   rank 0 picks k again from the measured time per call and what a sample cost beyond its
+   calls (warmup estimates are poor on a busy host).
 3. Rounds: before each sample every member synchronises its device and all ranks meet at a
    barrier; a sample is k back-to-back calls timed with device events (GPU / NPU) or the host
    clock (CPU), divided by k. After each round every rank's samples go to rank 0, which applies
@@ -44,9 +47,9 @@ from .result import (
 from .runtime import CommFault, Fabric
 from .sweep import CommPoint
 
-ROUND_S = 0.05  # aim for a stop decision about this often
+ROUND_S = 0.1  # aim for a stop decision about this often
 SAMPLE_MIN_US = 200.0
-BARRIERS_PER_SAMPLE = 20  # a sample lasts at least this many barriers
+BARRIERS_PER_SAMPLE = 40  # a sample lasts at least this many barriers
 MAX_OPS_PER_SAMPLE = 1000
 MAX_ROUND = 64
 _STOPS = {0: "", 1: STOP_PRECISION, 2: STOP_BUDGET, 3: STOP_MAX_SAMPLES}
@@ -81,12 +84,11 @@ def next_round(sample_us: float, taken: int, policy: SamplingPolicy) -> int:
     return int(max(1, min(MAX_ROUND, remaining, wanted)))
 
 
-def decide(samples: list[float], ops_per_sample: int, policy: SamplingPolicy) -> tuple[str, float]:
-    """The sampler's stopping rule on the slowest rank's per-call samples: (reason or "",
-    relative precision)."""
+def decide(samples: list[float], spent_s: float, policy: SamplingPolicy) -> tuple[str, float]:
+    """The sampler's stopping rule on the slowest rank's per-call samples, `spent_s` seconds
+    of timed calls so far: (reason or "", relative precision)."""
     n = len(samples)
     precision = relative_precision(samples, policy.statistic) if n else math.inf
-    spent_s = math.fsum(samples) * ops_per_sample / 1e6
     if n < policy.min_samples:
         return "", precision
     if n >= policy.max_samples:
@@ -107,8 +109,8 @@ def rank_times(rank: int, samples: list[float]) -> RankTimes:
 
 def _method(device: Backend, k: int, statistic: str) -> str:
     clock = "synchronised host clock" if device.kind == "cpu" else f"{device.kind} events"
-    return (f"{clock} around {k} back-to-back calls after a device sync and a barrier of all "
-            f"ranks, per call; the slowest rank's {statistic}")
+    return (f"{clock} around a batch of back-to-back calls ({k} in the last round) after a "
+            f"device sync and a barrier of all ranks, per call; the slowest rank's {statistic}")
 
 
 class CaseMeasurement:
@@ -124,6 +126,7 @@ class CaseMeasurement:
         self.channel = None
         self.buffers: Buffers | None = None
         self.result = CommResult(point, backend=fabric.backend_name, statistic=policy.statistic)
+        self._spent_s = 0.0  # rank 0: seconds of timed calls of the slowest rank per round
 
     # -- guarded steps --------------------------------------------------------------------------
     def _control(self, what: str, step: Callable):
@@ -222,15 +225,15 @@ class CaseMeasurement:
             chosen = plan(slowest, estimates[0][1], policy)
             first = [chosen.ops_per_sample, chosen.samples_per_round]
         k, rounds = self._control("sharing the plan", lambda: self.control.broadcast_ints(first))
-        self.result.ops_per_sample, self.result.warmup = k, max(1, policy.warmup) + 1
+        self.result.warmup = max(1, policy.warmup) + 1
         samples: dict[int, list[float]] = {r: [] for r in self.point.ranks}
         timer = self.device.timer()
-
-        def batch() -> None:
-            for _ in range(k):
-                buffers.call()
-
         while True:
+            def batch(calls: int = k) -> None:
+                for _ in range(calls):
+                    buffers.call()
+
+            start = time.perf_counter()
             if member:
                 times = self._control("a timed round", lambda n=rounds: timer.time_calls(
                     batch, n, before_each=self._align))
@@ -239,15 +242,21 @@ class CaseMeasurement:
             else:
                 for _ in range(rounds):
                     self._control("a barrier", self._align)
-                per_call = [math.nan] * rounds
+                times, per_call = [], [math.nan] * rounds
+            # What a sample costs beyond its calls (device sync, barrier, timer): the next k
+            # keeps it under a fortieth of the sample.
+            overhead_us = max(0.0, (time.perf_counter() - start) * 1e6 - math.fsum(times)) / rounds
+            self.result.timed_calls += rounds * k
+            self.result.ops_per_sample = k
             gathered = self._control("gathering samples", lambda v=per_call: (
                 self.control.gather_floats(v)))
-            decision = [0, 0] if gathered is None else self._decide(samples, gathered, k)
-            code, rounds = self._control("sharing the stop decision", lambda v=decision: (
+            decision = ([0, 0, 0] if gathered is None
+                        else self._decide(samples, gathered, k, overhead_us))
+            code, rounds, k = self._control("sharing the stop decision", lambda v=decision: (
                 self.control.broadcast_ints(v)))
             if code:
                 self.result.stop_reason = _STOPS[code]
-                return k
+                return self.result.ops_per_sample
 
     def _barrier_cost(self) -> float:
         times = []
@@ -257,13 +266,15 @@ class CaseMeasurement:
             times.append((time.perf_counter() - start) * 1e6)
         return sorted(times)[1]
 
-    def _decide(self, samples: dict[int, list[float]], gathered: list[list[float]],
-                k: int) -> list[int]:
+    def _decide(self, samples: dict[int, list[float]], gathered: list[list[float]], k: int,
+                overhead_us: float) -> list[int]:
+        """Rank 0: take the round's samples; [stop code, samples next round, calls per sample]."""
         for rank in samples:
             samples[rank].extend(gathered[rank])
+        self._spent_s += max(math.fsum(gathered[r]) for r in samples) * k / 1e6
         statistic = np.mean if self.policy.statistic == "mean" else np.median
         slowest = max(samples, key=lambda r: float(statistic(samples[r])))
-        reason, precision = decide(samples[slowest], k, self.policy)
+        reason, precision = decide(samples[slowest], self._spent_s, self.policy)
         result = self.result
         result.precision = precision
         result.ranks = [rank_times(r, s) for r, s in samples.items()]
@@ -271,9 +282,11 @@ class CaseMeasurement:
         result.straggler_rank = worst.rank if worst else None
         result.duration_us = result.value_of(worst) if worst else math.nan
         if reason:
-            return [_CODES[reason], 0]
-        return [0, next_round(k * (worst.median if worst else 0.0), len(samples[slowest]),
-                              self.policy)]
+            return [_CODES[reason], 0, k]
+        per_call = worst.median if worst else 0.0
+        following = plan(per_call, overhead_us, self.policy).ops_per_sample
+        return [0, next_round(following * per_call, len(samples[slowest]), self.policy),
+                following]
 
     def _check(self, k: int) -> None:
         mismatch = [0.0, -1.0, math.nan, math.nan]

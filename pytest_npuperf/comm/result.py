@@ -43,7 +43,8 @@ class CommResult:
     duration_us: float = math.nan  # the slowest rank's statistic: the case's time
     ranks: list[RankTimes] = field(default_factory=list)
     straggler_rank: int | None = None
-    ops_per_sample: int = 0
+    ops_per_sample: int = 0  # calls per sample in the last round (rank 0 adapts it)
+    timed_calls: int = 0  # calls timed per rank, all rounds
     warmup: int = 0
     precision: float = math.inf  # relative 95 % CI half-width of the slowest rank's statistic
     stop_reason: str = ""

@@ -29,7 +29,7 @@ EXTRA_COLUMNS = (
     "statistic",  # what Duration(us) is: the slowest rank's median (or mean), per op
     "min_rank_us", "median_rank_us", "max_rank_us",  # each rank's statistic: over ranks
     "straggler_rank",  # the global rank whose statistic is Duration(us)
-    "samples", "ops_per_sample", "warmup", "precision", "spread", "stop_reason",
+    "samples", "ops_per_sample", "timed_calls", "warmup", "precision", "spread", "stop_reason",
     "method", "ranks", "backend", "device", "stack", "check", "source", "run_id", "time",
     "inplace_duration_us", "inplace_busbw_gbps",  # nccl-tests imports: the in-place columns
 )
@@ -165,7 +165,8 @@ def measured_row(result, run_id: str, *, source: str = "pytest_npuperf") -> dict
         "max_rank_us": cell(high, 3),
         "straggler_rank": "" if result.straggler_rank is None else str(result.straggler_rank),
         "samples": str(worst.samples) if worst else "",
-        "ops_per_sample": str(result.ops_per_sample), "warmup": str(result.warmup),
+        "ops_per_sample": str(result.ops_per_sample), "timed_calls": str(result.timed_calls),
+        "warmup": str(result.warmup),
         "precision": cell(result.precision), "spread": cell(result.spread()),
         "stop_reason": result.stop_reason, "method": result.method,
         "ranks": ranks_cell(point.ranks), "backend": result.backend, "device": result.device,
