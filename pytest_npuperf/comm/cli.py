@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 from ..db.errors import NpuperfError
+from ..db.layout import HCCL_DIR
 from .importers import ImportOptions, import_log
 from .sweep import check_grid
 from .table import write_tables
@@ -42,6 +43,9 @@ def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
         raise NpuperfError("no row to import (see the notes above)" if lines else "no log")
     stats = write_tables(directory, rows, purpose=f"npuperf import-nccl-tests {options.run_id}",
                          dry_run=dry_run)
+    if Path(directory).resolve().parent.name != HCCL_DIR:
+        lines.append(f"  note: {directory} is not a <DEVICE>/{HCCL_DIR}/<version> directory, "
+                     f"where simulators look for hcom tables")
     verb = "would be" if dry_run else "were"
     for item in stats:
         lines.append(f"{directory / item.file}: {item.updated} row(s) {verb} replaced, "
