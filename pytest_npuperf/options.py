@@ -82,6 +82,32 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "saves matplotlib's time on very large runs", None),
     ("shard", "str", None, "run only shard I of N (I/N, 1-based): cases are split by a "
      "stable hash of their id, so N hosts with 1/N..N/N run every case once", None),
+    # Collective cases (bench/test_collectives.py; pytest_npuperf/comm).
+    ("comm-ops", "str", "all_reduce,all_gather,reduce_scatter,all_to_all,broadcast",
+     "collectives to sweep, comma-separated", None),
+    ("comm-dtypes", "str", "BF16", "collective dtypes, comma-separated: BF16, FLOAT16, FLOAT, "
+     "INT8 (and FLOAT8_E4M3, FLOAT8_E5M2 where the backend has them)", None),
+    ("comm-min-bytes", "str", "1KiB", "smallest message of the size sweep (binary units: 1K = "
+     "1KiB = 1024)", None),
+    ("comm-max-bytes", "str", "512MiB", "largest message of the size sweep", None),
+    ("comm-step-factor", "int", 2, "factor between consecutive sweep sizes", None),
+    ("comm-sizes", "str", None, "explicit message sizes, comma-separated (e.g. 4K,1M,16MiB); "
+     "replaces min/max/step", None),
+    ("comm-ranks", "str", None, "group sizes to measure, comma-separated (default: every rank "
+     "of the job)", None),
+    ("comm-tiers", "str", None, "topology tiers to measure each group size at, comma-separated: "
+     "the group spreads over that grid dimension (default: the tier of ranks 0..n-1)", None),
+    ("grid-shape", "str", None, "rank grid, outermost dimension first: A3 '48 8 2' (pods, "
+     "nodes, dies), A2 '128 8'; a group's topology tier is the outermost dimension its ranks "
+     "differ on (default: nodes x ranks per node of the job)", None),
+    ("comm-timeout", "float", 300.0, "seconds a collective waits for the other ranks before "
+     "its case fails (a dead or hung rank); the session then ends and writes what it measured",
+     None),
+    ("comm-version", "str", None, "version directory of the hcom tables under "
+     "<DEVICE>/hccl/ (default: v<CANN> on an NPU, vnccl<version> on CUDA, vgloo-torch<version> "
+     "on CPU)", None),
+    ("nproc", "count", None, "re-launch this pytest invocation under torchrun with N ranks on "
+     "this node (for collective cases) and return its exit status", None),
 )
 
 
@@ -144,6 +170,14 @@ def _value(config: pytest.Config, name: str, kind: str, default: object,
     if choices and value not in choices:
         raise pytest.UsageError(f"{dest}: {value!r} is not one of {', '.join(choices)}")
     return value
+
+
+def option_value(config: pytest.Config, name: str) -> object:
+    """One option of `_OPTIONS` as the command line, else the ini file, else its default."""
+    for option, kind, default, _, choices in _OPTIONS:
+        if option == name:
+            return _value(config, name, kind, default, choices)
+    raise KeyError(name)
 
 
 def check_usage(config: pytest.Config) -> None:

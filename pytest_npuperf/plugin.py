@@ -13,8 +13,18 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .options import add_options, check_usage
-from .state import RESULT_PROPERTY, existing_session, mark_start, replay_session
+from .comm.launch import rank_env, relaunch, xdist_in_use
+from .comm.ops import OP_NAMES
+from .comm_settings import read_comm_settings
+from .options import add_options, check_usage, option_value
+from .state import (
+    RESULT_PROPERTY,
+    comm_session,
+    existing_comm,
+    existing_session,
+    mark_start,
+    replay_session,
+)
 
 if TYPE_CHECKING:
     from .measure.cases import CaseRef
@@ -53,10 +63,41 @@ class _ResultCollector:
                 replay.record(value)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """`--npuperf-nproc N`: run this same invocation under torchrun instead (collectives)."""
+    nproc = option_value(config, "nproc")
+    if not nproc or _rank_env().launched:
+        return None
+    if xdist_in_use(config.option):
+        raise pytest.UsageError("--npuperf-nproc runs every rank as one pytest process: drop "
+                                "-n / --dist (xdist)")
+    params = config.invocation_params
+    return relaunch(int(nproc), params.args, params.dir)
+
+
+def _rank_env():
+    """This process's place in a torchrun job (rank 0 of 1 outside one)."""
+    try:
+        return rank_env()
+    except ValueError as exc:
+        raise pytest.UsageError(f"npuperf: {exc}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     mark_start(config)
     config.pluginmanager.register(_ResultCollector(config), "npuperf-results")
     config.addinivalue_line("markers", "npuperf: a replay case of pytest_npuperf")
+    for op in OP_NAMES:
+        config.addinivalue_line("markers", f"{op}: collective cases of {op}")
+    env = _rank_env()
+    read_comm_settings(config, env)  # a bad collective option: one usage-error line
+    if env.launched:
+        if xdist_in_use(config.option):
+            raise pytest.UsageError("npuperf: under torchrun every rank is one pytest process; "
+                                    "xdist (-n / --dist) cannot be used: drop it")
+        if env.rank > 0:
+            config.option.verbose = min(config.option.verbose, -1)  # rank 0 reports
     if config.pluginmanager.hasplugin("html"):
         from . import html_hooks
 
@@ -67,9 +108,24 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "npuperf_case" in metafunc.fixturenames:
         replay_session(metafunc.config).parametrize(metafunc)
+    if "npuperf_comm_case" in metafunc.fixturenames:
+        comm_session(metafunc.config).parametrize(metafunc)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under torchrun, kernel replays are left out: every rank would replay and write them."""
+    if _rank_env().world < 2:
+        return
+    kernel = [item for item in items if _case_of(item)]
+    if kernel:
+        config.hook.pytest_deselected(items=kernel)
+        items[:] = [item for item in items if not _case_of(item)]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    comm = existing_comm(session.config)
+    if comm is not None:
+        comm.after_collection(session.items)
     replay = existing_session(session.config)
     if replay is None:
         return
@@ -115,6 +171,24 @@ def _case_of(item: pytest.Item) -> CaseRef | None:
 def npuperf_case(request: pytest.FixtureRequest) -> CaseRef:
     """The database row this case replays (parametrized by the plugin)."""
     return request.param
+
+
+@pytest.fixture
+def npuperf_comm_case(request: pytest.FixtureRequest):
+    """The collective sweep point this case measures (parametrized by the plugin)."""
+    return request.param
+
+
+@pytest.fixture
+def npuperf_collective(request: pytest.FixtureRequest):
+    """Measure a collective sweep point on every rank; rank 0 keeps the result."""
+    comm = comm_session(request.config)
+
+    def run(point):
+        result = comm.run_case(point, request.node.nodeid)
+        comm.outcome(result, request.session)
+        return result
+    return run
 
 
 @pytest.fixture
@@ -196,6 +270,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    comm = existing_comm(session.config)
+    if comm is not None and comm.finish():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     replay = existing_session(session.config)
     if replay is None:
         return
@@ -208,9 +285,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    comm = existing_comm(config)
+    if comm is not None and comm.env.launched and comm.env.is_root and (comm.results or comm.notes):
+        terminalreporter.section("npuperf collectives")
+        for line in comm.terminal_lines():
+            terminalreporter.write_line(line)
     replay = existing_session(config)
     if replay is None or not replay.active or replay.is_worker:
         return
+    if replay.outcome is None and not replay.notes:
+        return  # no kernel case ran (e.g. only collectives were selected)
     from .report.terminal import terminal_lines
 
     terminalreporter.section("npuperf")
@@ -224,6 +308,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    comm = existing_comm(config)
+    if comm is not None:
+        comm.release()
     replay = existing_session(config)
     if replay is not None:
         replay.release()

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .comm_session import CommSession
     from .session import ReplaySession
 
 RESULT_PROPERTY = "npuperf_result"
 SESSION_KEY = pytest.StashKey["ReplaySession"]()
+COMM_KEY = pytest.StashKey["CommSession"]()
 _STARTED = pytest.StashKey[float]()
 
 
@@ -43,3 +45,19 @@ def replay_session(config: pytest.Config) -> ReplaySession:
         replay = ReplaySession(config)
         config.stash[SESSION_KEY] = replay
     return replay
+
+
+def existing_comm(config: pytest.Config) -> CommSession | None:
+    """The run's collective session if a collective case was parametrized."""
+    return config.stash.get(COMM_KEY, None)
+
+
+def comm_session(config: pytest.Config) -> CommSession:
+    """The run's collective session, created on first use (no torch until cases run)."""
+    comm = config.stash.get(COMM_KEY, None)
+    if comm is None:
+        from .comm_session import CommSession
+
+        comm = CommSession(config)
+        config.stash[COMM_KEY] = comm
+    return comm

@@ -1,0 +1,54 @@
+"""`npuperf import-nccl-tests`: logs to hcom tables, through the same upsert as pytest runs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from pathlib import Path
+
+from ..db.errors import NpuperfError
+from ..db.layout import HCCL_DIR
+from .importers import ImportOptions, import_log
+from .sweep import check_grid
+from .table import write_tables
+
+
+def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
+                num_devices: int | None = None, topology_tier: int | None = None,
+                grid_shape: str | None = None, dtype: str | None = None,
+                dry_run: bool = False) -> str:
+    """Import every log (all read before anything is written) and say what was done."""
+    grid = None
+    if grid_shape:
+        try:
+            grid = check_grid(int(t) for t in grid_shape.replace(",", " ").split())
+        except ValueError as exc:
+            raise NpuperfError(f"--grid-shape {grid_shape!r}: {exc}") from None
+    stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+    options = ImportOptions(op=op, num_devices=num_devices, topology_tier=topology_tier,
+                            grid=grid, dtype=dtype,
+                            run_id=f"import-{stamp}-{uuid.uuid4().hex[:8]}")
+    try:
+        imported = [import_log(path, options) for path in logs]
+    except ValueError as exc:  # an unknown --op, a bad grid
+        raise NpuperfError(str(exc)) from None
+    rows: dict[str, list[dict[str, str]]] = {}
+    lines = []
+    for log in imported:
+        rows.setdefault(log.file_name, []).extend(log.rows)
+        lines.append(f"{log.path}: {log.format} {log.op}, {log.num_devices} rank(s), topology "
+                     f"tier {log.topology_tier}: {len(log.rows)} row(s)")
+        lines += [f"  note: {note}" for note in log.notes]
+    if not any(rows.values()):
+        raise NpuperfError("no row to import (see the notes above)" if lines else "no log")
+    stats = write_tables(directory, rows, purpose=f"npuperf import-nccl-tests {options.run_id}",
+                         dry_run=dry_run)
+    if Path(directory).resolve().parent.name != HCCL_DIR:
+        lines.append(f"  note: {directory} is not a <DEVICE>/{HCCL_DIR}/<version> directory, "
+                     f"where simulators look for hcom tables")
+    verb = "would be" if dry_run else "were"
+    for item in stats:
+        lines.append(f"{directory / item.file}: {item.updated} row(s) {verb} replaced, "
+                     f"{item.added} added, {item.kept} other row(s) kept")
+        lines += [f"  note: {note}" for note in item.notes]
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""Collective cases end to end: two real gloo ranks under torchrun (two runs only: each pays
+torch's import per rank). The measurement loop's cases are in test_comm_measure.py."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+
+import pytest
+
+from tests.replay_project import FAST
+
+BENCH = '''
+def test_collective(npuperf_comm_case, npuperf_collective):
+    npuperf_collective(npuperf_comm_case)
+'''
+ATLAS = "ATLAS_800_A3_752T_128G_DIE"
+# Where rank 0 writes: a device and version named here, not the machine's.
+NAMES = ["--npuperf-device-name", "TESTCPU", "--npuperf-comm-version", "gloo-test",
+         "--npuperf-comm-timeout", "60", *FAST]
+RUN_TIMEOUT_S = 180  # a hang guard only; the runs take seconds
+
+
+def table(path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def digest(root) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+DEATH = """
+import os
+import signal
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    if os.environ.get("RANK") == "1" and item.nodeid.endswith("[all_to_all-4KiB-2r-FLOAT-tier1]"):
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(pytester):
+    """One real job (each rank pays torch's import): `--npuperf-nproc 2` re-launches under
+    torchrun; the float8 cases are skipped (gloo has no float8) and the next cases run on the
+    same groups; rank 1 is killed in the last all_to_all case: rank 0 fails that case at once,
+    the session ends, and rank 0 writes the cases it measured: it replaces the row of a point
+    measured again, keeps the others and their unknown columns, and leaves the Ascend tables
+    of the database alone."""
+    pytester.makepyfile(test_collectives=BENCH)
+    pytester.makeconftest(DEATH)
+    version = pytester.path / "db" / ATLAS / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
+    version.mkdir(parents=True)
+    ascend = pytester.path / "db" / ATLAS / "hccl" / "v8.5"
+    ascend.mkdir(parents=True)
+    (ascend / "hcom_allReduce_.csv").write_text(
+        "message_bytes,num_devices,dtype,topology_tier,Duration(us),bandwidth_gbps\n"
+        "1024,2,DT_FLOAT,1,7.0,0.14\n")
+    before = digest(pytester.path / "db")
+    mine = pytester.path / "out" / "TESTCPU" / "hccl" / "vgloo-test"
+    mine.mkdir(parents=True)
+    (mine / "hcom_allReduce_.csv").write_text(
+        "message_bytes,num_devices,dtype,topology_tier,Duration(us),bandwidth_gbps,owner\n"
+        "1024,2,DT_FLOAT,1,999.0,0.001,keepme\n"
+        "8192,2,DT_FLOAT,1,5.0,1.6,other\n")
+    result = pytester.runpytest_subprocess(
+        "--npuperf-nproc", "2", "--npuperf-comm-ops", "all_reduce,all_to_all",
+        "--npuperf-comm-sizes", "1K,4K", "--npuperf-comm-dtypes", "FLOAT,FLOAT8_E4M3",
+        "--npuperf-db", str(version), "--npuperf-out", str(pytester.path / "out"), *NAMES,
+        timeout=RUN_TIMEOUT_S)
+    out = result.stdout.str()
+    assert result.ret != 0, out
+    assert "1 failed, 3 passed, 2 skipped" in out, out + result.stderr.str()
+    assert out.count("npuperf collectives") == 1  # rank 0 reports
+    assert "skipped: gloo does not run all_reduce on DT_FLOAT8_E4M3" in out
+    assert "fault: rank 0:" in out and "the session ends" in out
+    assert "Timed out" not in out  # the closed connection said so, not the 60 s timeout
+    rows = {r["message_bytes"]: r for r in table(mine / "hcom_allReduce_.csv")}
+    assert sorted(rows, key=int) == ["1024", "4096", "8192"]
+    assert rows["1024"]["owner"] == "keepme" and rows["1024"]["Duration(us)"] != "999.0"
+    assert rows["1024"]["run_id"] and rows["1024"]["backend"] == "gloo"
+    assert rows["1024"]["check"].startswith("ok") and rows["8192"]["Duration(us)"] == "5.0"
+    assert float(rows["4096"]["Duration(us)"]) > 0 and rows["4096"]["ranks"] == "0-1"
+    assert [r["message_bytes"] for r in table(mine / "hcom_alltoallv_.csv")] == ["1024"]
+    run = json.loads(next((mine / "reports").glob("comm_run_*.json")).read_text())
+    assert run["by_status"] == {"ok": 3, "skipped": 2, "fault": 1} and run["world"] == 2
+    assert digest(pytester.path / "db") == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--npuperf-comm-dtypes", "complex64"], "unsupported collective dtype"),
+    (["--npuperf-comm-tiers", "3"], "tiers are 0"),
+    (["--npuperf-grid-shape", "2 x"], "not a whole number"),
+    (["--npuperf-comm-min-bytes", "4K", "--npuperf-comm-max-bytes", "1K"], "min"),
+])
+def test_bad_collective_options_are_one_usage_error_line(pytester, monkeypatch, args, message):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    pytester.makepyfile(test_collectives=BENCH)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_without_torchrun_one_case_says_how_to_get_ranks(pytester):
+    pytester.makepyfile(test_collectives=BENCH)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "-k", "all_gather")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*torchrun --nproc-per-node N*--npuperf-nproc N*"])
+
+
+def test_xdist_is_refused_under_torchrun(pytester, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    pytester.makepyfile(test_collectives=BENCH)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*xdist (-n / --dist) cannot be used*"])
