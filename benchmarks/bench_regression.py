@@ -74,8 +74,14 @@ def _slowed_on_the_gpu(call, device):
     events[1].record()
     torch.cuda.synchronize()
     extra_us = events[0].elapsed_time(events[1]) * 1e3 / 30 / 2
-    khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or 1_755_000  # kHz
-    cycles = max(1, int(extra_us * khz / 1e3))
+    # The spin's cycles per microsecond, measured (the SM clock moves with load).
+    probe = 100_000
+    events[0].record()
+    torch.cuda._sleep(probe)
+    events[1].record()
+    torch.cuda.synchronize()
+    per_us = probe / max(events[0].elapsed_time(events[1]) * 1e3, 1e-3)
+    cycles = max(1, int(extra_us * per_us))
 
     def slow():
         out = call()
