@@ -20,6 +20,8 @@ from .measure.policy import (
     METHOD_EVENTS,
     METHOD_GRAPH,
     METHOD_PROFILER,
+    PROFILER_AUTO,
+    PROFILERS,
     STATISTICS,
     UPDATE_MODES,
     SamplingPolicy,
@@ -69,6 +71,18 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "in float64)", None),
     ("verify-every", "int", 0, "with --npuperf-verify, also verify every Nth case of each "
      "kernel type (1: every case; 0: only the first)", None),
+    ("profiler", "str", PROFILER_AUTO, "where NPU kernel times come from: msprof re-runs this "
+     "command as a child under the msprof command line and stores the kernel device times and "
+     "counters msprof recorded inside each case's mstx range; torch_npu runs one "
+     "torch_npu.profiler session around the whole session; none keeps the events timing; auto: "
+     "msprof on an NPU host where the msprof command is found (and the run's test files name "
+     "npuperf_case), else torch_npu there, none elsewhere", PROFILERS),
+    ("keep-prof", "bool", False, "keep the raw profiler output under <out>/msprof (or "
+     "<out>/torch_npu) after a successful run; it is always kept when something went wrong",
+     None),
+    ("strict-stack", "bool", False, "on an NPU, a database version directory that does not "
+     "match the running vLLM-Ascend / torch / CANN versions is an error (default: a warning)",
+     None),
 )
 
 
@@ -182,13 +196,17 @@ class Settings:
     grid: str | None
     threads: int | None = None  # None: the default share of the cores
     verify: int | None = None  # None: off; 0: first case per kernel type; N: also every Nth
+    profiler: str = PROFILER_AUTO  # as requested; ReplaySession.profiler resolves it
+    keep_prof: bool = False
+    strict_stack: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
                 "prune_empty": self.prune_empty, "dry_run": self.dry_run, "out": str(self.out),
                 "method": self.method, "case_timeout_s": self.case_timeout_s,
                 "policy": asdict(self.policy), "grid": self.grid, "threads": self.threads,
-                "verify": self.verify}
+                "verify": self.verify, "profiler": self.profiler,
+                "keep_prof": self.keep_prof, "strict_stack": self.strict_stack}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -225,4 +243,6 @@ def read_settings(config: pytest.Config) -> Settings:
                     policy=policy, case_timeout_s=timeout if timeout > 0 else None,
                     grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None,
                     threads=None if threads is None else int(threads),
-                    verify=every if values["verify"] or every else None)
+                    verify=every if values["verify"] or every else None,
+                    profiler=str(values["profiler"]), keep_prof=bool(values["keep-prof"]),
+                    strict_stack=bool(values["strict-stack"]))

@@ -14,6 +14,10 @@
   row's latency (an earlier value there stays; missing-only runs measure the row again).
 - Pruning (`--npuperf-prune-empty-duration-rows`) deletes only rows whose case ran and did not
   fail and that had no duration before the run and still have none; it says which.
+- Under msprof or torch_npu's profiler, the statistics are those of the case's kernels and
+  the mean of each hardware counter goes to `MicroBench <counter>`; a case whose kernels could
+  not be found (`unattributed`) keeps its own timing in the MicroBench columns, not in
+  `Average Duration(us)`.
 - MatMulV2/V3/Common: when the device says which of them ran (msprof), the measurement lands
   in that type's file if it holds the signature; replays never add rows.
 - Device isolation: a database of another device is never written; the measuring device
@@ -51,6 +55,7 @@ from ..db.columns import (
     MICROBENCH_WARMUP,
     OUTPUT_SHAPES,
     PROFILING_AVERAGE_DURATION,
+    microbench_counter,
     parse_duration,
 )
 from ..db.database import Database, Table
@@ -68,13 +73,21 @@ from ..db.merge import (
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.transaction import Transaction
 from .outcome import BackfillOutcome, FileOutcome, GapRow
-from .result import FAILING_STATUSES, STATUS_NOISY, STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT, CaseResult
+from .result import (
+    FAILING_STATUSES,
+    STATUS_NOISY,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    STATUS_SUSPECT,
+    STATUS_UNATTRIBUTED,
+    CaseResult,
+)
 
 _STATUS_MAX = 300
 _EXAMPLES = 3
 # Preference when several results target the same row (duplicate rows, MatMul aliases);
 # these statuses also keep their statistics in the MicroBench columns.
-_RANK = {STATUS_OK: 0, STATUS_NOISY: 1, STATUS_SUSPECT: 2}
+_RANK = {STATUS_OK: 0, STATUS_NOISY: 1, STATUS_SUSPECT: 2, STATUS_UNATTRIBUTED: 3}
 
 
 def is_measurement_column(column: str) -> bool:
@@ -114,6 +127,8 @@ def _values(result: CaseResult, run_id: str) -> dict[str, str]:
             MICROBENCH_OUTLIERS: str(stats.outliers),
             MICROBENCH_WARMUP: str(result.warmup),
         })
+        values.update({microbench_counter(name): format_number(value)
+                       for name, value in result.counters.items()})
         if result.status == STATUS_OK:
             values[AVERAGE_DURATION] = format_number(result.value)
     return values
