@@ -31,6 +31,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """The msprof wrap (--npuperf-profiler): this process re-runs the invocation under msprof
+    and writes what the child measured; the session itself does not run here."""
+    from .wrap import run_wrapped, should_wrap
+
+    return run_wrapped(config) if should_wrap(config) else None
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from . import hookspecs
 
