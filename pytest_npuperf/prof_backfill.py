@@ -35,7 +35,7 @@ from .measure.groupstats import group_means, group_precision, group_stats
 from .measure.msprof import find_handoffs, read_handoff, run_export
 from .measure.outcome import SessionInfo
 from .measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
-from .measure.profiled import attribute_results, launches_of
+from .measure.profiled import attribute_results, gc_paused, launches_of
 from .measure.result import STATUS_OK, CaseResult
 from .options import check_db_dir
 from .report.terminal import terminal_lines
@@ -133,8 +133,16 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
 
 def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
                      prune_empty: bool = False, dry_run: bool = False,
-                     statistic: str = "median") -> list[str]:
-    """Fill `database` from the profiler output at `prof_path`; returns the summary lines."""
+                     statistic: str = "median", reports: bool = True) -> list[str]:
+    """Fill `database` from the profiler output at `prof_path`; returns the summary lines.
+    `reports=False` writes the database only (benchmarks time the ingest on its own)."""
+    with gc_paused():
+        return _backfill_profile(Path(prof_path), Path(database), update_mode, prune_empty,
+                                 dry_run, statistic, reports)
+
+
+def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_empty: bool,
+                      dry_run: bool, statistic: str, reports: bool) -> list[str]:
     started = time.time()
     database = Path(database)
     try:
@@ -143,8 +151,8 @@ def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all
         raise NpuperfError(str(exc).replace("--npuperf-db", "--database-path")) from None
     notes: list[str] = []
     sources = _exported(Path(prof_path), notes)
-    catalog = CaseCatalog(database)
     handoffs = find_handoffs(prof_path)
+    catalog = None if handoffs else CaseCatalog(database)
     results: list[CaseResult] = []
     for path in handoffs:
         results += read_handoff(path).results
@@ -158,12 +166,14 @@ def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all
         results = _signature_results(catalog, sources, statistic, notes)
         how = "kernel type and signature (no markers, no hand-off)"
     if handoffs or len(markers):
-        outcome = attribute_results(results, sources)
+        outcome = attribute_results(results, sources)  # its kernels are freed on return
         notes += outcome.notes
         notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
                      f"unattributed; {outcome.kernels:,} kernel launch(es), "
                      f"{outcome.markers:,} marker(s)")
     notes.insert(0, f"matched by {how}; {len(results)} case(s) from {prof_path}")
+    if catalog is None:
+        catalog = CaseCatalog(database)
     if update_mode == "missing-only":
         done = catalog.measured()
         keep = []
@@ -187,5 +197,6 @@ def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all
                 "database_device": device_of(database)},
         options={"prof_path": str(prof_path), "update_mode": update_mode,
                  "prune_empty": prune_empty, "dry_run": dry_run, "statistic": statistic})
-    paths = None if dry_run else write_reports(outcome, results, info, database / REPORTS_DIR)
+    paths = (write_reports(outcome, results, info, database / REPORTS_DIR)
+             if reports and not dry_run else None)
     return terminal_lines(outcome, results, info, paths)

@@ -141,6 +141,12 @@ class ParentRun:
         self.problem = False  # something went wrong: the raw output is kept
 
     def finish(self) -> int:
+        from .measure.profiled import gc_paused
+
+        with gc_paused():
+            return self._finish()
+
+    def _finish(self) -> int:
         from .db.errors import NpuperfError
         from .measure.msprof import HANDOFF_NAME, read_handoff
 

@@ -46,3 +46,11 @@ def test_counter_means_skip_missing_values_per_column():
     assert means[0].tolist()[0] == 2.0 and math.isnan(means[0][1])
     assert means[1].tolist() == [5.0, 2.0]
     assert np.isnan(means[2]).all()
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(-10**12, 10**12)), max_size=30))
+def test_bulk_number_formatting_equals_the_single_formatter(values):
+    from pytest_npuperf.db.merge import format_number, format_numbers
+
+    assert format_numbers(values) == [format_number(v) for v in values]

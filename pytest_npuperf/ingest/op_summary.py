@@ -42,7 +42,6 @@ from ..db.columns import (
     OUTPUT_DTYPES,
     OUTPUT_SHAPES,
 )
-from ..db.csvfile import scan_csv
 from ..db.database import walk_files
 from ..db.errors import CellError, ContractError, NpuperfError, clip, os_error
 from ..db.layout import normalize_kernel_type
@@ -281,24 +280,24 @@ class _KernelReader:
         counters = [c for c in COUNTERS if c in header]
         launch = [c for c in LAUNCH_KEY if c in header]
         device_col = DEVICE_COLUMN if DEVICE_COLUMN in header else None
-        text_cols = [type_col, *identity, *([device_col] if device_col else [])]
-        numeric = [start_col, duration_col, *counters, *launch]
-        layout = scan_csv(path, keep_skip=True)
-        if layout.short_count:
-            self.notes.append(f"{path}: {layout.describe('short')}: skipped")
-        if layout.long_count:
-            self.notes.append(f"{path}: {layout.describe('long')}: extra trailing fields ignored")
-        wanted = {raw[c] for c in [*text_cols, *numeric]}
+        text_cols = [type_col, *identity]
+        numeric = [start_col, duration_col, *counters, *launch,
+                   *([device_col] if device_col else [])]
+        # No byte scan first (as kernel_details.py does): these tables come from msprof, run
+        # to 10^6-10^7 rows, and the scan would double the read. A short record gets NaN in
+        # its missing fields (dropped when its time is missing), a long one or stray bytes in
+        # a number is a one-line error below.
+        wanted = [raw[c] for c in dict.fromkeys([*text_cols, *numeric])]
         dtypes = {raw[c]: str for c in text_cols}
         dtypes.update({raw[c]: "float64" for c in numeric})
         matrix_index = [COUNTERS.index(c) for c in counters]
         offset = 0
         try:
-            reader = pd.read_csv(path, usecols=lambda c: c in wanted, dtype=dtypes,
+            reader = pd.read_csv(path, usecols=wanted, dtype=dtypes,
                                  encoding="utf-8-sig", chunksize=self.chunk_rows,
                                  keep_default_na=False, engine="c", index_col=False,
                                  na_values={raw[c]: NA_VALUES for c in numeric},
-                                 skiprows=layout.skip or None)
+                                 on_bad_lines="error")
             for chunk in reader:
                 chunk.columns = [c.strip() for c in chunk.columns]
                 self._chunk(chunk, source, device_hint, device_col, type_col, start_col,
@@ -313,7 +312,7 @@ class _KernelReader:
         except ValueError as exc:
             if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
                 raise
-            self._raise_bad_number(path, raw, numeric, layout.skip or None)
+            self._raise_bad_number(path, raw, numeric, None)
             raise ContractError(f"{path}: unparsable number: {clip(str(exc), 160)}") from None
         except OSError as exc:
             raise os_error(path, exc) from None
@@ -327,8 +326,8 @@ class _KernelReader:
         start = chunk[start_col].to_numpy(np.float64)
         duration = chunk[duration_col].to_numpy(np.float64)
         if device_col is not None:
-            device = pd.to_numeric(chunk[device_col], errors="coerce").fillna(-1)
-            device = device.to_numpy().astype(np.int32)
+            device = np.nan_to_num(chunk[device_col].to_numpy(np.float64), nan=-1.0)
+            device = device.astype(np.int32)
         else:
             device = np.full(n, device_hint, np.int32)
         matrix = np.full((n, len(COUNTERS)), np.nan)
@@ -336,8 +335,7 @@ class _KernelReader:
             matrix[:, matrix_index] = chunk[counters].to_numpy(np.float64)
         keep = (type_code >= 0) & np.isfinite(start) & np.isfinite(duration) & (duration > 0)
         if launch:
-            key = chunk[launch].assign(__start=start, __type=type_code)
-            keep &= ~key.duplicated().to_numpy()
+            keep &= ~_repeated_launches(chunk[launch].to_numpy(np.float64), start, type_code)
         part = {"type_code": type_code, "start": start, "duration": duration, "device": device,
                 "counters": matrix, "source": np.full(n, source, np.int32)}
         if self.with_identity:
@@ -366,9 +364,16 @@ class _KernelReader:
 
     def table(self) -> KernelTable:
         def joined(name: str, dtype, width: int | None = None) -> np.ndarray:
-            if not self.parts:
-                return np.empty((0, width), dtype) if width else np.empty(0, dtype)
-            return np.concatenate([p[name] for p in self.parts])
+            """The parts' arrays end to end, each part's released once copied (the counter
+            matrix of 10^6 rows must not exist twice)."""
+            total = sum(len(p[name]) for p in self.parts)
+            out = np.empty((total, width) if width else total, dtype)
+            at = 0
+            for part in self.parts:
+                size = len(part[name])
+                out[at:at + size] = part.pop(name)
+                at += size
+            return out
 
         return KernelTable(
             types=self.types, type_code=joined("type_code", np.int32),
@@ -378,6 +383,22 @@ class _KernelReader:
             identity=joined("identity", np.int32) if self.with_identity else None,
             identities=self.identities, files=self.files, notes=self.notes,
             skipped=self.skipped)
+
+
+def _repeated_launches(key: np.ndarray, start: np.ndarray, type_code: np.ndarray) -> np.ndarray:
+    """Records that repeat an earlier one's launch (same start, type, stream, task, context):
+    only rows sharing a start time with another are compared (rare; sorting all is not)."""
+    out = np.zeros(len(start), bool)
+    order = np.argsort(start, kind="stable")
+    ordered = start[order]
+    same = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if not len(same):
+        return out
+    candidates = np.unique(np.concatenate([order[same], order[same + 1]]))
+    rows = np.column_stack([start[candidates], type_code[candidates], key[candidates]])
+    frame = pd.DataFrame(rows)
+    out[candidates[frame.duplicated().to_numpy()]] = True
+    return out
 
 
 def read_kernels(sources: list[ProfileSource], *, with_identity: bool = False,

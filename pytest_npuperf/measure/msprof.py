@@ -71,10 +71,16 @@ class Handoff:
     path: Path | None = None
 
 
+_IDENTITY = ("case_id", "nodeid", "kernel_type", "file", "signature")
+_DEFAULTS = {k: v for k, v in CaseResult(*([""] * len(_IDENTITY))).to_dict().items()
+             if k not in _IDENTITY and k != "timestamp"}
+
+
 def _result_line(result: CaseResult) -> str:
-    data = result.to_dict()
-    data.pop("samples", None)  # the profile gives the samples; the stats stay as a fallback
-    data.pop("detail", None)
+    """A case's result without its default-valued fields (10^5 cases travel through here),
+    its samples (the profile gives them; the statistics stay as a fallback) or traceback."""
+    data = {k: v for k, v in result.to_dict().items()
+            if k not in ("samples", "detail") and _DEFAULTS.get(k, _DEFAULTS) != v}
     return json.dumps({"result": data}, allow_nan=False, ensure_ascii=False)
 
 

@@ -12,7 +12,10 @@ kernels could not be found keeps its own timing in the MicroBench columns, with 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,9 +36,26 @@ from .result import (
     STATUS_UNATTRIBUTED,
     CaseResult,
 )
+from .stats import SampleStats
 
 BOUND_SLACK = 0.95  # as the runner: timer granularity slack below the physical bound
+# SampleStats fields after `samples`, in its order.
+_STATS_FIELDS = ("mean", "median", "std", "min", "max", "p90", "q1", "q3", "outliers")
 _ATTRIBUTABLE = (STATUS_OK, STATUS_NOISY, STATUS_SUSPECT)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Cyclic garbage collection off while 10^5 results and their dicts are built and
+    written: each collection rescans every live container, which made loading a large run
+    several times slower. Nothing built here holds reference cycles worth collecting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def launches_of(kernel_type: str) -> tuple[str, ...]:
@@ -95,29 +115,36 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     noisy = noise_reasons(stats)
     means = group_means(case_of, kernels.counters[kernel_of], groups)
     order = np.lexsort((kernels.start[kernel_of], case_of))
-    ordered = durations[order]
-    offsets = np.concatenate(([0], np.cumsum(stats.count)[:-1]))
+    ordered = durations[order].tolist()  # per case, in launch order (for plots)
+    count = stats.count.tolist()
+    offsets = np.concatenate(([0], np.cumsum(stats.count)[:-1])).tolist()
+    columns = [getattr(stats, name).tolist() for name in _STATS_FIELDS]
+    precision = {name: values.tolist() for name, values in precision.items()}
+    counter_rows = means.tolist()
+    complete = (~np.isnan(means).any(axis=1)).tolist() if means.size else [False] * groups
     attributed = 0
     for group, (index, found) in enumerate(zip(indices, attribution.cases)):
         result = results[index]
-        result.extra_kernels = dict(sorted(found.extra.items()))
-        if found.problem or not stats.count[group]:
+        if found.extra:
+            result.extra_kernels = dict(sorted(found.extra.items()))
+        if found.problem or not count[group]:
             result.status = STATUS_UNATTRIBUTED
             result.error = found.problem or "no samples left after the warmup calls"
             continue
         attributed += 1
-        sample_stats = stats.sample_stats(group)
+        sample_stats = SampleStats(count[group], *(c[group] for c in columns))
         result.stats = sample_stats
-        kept = ordered[offsets[group]:offsets[group] + stats.count[group]]
+        kept = ordered[offsets[group]:offsets[group] + count[group]]
         step = max(1, -(-len(kept) // MAX_KEPT_SAMPLES))
-        result.samples = kept[::step].tolist()
-        value = float(precision[result.statistic][group])
+        result.samples = kept[::step]
+        value = precision[result.statistic][group]
         result.precision = value if math.isfinite(value) else None
         result.method = method
         result.measured_kernel_type = found.measured_type
-        result.counters = {name: float(v) for name, v in zip(COUNTERS, means[group])
-                           if not math.isnan(v)}
-        result.time_in_calls_s = float(sample_stats.mean * sample_stats.samples / 1e6)
+        result.counters = (dict(zip(COUNTERS, counter_rows[group])) if complete[group] else
+                           {name: v for name, v in zip(COUNTERS, counter_rows[group])
+                            if v == v})  # NaN: no such counter in the profile
+        result.time_in_calls_s = sample_stats.mean * sample_stats.samples / 1e6
         result.status, result.error = STATUS_OK, ""
         if result.bound_us and sample_stats.min < BOUND_SLACK * result.bound_us:
             result.status = STATUS_SUSPECT

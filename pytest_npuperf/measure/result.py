@@ -39,7 +39,7 @@ FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)
 MAX_KEPT_SAMPLES = 200
 
 
-@dataclass
+@dataclass(slots=True)  # 10^5 results live through a session: no per-instance dict
 class CaseResult:
     case_id: str
     nodeid: str

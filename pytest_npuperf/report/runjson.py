@@ -101,7 +101,6 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "bytes": _num(result.bytes),
         "bound_us": _num(result.bound_us),
         "verified": result.verified,
-        "counters": {k: _num(v) for k, v in result.counters.items()},
         "extra_kernels": dict(result.extra_kernels),
         "achieved_tflops": _num(tflops),
         "achieved_gbps": _num(gbps),
