@@ -166,7 +166,8 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
         results = _signature_results(catalog, sources, statistic, notes)
         how = "kernel type and signature (no markers, no hand-off)"
     if handoffs or len(markers):
-        outcome = attribute_results(results, sources)  # its kernels are freed on return
+        # The kernels are freed on return, before the database is read.
+        outcome = attribute_results(results, sources, markers=markers)
         notes += outcome.notes
         notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
                      f"unattributed; {outcome.kernels:,} kernel launch(es), "

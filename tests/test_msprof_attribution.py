@@ -126,7 +126,7 @@ def test_instant_marks_are_not_ranges_and_bad_numbers_are_one_line_errors(tmp_pa
     path.write_text(path.read_text().replace("6.0,9.0", "6.0,soon"))
     from pytest_npuperf.db.errors import ContractError
 
-    with pytest.raises(ContractError, match=r"row 2: a time or pid is not a number"):
+    with pytest.raises(ContractError, match=r"row 2: End_time\(us\) 'soon' is not a number"):
         read_marker_file(path)
 
 

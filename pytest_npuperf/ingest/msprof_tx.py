@@ -26,14 +26,15 @@ marks have nothing to contain.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..db.errors import ContractError, clip, os_error
+from ..db.table import read_header
 
 MESSAGE = "message"
 _HOST_START = ("Start_time(us)", "Start_time(ns)", "Start_time")
@@ -75,71 +76,63 @@ class MarkerTable:
                    [f for t in tables for f in t.files], [n for t in tables for n in t.notes])
 
 
-def _number(text: str) -> float:
-    text = text.strip()
-    if text in _NA:
-        return math.nan
-    return float(text)
+def _column(header: list[str], names: tuple[str, ...]) -> str | None:
+    return next((name for name in names if name in header), None)
 
 
-def _column(header: list[str], names: tuple[str, ...]) -> tuple[int, str] | None:
-    for name in names:
-        if name in header:
-            return header.index(name), name
-    return None
+def _numbers(frame: pd.DataFrame, column: str | None, path: Path) -> np.ndarray:
+    """A column as float64 (NaN for N/A and empty); anything else is an error naming the row."""
+    if column is None:
+        return np.full(len(frame), math.nan)
+    text = frame[column].str.strip()
+    values = pd.to_numeric(text, errors="coerce")
+    bad = values.isna() & ~text.isin(_NA)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ContractError(f"{path}: row {row + 1}: {column} {clip(text.iloc[row])} is not a "
+                            f"number")
+    return values.to_numpy(np.float64)
 
 
 def read_marker_file(path: Path, source: int = 0) -> MarkerTable:
     """The ranges of one marker summary. A malformed number is an error naming its row."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            return _parse(csv.reader(handle), path, source)
+        header = [h.strip() for h in read_header(path)]
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig",
+                            engine="c", index_col=False, on_bad_lines="skip")
+        with open(path, "rb") as handle:
+            lines = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path}: not UTF-8 text (offset {exc.start})") from None
+    except pd.errors.ParserError as exc:
+        raise ContractError(f"{path}: malformed CSV: {clip(str(exc), 160)}") from None
     except OSError as exc:
         raise os_error(path, exc) from None
-
-
-def _parse(reader, path: Path, source: int) -> MarkerTable:
-    header = [h.strip() for h in next(reader, [])]
+    frame.columns = header[:len(frame.columns)]
     start_col, end_col = _column(header, _HOST_START), _column(header, _HOST_END)
     if MESSAGE not in header or start_col is None or end_col is None:
         raise ContractError(f"{path}: not an msprof_tx summary (needs a message column and "
                             f"Start_time/End_time columns; header: {clip(','.join(header))})")
-    scale = 1e-3 if not start_col[1].endswith("(us)") else 1.0  # ns (6.x) -> us
-    where = {name: header.index(name) for name in header}
-    message, pid, event = where[MESSAGE], where.get("pid"), where.get("event_type")
-    dev_id = where.get("Device_id")
-    dev_start, dev_end = where.get(DEVICE_START), where.get(DEVICE_END)
-    rows: list[tuple] = []
-    skipped = 0
-    for number, row in enumerate(reader, start=1):
-        if not row:
-            continue
-        if len(row) != len(header):
-            skipped += 1
-            continue
-        try:
-            host = (_number(row[start_col[0]]) * scale, _number(row[end_col[0]]) * scale)
-            device = ((_number(row[dev_start]), _number(row[dev_end]))
-                      if dev_start is not None and dev_end is not None else (math.nan, math.nan))
-            process = int(_number(row[pid])) if pid is not None and row[pid].strip() not in _NA \
-                else -1
-        except ValueError:
-            raise ContractError(f"{path}: row {number}: a time or pid is not a number "
-                                f"({clip(','.join(row), 160)})") from None
-        kind = row[event].strip() if event is not None else ""
-        times, on_device = (device, True) if not math.isnan(device[0]) else (host, False)
-        if math.isnan(times[0]) or math.isnan(times[1]):
-            continue
-        if kind and kind not in _RANGE_EVENTS and times[1] <= times[0]:
-            continue  # an instant mark
-        device_id = row[dev_id].strip() if dev_id is not None else ""
-        rows.append((process, int(device_id) if device_id.isdigit() else -1, times[0],
-                     times[1], on_device, row[message]))
+    scale = 1.0 if start_col.endswith("(us)") else 1e-3  # ns (6.x) -> us
+    host_start = _numbers(frame, start_col, path) * scale
+    host_end = _numbers(frame, end_col, path) * scale
+    dev_start = _numbers(frame, DEVICE_START if DEVICE_START in header else None, path)
+    dev_end = _numbers(frame, DEVICE_END if DEVICE_END in header else None, path)
+    on_device = ~np.isnan(dev_start) & ~np.isnan(dev_end)
+    start = np.where(on_device, dev_start, host_start)
+    end = np.where(on_device, dev_end, host_end)
+    pid = np.nan_to_num(_numbers(frame, "pid" if "pid" in header else None, path), nan=-1)
+    device = (pd.to_numeric(frame["Device_id"].str.strip(), errors="coerce").fillna(-1)
+              .to_numpy() if "Device_id" in header else np.full(len(frame), -1.0))
+    event = (frame["event_type"].str.strip().to_numpy() if "event_type" in header
+             else np.full(len(frame), "", dtype=object))
+    ranged = np.isin(event, list(_RANGE_EVENTS)) | (event == "") | (end > start)
+    keep = ~np.isnan(start) & ~np.isnan(end) & ranged
     table = MarkerTable(
-        np.full(len(rows), source, np.int32), np.array([r[0] for r in rows], np.int64),
-        np.array([r[1] for r in rows], np.int32), np.array([r[2] for r in rows], np.float64),
-        np.array([r[3] for r in rows], np.float64), np.array([r[4] for r in rows], bool),
-        [r[5] for r in rows], [path])
+        np.full(int(keep.sum()), source, np.int32), pid[keep].astype(np.int64),
+        device[keep].astype(np.int32), start[keep], end[keep], on_device[keep],
+        frame[MESSAGE].to_numpy()[keep].tolist(), [path])
+    skipped = max(lines - 1 - len(frame), 0)
     if skipped:
         table.notes.append(f"{path}: {skipped} row(s) with another field count than the "
                            f"header were skipped")

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..db.columns import COUNTERS
 from ..devices.mstx import mstx_message
+from ..ingest.msprof_tx import MarkerTable
 from ..ingest.op_summary import KernelTable, ProfileSource, find_sources, read_kernels, read_markers
 from ..kernels.catalog import entry_for
 from .attribution import Attribution, CaseSpec, attribute_by_markers, attribute_by_order
@@ -156,14 +157,16 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
 
 
 def attribute_results(results: list[CaseResult], path: str | Path | list[ProfileSource], *,
-                      method: str = METHOD_MSPROF, order_method: str = METHOD_MSPROF_ORDER
-                      ) -> ProfileOutcome:
-    """Read the profile at `path` and complete the results it holds kernels for."""
+                      method: str = METHOD_MSPROF, order_method: str = METHOD_MSPROF_ORDER,
+                      markers: MarkerTable | None = None) -> ProfileOutcome:
+    """Read the profile at `path` and complete the results it holds kernels for (`markers`:
+    its marker table, when the caller has read it already)."""
     sources = path if isinstance(path, list) else find_sources(path)
     outcome = ProfileOutcome(sources=sources)
     indices, specs = case_specs(results)
     outcome.kernel_types = sorted({results[i].kernel_type for i in indices})
-    markers = read_markers(sources)
+    if markers is None:
+        markers = read_markers(sources)
     use_markers = len(markers) > 0
     kernels = read_kernels(sources, with_identity=not use_markers)
     outcome.kernels, outcome.markers = len(kernels), len(markers)
