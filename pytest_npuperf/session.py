@@ -307,6 +307,7 @@ class ReplaySession:
             return
         if self.workers > 1:
             _ = self.backend  # refuses more workers than devices before any case runs
+        self.profiler.check(self.backend.kind)
         self._preflight()
         if self.writes_ready or self.settings.dry_run:
             return

@@ -13,6 +13,7 @@ Modes as this process sees them:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from .db.errors import NpuperfError
 from .measure.msprof import write_handoff
 from .measure.policy import METHOD_TORCH_NPU, PROFILER_MSPROF, PROFILER_NONE, PROFILER_TORCH_NPU
-from .measure.profiler_mode import CHILD_ENV, resolve_profiler
+from .measure.profiler_mode import CHILD_ENV, SOURCE_CANN, resolve_profiler
 from .measure.result import CaseResult
 
 MODE_CHILD = "child"
@@ -55,12 +56,18 @@ class SessionProfiler:
     def profiled(self) -> bool:
         return self.mode in (MODE_CHILD, PROFILER_TORCH_NPU)
 
+    def check(self, kind: str) -> None:
+        """Before any case: torch_npu's profiler only profiles an NPU session."""
+        if self.mode == PROFILER_TORCH_NPU and kind != "npu":
+            hint = ("" if importlib.util.find_spec("torch_npu") else
+                    f" (torch_npu is not installed here: install it and {SOURCE_CANN})")
+            raise pytest.UsageError(f"--npuperf-profiler torch_npu profiles NPU kernels; this "
+                                    f"session measures on {kind}{hint}")
+
     def start(self, backend) -> None:
         """Before the process's first case: markers the collector sees, and (torch_npu) the
         profiler session itself."""
-        if self.mode == PROFILER_TORCH_NPU and backend.kind != "npu":
-            raise pytest.UsageError(f"--npuperf-profiler torch_npu profiles NPU kernels; this "
-                                    f"session measures on {backend.kind}")
+        self.check(backend.kind)
         if self.mode == MODE_CHILD and backend.kind == "npu":
             from .devices.mstx import MstxUnavailable
 

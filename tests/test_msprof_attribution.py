@@ -277,3 +277,13 @@ def test_counts_in_a_large_profile_are_exact(tmp_path):
         assert result.precision == pytest.approx(relative_precision(timed, "median"))
 
 
+
+
+def test_a_launch_exported_twice_is_counted_once(tmp_path):
+    kernels = calls("Add", T0 + 10, 4)
+    twin = Kernel("Add", kernels[2].start, kernels[2].duration, task=kernels[2].task or 2)
+    kernels[2].task = twin.task
+    summaries(prof_dir(tmp_path), [*kernels, twin], [Range("add", T0, T0 + 100)])
+    result = case("add", "Add", calls=4, warmup=1)
+    attribute_results([result], tmp_path)
+    assert result.status == STATUS_OK and result.stats.samples == 3

@@ -92,3 +92,17 @@ def test_stack_and_custom_op_checks():
     assert custom_op_problems(["RmsNorm", "MatMulV2"], {}) == []
     problems = custom_op_problems(["AddRmsNormBias", "RmsNorm"], {})
     assert problems and all(p.startswith("AddRmsNormBias: ") for p in problems)
+
+
+def test_torch_npu_profiler_off_the_npu_is_one_line_before_any_case(pytester, monkeypatch):
+    monkeypatch.delenv("NPUPERF_MSPROF_CHILD", raising=False)
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    db = write_db(pytester.path / "db", {"RmsNorm": ROWS})
+    result = pytester.runpytest("bench", "--npuperf-db", str(db), "--npuperf-out",
+                                str(pytester.path / "out"), *FAST,
+                                "--npuperf-profiler", "torch_npu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    [line] = [x for x in result.errlines if x.startswith("ERROR")]
+    assert line.startswith("ERROR: --npuperf-profiler torch_npu profiles NPU kernels; this "
+                           "session measures on cpu (torch_npu is not installed here: install "
+                           "it and source the CANN environment first")

@@ -334,8 +334,6 @@ class _KernelReader:
         if counters:
             matrix[:, matrix_index] = chunk[counters].to_numpy(np.float64)
         keep = (type_code >= 0) & np.isfinite(start) & np.isfinite(duration) & (duration > 0)
-        if launch:
-            keep &= ~_repeated_launches(chunk[launch].to_numpy(np.float64), start, type_code)
         part = {"type_code": type_code, "start": start, "duration": duration, "device": device,
                 "counters": matrix, "source": np.full(n, source, np.int32)}
         if self.with_identity:
@@ -343,6 +341,13 @@ class _KernelReader:
                                 else np.zeros(n, np.int32))
             if not identity and not self.identities:
                 self.identities.append(("",) * len(IDENTITY_COLUMNS))
+        if launch:
+            # With shapes read, a record of another signature at the same launch is kept
+            # (as the parse aggregation does); without them, it counts as a repeat.
+            key = chunk[launch].to_numpy(np.float64)
+            if self.with_identity:
+                key = np.column_stack([key, part["identity"]])
+            keep &= ~_repeated_launches(key, start, type_code)
         self.skipped += int(n - keep.sum())
         self.parts.append({k: v[keep] for k, v in part.items()})
 
