@@ -13,7 +13,6 @@ Modes as this process sees them:
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from .db.errors import NpuperfError
 from .measure.msprof import write_handoff
 from .measure.policy import METHOD_TORCH_NPU, PROFILER_MSPROF, PROFILER_NONE, PROFILER_TORCH_NPU
-from .measure.profiler_mode import CHILD_ENV, SOURCE_CANN, resolve_profiler
+from .measure.profiler_mode import CHILD_ENV, SOURCE_CANN, resolve_profiler, torch_npu_present
 from .measure.result import CaseResult
 
 MODE_CHILD = "child"
@@ -59,7 +58,7 @@ class SessionProfiler:
     def check(self, kind: str) -> None:
         """Before any case: torch_npu's profiler only profiles an NPU session."""
         if self.mode == PROFILER_TORCH_NPU and kind != "npu":
-            hint = ("" if importlib.util.find_spec("torch_npu") else
+            hint = ("" if torch_npu_present() else
                     f" (torch_npu is not installed here: install it and {SOURCE_CANN})")
             raise pytest.UsageError(f"--npuperf-profiler torch_npu profiles NPU kernels; this "
                                     f"session measures on {kind}{hint}")

@@ -43,11 +43,17 @@ from ..db.columns import (
     OUTPUT_SHAPES,
 )
 from ..db.database import walk_files
-from ..db.errors import CellError, ContractError, NpuperfError, clip, os_error
+from ..db.errors import CellError, ContractError, NpuperfError, clip
 from ..db.layout import normalize_kernel_type
 from ..db.table import read_header
 from .aggregate import _factorize_rows
-from .kernel_details import DEFAULT_CHUNK_ROWS, NA_VALUES, _bad_number
+from .kernel_details import (
+    DEFAULT_CHUNK_ROWS,
+    NA_VALUES,
+    _bad_number,
+    csv_read_errors,
+    existing_path,
+)
 from .msprof_tx import MarkerTable, read_marker_file
 
 OUTPUT_DIR = "mindstudio_profiler_output"
@@ -141,13 +147,7 @@ def _ascend_pt_source(root: Path) -> ProfileSource:
 
 def find_sources(path: str | Path) -> list[ProfileSource]:
     """Every run directory below `path` (or `path` itself), in path order."""
-    path = Path(path)
-    try:
-        path.stat()
-    except FileNotFoundError:
-        raise NpuperfError(f"{path}: no such file or directory") from None
-    except OSError as exc:
-        raise os_error(path, exc) from None
+    path = existing_path(path)
     if path.is_file():
         source = ProfileSource(path.parent, "files")
         if "msprof_tx" in path.name:
@@ -221,6 +221,15 @@ def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
     return next((name for name in names if name in header), None)
 
 
+def _intern(index: dict, items: list, key) -> int:
+    """The code of `key` in `items`, appended on first sight."""
+    code = index.get(key)
+    if code is None:
+        code = index[key] = len(items)
+        items.append(key)
+    return code
+
+
 class _KernelReader:
     def __init__(self, with_identity: bool, chunk_rows: int) -> None:
         self.with_identity = with_identity
@@ -242,12 +251,7 @@ class _KernelReader:
             if text.upper() in _NO_TYPE:
                 lookup[i] = -1
                 continue
-            name = normalize_kernel_type(text)
-            code = self._type_of.get(name)
-            if code is None:
-                code = self._type_of[name] = len(self.types)
-                self.types.append(name)
-            lookup[i] = code
+            lookup[i] = _intern(self._type_of, self.types, normalize_kernel_type(text))
         return lookup[codes]
 
     def _identity_codes(self, chunk: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -256,11 +260,7 @@ class _KernelReader:
         values = [chunk[c].to_numpy() for c in columns]
         for code, row in enumerate(first):
             cells = tuple(str(v[row]) for v in values)
-            known = self._identity_of.get(cells)
-            if known is None:
-                known = self._identity_of[cells] = len(self.identities)
-                self.identities.append(cells)
-            lookup[code] = known
+            lookup[code] = _intern(self._identity_of, self.identities, cells)
         return lookup[codes]
 
     def add(self, path: Path, source: int, device_hint: int) -> None:
@@ -291,8 +291,7 @@ class _KernelReader:
         dtypes = {raw[c]: str for c in text_cols}
         dtypes.update({raw[c]: "float64" for c in numeric})
         matrix_index = [COUNTERS.index(c) for c in counters]
-        offset = 0
-        try:
+        with csv_read_errors(path, lambda: self._raise_bad_number(path, raw, numeric)):
             reader = pd.read_csv(path, usecols=wanted, dtype=dtypes,
                                  encoding="utf-8-sig", chunksize=self.chunk_rows,
                                  keep_default_na=False, engine="c", index_col=False,
@@ -302,20 +301,6 @@ class _KernelReader:
                 chunk.columns = [c.strip() for c in chunk.columns]
                 self._chunk(chunk, source, device_hint, device_col, type_col, start_col,
                             duration_col, counters, matrix_index, identity, launch)
-                offset += len(chunk)
-        except UnicodeDecodeError as exc:
-            raise ContractError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                                f"offset {exc.start})") from None
-        except pd.errors.ParserError as exc:
-            raise ContractError(f"{path}: malformed CSV: "
-                                f"{clip(str(exc).strip().splitlines()[-1], 160)}") from None
-        except ValueError as exc:
-            if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
-                raise
-            self._raise_bad_number(path, raw, numeric, None)
-            raise ContractError(f"{path}: unparsable number: {clip(str(exc), 160)}") from None
-        except OSError as exc:
-            raise os_error(path, exc) from None
         self.files.append(path)
 
     def _chunk(self, chunk: pd.DataFrame, source: int, device_hint: int, device_col: str | None,
@@ -352,10 +337,10 @@ class _KernelReader:
         self.parts.append({k: v[keep] for k, v in part.items()})
 
     @staticmethod
-    def _raise_bad_number(path: Path, raw: dict[str, str], numeric: list[str], skip) -> None:
+    def _raise_bad_number(path: Path, raw: dict[str, str], numeric: list[str]) -> None:
         reader = pd.read_csv(path, usecols=lambda c: c in {raw[n] for n in numeric}, dtype=str,
                              encoding="utf-8-sig", chunksize=DEFAULT_CHUNK_ROWS,
-                             keep_default_na=False, index_col=False, skiprows=skip)
+                             keep_default_na=False, index_col=False)
         offset = 0
         for chunk in reader:
             chunk.columns = [c.strip() for c in chunk.columns]

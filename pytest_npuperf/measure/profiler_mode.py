@@ -23,7 +23,15 @@ def npu_host(device: str) -> bool:
     decided without importing torch_npu."""
     if device == "npu":
         return True
-    return device == "auto" and importlib.util.find_spec("torch_npu") is not None
+    return device == "auto" and torch_npu_present()
+
+
+def torch_npu_present() -> bool:
+    """Whether torch_npu can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec("torch_npu") is not None
+    except (ValueError, ImportError):  # loaded without a spec (an embedding or a stand-in)
+        return True
 
 
 def resolve_profiler(requested: str, device: str,
