@@ -71,6 +71,17 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from .prof_backfill import backfill_profile
+
+    for line in backfill_profile(args.prof_path, args.database_path,
+                                 update_mode=args.update_mode,
+                                 prune_empty=args.prune_empty_duration_rows,
+                                 dry_run=args.dry_run, statistic=args.statistic):
+        print(line)
+    return EXIT_OK
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from .db.validate import validate_path
 
@@ -226,6 +237,35 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--chunk-rows", type=_positive_int, default=200_000, metavar="N",
                        help=argparse.SUPPRESS)
     parse.set_defaults(func=cmd_parse)
+
+    fill = sub.add_parser(
+        "backfill", help="fill a database from existing msprof / torch_npu profiler output",
+        description="Attribute the kernels of existing profiler output (msprof PROF_* "
+                    "directories, torch_npu *_ascend_pt runs, or an earlier wrapped run's "
+                    "directory under <out>/msprof/) to database rows and write their "
+                    "durations (Average Duration(us) and the MicroBench statistics) and the "
+                    "25 MicroBench counters, then the reports. With the run's hand-off file "
+                    "and mstx markers every case gets the kernels inside its marker (checked "
+                    "against its calls and kernel types); markers alone name the cases; "
+                    "without either, kernels are matched to rows by kernel type and "
+                    "signature. Nothing is written on a failure.")
+    fill.add_argument("--prof-path", type=Path, required=True, metavar="DIR",
+                      help="profiler output: a run directory, a PROF_* or *_ascend_pt "
+                           "directory, or a directory holding them")
+    fill.add_argument("--database-path", type=Path, required=True, metavar="DIR",
+                      help="the database version directory to write")
+    fill.add_argument("--update-mode", choices=("all", "missing-only"), default="all",
+                      help="all rows the profile measured, or only rows without a valid "
+                           "Average Duration(us) (default: all)")
+    fill.add_argument("--prune-empty-duration-rows", action="store_true",
+                      help="after the backfill, delete measured rows that still have neither a "
+                           "replay nor a profiling duration")
+    fill.add_argument("--statistic", choices=("median", "mean"), default="median",
+                      help="what Average Duration(us) holds for cases without a hand-off "
+                           "(default: median; a hand-off keeps its session's choice)")
+    fill.add_argument("--dry-run", action="store_true",
+                      help="attribute and report what would change; write nothing")
+    fill.set_defaults(func=cmd_backfill)
 
     validate = sub.add_parser(
         "validate", help="check database CSVs against the data contract",

@@ -21,6 +21,8 @@ from .measure.policy import (
     METHOD_EVENTS,
     METHOD_GRAPH,
     METHOD_PROFILER,
+    PROFILER_AUTO,
+    PROFILERS,
     STATISTICS,
     UPDATE_MODES,
     SamplingPolicy,
@@ -108,6 +110,18 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "on CPU)", None),
     ("nproc", "count", None, "re-launch this pytest invocation under torchrun with N ranks on "
      "this node (for collective cases) and return its exit status", None),
+    ("profiler", "str", PROFILER_AUTO, "where NPU kernel times come from: msprof re-runs this "
+     "command as a child under the msprof command line and stores the kernel device times and "
+     "counters msprof recorded inside each case's mstx range; torch_npu runs one "
+     "torch_npu.profiler session around the whole session; none keeps the events timing; auto: "
+     "msprof on an NPU host where the msprof command is found (and the run's test files name "
+     "npuperf_case), else torch_npu there, none elsewhere", PROFILERS),
+    ("keep-prof", "bool", False, "keep the raw profiler output under <out>/msprof (or "
+     "<out>/torch_npu) after a successful run; it is always kept when something went wrong",
+     None),
+    ("strict-stack", "bool", False, "on an NPU, a database version directory that does not "
+     "match the running vLLM-Ascend / torch / CANN versions is an error (default: a warning)",
+     None),
 )
 
 
@@ -234,6 +248,9 @@ class Settings:
     regression_threshold: float = DEFAULT_THRESHOLD
     shard: tuple[int, int] | None = None  # (i, n), 1-based
     figures: bool = True
+    profiler: str = PROFILER_AUTO  # as requested; ReplaySession.profiler resolves it
+    keep_prof: bool = False
+    strict_stack: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
@@ -242,7 +259,9 @@ class Settings:
                 "policy": asdict(self.policy), "grid": self.grid, "threads": self.threads,
                 "verify": self.verify, "history": None if self.history is None else str(self.history),
                 "baseline": self.baseline, "regression_threshold": self.regression_threshold,
-                "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}"}
+                "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
+                "profiler": self.profiler,
+                "keep_prof": self.keep_prof, "strict_stack": self.strict_stack}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -290,7 +309,9 @@ def read_settings(config: pytest.Config) -> Settings:
                     history=history_path, baseline=str(values["baseline"]).strip() or None
                     if values["baseline"] else None, regression_threshold=threshold,
                     shard=parse_shard(values["shard"]) if values["shard"] else None,
-                    figures=not values["no-figures"])
+                    figures=not values["no-figures"],
+                    profiler=str(values["profiler"]), keep_prof=bool(values["keep-prof"]),
+                    strict_stack=bool(values["strict-stack"]))
 
 
 def parse_shard(text: object) -> tuple[int, int]:

@@ -65,15 +65,19 @@ class _ResultCollector:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """`--npuperf-nproc N`: run this same invocation under torchrun instead (collectives)."""
+    """This process may run the session elsewhere and return its exit status:
+    `--npuperf-nproc N` re-runs this invocation under torchrun (collectives); the msprof wrap
+    (--npuperf-profiler) re-runs it under msprof and writes what the child measured."""
     nproc = option_value(config, "nproc")
-    if not nproc or _rank_env().launched:
-        return None
-    if xdist_in_use(config.option):
-        raise pytest.UsageError("--npuperf-nproc runs every rank as one pytest process: drop "
-                                "-n / --dist (xdist)")
-    params = config.invocation_params
-    return relaunch(int(nproc), params.args, params.dir)
+    if nproc and not _rank_env().launched:
+        if xdist_in_use(config.option):
+            raise pytest.UsageError("--npuperf-nproc runs every rank as one pytest process: "
+                                    "drop -n / --dist (xdist)")
+        params = config.invocation_params
+        return relaunch(int(nproc), params.args, params.dir)
+    from .wrap import run_wrapped, should_wrap
+
+    return run_wrapped(config) if should_wrap(config) else None
 
 
 def _rank_env():

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # torch: imported when the first case runs, not when cases ar
     from .history.keeper import HistoryKeeper
     from .measure.compare import Comparison
     from .measure.runner import CaseRunner
+    from .session_profiler import SessionProfiler
 
 
 def _worker_index(config: pytest.Config) -> int | None:
@@ -89,6 +90,7 @@ class ReplaySession:
         self._runner: CaseRunner | None = None
         self._lock: DatabaseLock | None = None
         self._own: Database | None = None  # this device's database, when not the source
+        self._profiler: SessionProfiler | None = None
         self.collection_error: str | None = None  # raised as a UsageError after collection
         self.interrupted = False
         self.writes_ready = False  # checked writable (and locked) before the first case
@@ -109,6 +111,17 @@ class ReplaySession:
         if self._settings is None:
             self._settings = read_settings(self.config)
         return self._settings
+
+    @property
+    def profiler(self) -> SessionProfiler:
+        """The session's device profiler (--npuperf-profiler): see session_profiler.py."""
+        if self._profiler is None:
+            from .session_profiler import SessionProfiler
+
+            self._profiler = SessionProfiler(self.settings.profiler, self.settings.device,
+                                             self.settings.out, self.run_id)
+            self.notes += self._profiler.notes
+        return self._profiler
 
     @property
     def backend(self) -> Backend:
@@ -306,6 +319,8 @@ class ReplaySession:
             return
         if self.workers > 1:
             _ = self.backend  # refuses more workers than devices before any case runs
+        self.profiler.check(self.backend.kind)
+        self._preflight()
         if not self.writes_ready:
             try:
                 self.keeper.check(write=not self.settings.dry_run)
@@ -332,6 +347,26 @@ class ReplaySession:
             self.active = False  # nothing will be measured, so nothing must be written
             raise pytest.UsageError(f"npuperf: {exc}") from None
 
+    def _preflight(self) -> None:
+        """NPU sessions: the database's software stack against the running one (a warning,
+        an error with --npuperf-strict-stack) and the custom-operator environment of the
+        selected kernel types, said before the first case."""
+        if self.settings.grid or self.backend.kind != "npu":
+            return
+        from .measure.preflight import custom_op_problems, stack_mismatches
+
+        mismatches = stack_mismatches(self.source.name)
+        if mismatches and self.settings.strict_stack:
+            raise pytest.UsageError(f"npuperf: --npuperf-strict-stack: {'; '.join(mismatches)}")
+        lines = [f"warning: {m} (--npuperf-strict-stack makes this an error)" for m in mismatches]
+        lines += [f"warning: {p} (these cases will fail)"
+                  for p in custom_op_problems({r.kernel_type for r in self.case_refs()})]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            self.notes.append(line.removeprefix("warning: "))
+            if reporter is not None:
+                reporter.write_line(f"npuperf: {line}")
+
     def release(self) -> None:
         if self._keeper is not None:
             self._keeper.close()
@@ -345,9 +380,12 @@ class ReplaySession:
         if self._runner is None:
             from .measure.runner import CaseRunner, RunnerOptions
 
+            profiler = self.profiler
             self._runner = CaseRunner(self.backend, RunnerOptions(
                 policy=self.settings.policy, method=self.method,
-                case_timeout_s=self.settings.case_timeout_s, verify=self.settings.verify))
+                case_timeout_s=self.settings.case_timeout_s, verify=self.settings.verify,
+                profiled=profiler.profiled))
+            profiler.start(self.backend)  # before the first case: markers, profiler session
         return self._runner
 
     @property
@@ -404,12 +442,16 @@ class ReplaySession:
 
     def run_case(self, ref: CaseRef, nodeid: str) -> CaseResult:
         row = self.catalog.row(ref)
-        return self.runner.run(ref, row, nodeid, str(self.source / ref.file))
+        result = self.runner.run(ref, row, nodeid, str(self.source / ref.file))
+        self.profiler.tag(result)
+        return result
 
     def close_runner(self) -> None:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+        if self._profiler is not None:
+            self._profiler.stop()
 
     # -- results and the end of the session ------------------------------------------------------
     def record(self, data: dict) -> None:
@@ -472,11 +514,14 @@ class ReplaySession:
         if not self.active or self.is_worker or self.config.option.collectonly:
             return True
         settings = self.settings
+        if self.profiler.mode == "child":
+            return self._hand_off(interrupted)
         if not self.writes_ready and not (settings.dry_run and self.results):
             return True  # no case ran (all deselected, or a usage error): nothing to write
         if interrupted:
             self.notes.append("session interrupted: the database was left as it was")
             return True
+        self.notes += self.profiler.complete(self.results, settings.keep_prof)
         if settings.grid:
             self.outcome = BackfillOutcome(source=self.source, target=None, native=False,
                                            dry_run=settings.dry_run, run_id=self.run_id,
@@ -559,3 +604,26 @@ class ReplaySession:
         except Exception as exc:  # a bug or a broken matplotlib: say so, keep the reports
             self.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
             self.figures = {}
+
+    def _hand_off(self, interrupted: bool) -> bool:
+        """The msprof child: what was measured goes to the parent, which writes."""
+        import dataclasses
+
+        if interrupted:
+            self.notes.append("session interrupted: no hand-off written")
+            return True
+        grid = bool(self.settings.grid)
+        header = {
+            "source": str(self.source), "target": None if grid else str(self.target),
+            "native": False if grid else self.native, "grid": grid,
+            "reports_dir": str(self.reports_dir), "run_id": self.run_id, "stamp": self.stamp,
+            "dry_run": self.settings.dry_run, "prune_empty": self.settings.prune_empty,
+            "keep_prof": self.settings.keep_prof, "writes_ready": self.writes_ready,
+            "info": dataclasses.asdict(self.session_info()), "notes": list(self.notes)}
+        self.release()  # the parent takes the lock for its backfill
+        self._attempt(lambda: self.profiler.write_handoff(header, self.results),
+                      "the hand-off to the msprof parent was not written",
+                      "interrupted while writing the hand-off")
+        self.notes.append(f"measured {len(self.results)} case(s) under msprof; the parent "
+                          f"process attributes the kernels and writes the database")
+        return True

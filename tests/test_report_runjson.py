@@ -65,7 +65,8 @@ def test_totals_and_duty_cycle() -> None:
     assert totals["per_case_overhead_s"] == pytest.approx((40.0 - 1.86) / 10)
     assert totals["cases_wall_s"] == pytest.approx(sum(c["wall_s"] for c in data["cases"]))
     assert totals["by_status"] == {"ok": 4, "failed": 1, "error": 1, "timeout": 1,
-                                   "skipped": 2, "suspect": 1, "noisy": 0, "crashed": 0}
+                                   "skipped": 2, "suspect": 1, "noisy": 0, "crashed": 0,
+                                   "unattributed": 0}
     assert totals["by_kernel_type"]["MatMulV2"] == {"cases": 2, "ok": 2}
     assert totals["by_kernel_type"]["GroupedMatmul"] == {"cases": 2, "skipped": 2}
     assert sum(v["cases"] for v in totals["by_kernel_type"].values()) == 10

@@ -57,6 +57,22 @@ def format_number(value: float | int | None) -> str:
     return f"{value:.10g}"
 
 
+_NOT_FINITE = frozenset({"nan", "inf", "-inf"})
+
+
+def format_numbers(values: Sequence[float | None]) -> list[str]:
+    """`[format_number(v) for v in values]`, formatted by one C-level `%` operation: a
+    backfill of 10^5 rows formats millions of numbers."""
+    if not values:
+        return []
+    numbers = (tuple(values) if None not in values
+               else tuple(math.nan if v is None else v for v in values))
+    texts = (("%.10g\x1f" * len(numbers))[:-1] % numbers).split("\x1f")
+    if "n" in "".join(texts):  # nan, inf: no measurement
+        texts = ["" if t in _NOT_FINITE else t for t in texts]
+    return texts
+
+
 def row_signatures(frame: pd.DataFrame, kernel_type: str
                    ) -> tuple[list[Signature | None], list[tuple[int, CellError]]]:
     """The signature of every row (None where a cell cannot be parsed) and those errors.
@@ -113,36 +129,37 @@ def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signat
         bad_rows = len(errors)
     else:
         bad_rows = sum(s is None for s in signatures)
-    value_columns: list[str] = []
-    for update in updates.values():
-        value_columns.extend(c for c in (*update.values, *update.fill_empty)
-                             if c not in value_columns)
+    # Columns in first-seen order; sets, not lists, for membership (10^5 updates).
+    key_sets = {(tuple(u.values), tuple(u.fill_empty)) for u in updates.values()}
+    value_columns = list(dict.fromkeys(c for values, fill in key_sets for c in (*values, *fill)))
     frame = ensure_columns(frame, kernel_type, value_columns)
-    current = {c: frame[c].tolist() for c in value_columns if any(
-        c in u.fill_empty for u in updates.values())}
+    fill_columns = {c for _, fill in key_sets for c in fill}
+    current = {c: frame[c].tolist() for c in value_columns if c in fill_columns}
 
-    positions: dict[str, list[int]] = {c: [] for c in value_columns}
-    new_values: dict[str, list[str]] = {c: [] for c in value_columns}
+    rows: list[tuple[int, RowUpdate]] = []
     matched: set[Signature] = set()
-    updated_rows = 0
     for pos, sig in enumerate(signatures):
         update = updates.get(sig) if sig is not None else None
-        if update is None:
-            continue
-        matched.add(sig)
-        updated_rows += 1
-        for col, text in update.values.items():
-            positions[col].append(pos)
-            new_values[col].append(text)
-        for col, text in update.fill_empty.items():
-            if col not in update.values and not str(current[col][pos]).strip():
-                positions[col].append(pos)
-                new_values[col].append(text)
+        if update is not None:
+            matched.add(sig)
+            rows.append((pos, update))
+    updated_rows = len(rows)
+    all_positions = [pos for pos, _ in rows]
     for col in value_columns:
-        if positions[col]:
+        texts = [update.values.get(col) for _, update in rows]
+        if col in fill_columns:
+            texts = [update.fill_empty.get(col) if text is None
+                     and not str(current[col][pos]).strip() else text
+                     for text, (pos, update) in zip(texts, rows)]
+        if None in texts:
+            kept = [(pos, text) for pos, text in zip(all_positions, texts) if text is not None]
+            positions, new_values = [p for p, _ in kept], [t for _, t in kept]
+        else:
+            positions, new_values = all_positions, texts
+        if positions:
             idx = frame.columns.get_loc(col)
             column = frame.iloc[:, idx].astype(object).to_numpy(copy=True)
-            column[positions[col]] = new_values[col]
+            column[positions] = new_values
             frame[col] = column
 
     unmatched = [sig for sig in updates if sig not in matched]

@@ -17,11 +17,11 @@ import torch
 
 from ..db.layout import KNOWN_DEVICES, detect_versions
 from .base import Backend, DeviceEventTimer, Peak, Timer
+from .mstx import MSTX_MESSAGE_LIMIT as MSTX_MESSAGE_LIMIT
+from .mstx import CannMstx, mstx_message
 from .peaks import ascend_peak
 
 FRACTAL_NZ_FORMAT_ID = 29  # ACL_FORMAT_FRACTAL_NZ, the id torch_npu.npu_format_cast takes
-# msprof keeps at most this many bytes of an mstx message (CANN documentation).
-MSTX_MESSAGE_LIMIT = 156
 
 
 class NpuUnavailable(RuntimeError):
@@ -38,12 +38,6 @@ def load_torch_npu() -> ModuleType:
     except Exception as exc:  # torch_npu raises many kinds of errors without CANN
         raise NpuUnavailable(f"torch_npu cannot be imported ({type(exc).__name__}: {exc}); "
                              f"source CANN's set_env.sh first") from exc
-
-
-def mstx_message(case_id: str) -> str:
-    """The marker text for a case, cut to what msprof keeps (UTF-8 bytes, whole characters)."""
-    data = case_id.encode()[:MSTX_MESSAGE_LIMIT]
-    return data.decode(errors="ignore")
 
 
 # SoC names torch_npu reports, by Atlas product family (the database device names say A2/A3).
@@ -70,6 +64,9 @@ class NpuBackend(Backend):
     def __init__(self, index: int = 0, database_device: str | None = None) -> None:
         super().__init__(index, database_device)
         self.torch_npu = load_torch_npu()
+        # Who emits the case ranges: torch_npu's mstx (collected by torch_npu's profiler), or
+        # CANN's mstx C API (collected by the msprof command line; see devices/mstx.py).
+        self._cann_mstx: CannMstx | None = None
         if not torch.npu.is_available():  # type: ignore[attr-defined]
             raise NpuUnavailable("torch_npu is installed but no NPU is visible")
 
@@ -110,11 +107,28 @@ class NpuBackend(Backend):
         name = self.database_device()
         return ascend_peak(name) if name in KNOWN_DEVICES else None
 
+    def use_cann_markers(self) -> None:
+        """Emit case ranges through CANN's mstx C API (a session under the msprof command
+        line, where torch_npu's mstx records nothing)."""
+        self._cann_mstx = CannMstx()
+
     @contextlib.contextmanager
     def named_range(self, name: str) -> Iterator[None]:
-        """An mstx range on the current stream: msprof exports it to msprof_tx_*.csv, which
-        ties the kernels launched inside it to this case."""
+        """An mstx range around the case's calls: msprof exports it to msprof_tx_*.csv, which
+        ties the kernels launched inside it to this case. The device is idle when it opens
+        (kernels queued while building the inputs do not start inside it)."""
+        self.synchronize()
+        if self._cann_mstx is not None:
+            cann = self._cann_mstx
+            range_id = cann.range_start(name)
+            try:
+                yield
+            finally:
+                self.synchronize()
+                cann.range_end(range_id)
+            return
         mstx = self.torch_npu.npu.mstx
+        # With a stream, torch_npu queues the marker with the kernels (device-side times too).
         range_id = mstx.range_start(mstx_message(name), self.torch_npu.npu.current_stream())
         try:
             yield

@@ -14,7 +14,8 @@ so is a header that names a column twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +79,8 @@ class KernelTableHeader:
         return [c for c in dict.fromkeys(wanted) if c in present]
 
 
-def find_kernel_details(path: str | Path) -> list[Path]:
-    """`path` itself, or every `kernel_details*.csv` below it (several ranks and runs)."""
+def existing_path(path: str | Path) -> Path:
+    """`path`, when it exists; else a one-line error saying why it cannot be read."""
     path = Path(path)
     try:
         path.stat()
@@ -87,6 +88,12 @@ def find_kernel_details(path: str | Path) -> list[Path]:
         raise NpuperfError(f"{path}: no such file or directory") from None
     except OSError as exc:
         raise os_error(path, exc) from None
+    return path
+
+
+def find_kernel_details(path: str | Path) -> list[Path]:
+    """`path` itself, or every `kernel_details*.csv` below it (several ranks and runs)."""
+    path = existing_path(path)
     if not path.is_dir():
         if not path.is_file():  # read twice (checked, then parsed): a pipe would not do
             raise NpuperfError(f"{path}: not a regular file (a FIFO or device?); give a "
@@ -119,6 +126,27 @@ def read_kernel_header(path: Path) -> KernelTableHeader:
     if all(k in present for k in LAUNCH_KEY):
         info.launch_key = LAUNCH_KEY + ((CONTEXT_ID,) if CONTEXT_ID in present else ())
     return info
+
+
+@contextlib.contextmanager
+def csv_read_errors(path: Path, locate_bad_number: Callable[[], None]) -> Iterator[None]:
+    """pandas' failures while reading a table, as one-line errors naming the file; a number
+    pandas could not convert is located first (`locate_bad_number` raises a CellError)."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}"
+                            f" at offset {exc.start}); re-export the file as UTF-8") from None
+    except pd.errors.ParserError as exc:
+        raise ContractError(f"{path}: malformed CSV: "
+                            f"{clip(str(exc).strip().splitlines()[-1], 160)}") from None
+    except OSError as exc:
+        raise os_error(path, exc) from None
+    except ValueError as exc:
+        if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
+            raise
+        locate_bad_number()
+        raise ContractError(f"{path}: unparsable number: {clip(str(exc), 160)}") from None
 
 
 def _bad_number(values: pd.Series) -> int | None:
@@ -185,26 +213,13 @@ class KernelDetailsReader:
         dtypes: dict[str, object] = dict.fromkeys(self.text, str)
         dtypes.update(dict.fromkeys(self.parsed_numeric, "float64"))
         offset = 0
-        try:
+        with csv_read_errors(info.path, self._raise_bad_number):
             reader = self._reader([*self.text, *self.parsed_numeric], dtypes,
                                   dict.fromkeys(self.parsed_numeric, NA_VALUES))
             for chunk in reader:
                 chunk.columns = [c.strip() for c in chunk.columns]
                 yield offset, chunk
                 offset += len(chunk)
-        except UnicodeDecodeError as exc:
-            raise ContractError(f"{info.path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}"
-                                f" at offset {exc.start}); re-export the file as UTF-8") from None
-        except pd.errors.ParserError as exc:
-            raise ContractError(f"{info.path}: malformed CSV: "
-                                f"{clip(str(exc).strip().splitlines()[-1], 160)}") from None
-        except OSError as exc:
-            raise os_error(info.path, exc) from None
-        except ValueError as exc:
-            if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
-                raise
-            self._raise_bad_number()
-            raise ContractError(f"{info.path}: unparsable number: {clip(str(exc), 160)}") from None
 
     def _raise_bad_number(self) -> None:
         """The C parser said a number is bad but not where: find it."""

@@ -37,11 +37,14 @@ MEAN_OVER_MEDIAN = 1.25
 def noise_reason(samples: list[float] | np.ndarray) -> str | None:
     """Why these samples are inconsistent with a quiet machine; None when they are not."""
     values = np.asarray(samples, dtype=np.float64)
-    n = values.size
-    if n < MIN_JUDGED:
+    if values.size < MIN_JUDGED:
         return None
-    low = float(values.min())
     q1, median, q3 = (float(q) for q in np.percentile(values, (25, 50, 75)))
+    return judge(float(values.min()), q1, median, q3, float(values.mean()))
+
+
+def judge(low: float, q1: float, median: float, q3: float, mean: float) -> str | None:
+    """The rule above, on the statistics of at least MIN_JUDGED samples."""
     if median <= 0:
         return None
     reasons = []
@@ -49,7 +52,6 @@ def noise_reason(samples: list[float] | np.ndarray) -> str | None:
         reasons.append(f"median {median / low:.2f}x its minimum")
     if q3 - q1 >= IQR_OVER_MEDIAN * median:
         reasons.append(f"interquartile range {100 * (q3 - q1) / median:.0f} % of the median")
-    mean = float(values.mean())
     if mean >= MEAN_OVER_MEDIAN * median:
         reasons.append(f"heavy tail: mean {mean / median:.2f}x the median")
     return "; ".join(reasons) or None

@@ -11,7 +11,19 @@ from dataclasses import dataclass
 METHOD_EVENTS = "events"
 METHOD_PROFILER = "profiler"
 METHOD_GRAPH = "graph"  # device-graph replays of a batch of calls, timed with device events
-METHOD_MSPROF = "msprof"
+METHOD_MSPROF = "msprof"  # kernel durations msprof recorded inside the case's mstx range
+# Kernel durations matched to the case by launch order, kernel type and shapes: the profile
+# had no marker output (CANN without msproftx export).
+METHOD_MSPROF_ORDER = "msprof (order + type, no markers)"
+# Kernel durations matched to a row by kernel type and shapes only (a profile without markers
+# and without the run's hand-off: `npuperf backfill` of foreign output).
+METHOD_MSPROF_SIGNATURE = "msprof (type + signature)"
+METHOD_TORCH_NPU = "torch_npu profiler"  # kernel durations of torch_npu's profiler, by marker
+
+# How an NPU session gets kernel device times (--npuperf-profiler).
+PROFILER_AUTO, PROFILER_MSPROF, PROFILER_TORCH_NPU, PROFILER_NONE = (
+    "auto", "msprof", "torch_npu", "none")
+PROFILERS = (PROFILER_AUTO, PROFILER_MSPROF, PROFILER_TORCH_NPU, PROFILER_NONE)
 
 STATISTICS = ("median", "mean")
 UPDATE_MODES = ("all", "missing-only")

@@ -27,8 +27,11 @@ STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, 
 # never stored as the row's latency.
 STATUS_NOISY = "noisy"
 STATUS_CRASHED = "crashed"  # the xdist worker running the case died
+# Measured, but the profiler's kernels could not be tied to the case (no marker, no kernel of
+# the expected type, a count that does not match its calls): the row keeps its latency.
+STATUS_UNATTRIBUTED = "unattributed"
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
-            STATUS_SUSPECT, STATUS_NOISY, STATUS_CRASHED)
+            STATUS_SUSPECT, STATUS_NOISY, STATUS_CRASHED, STATUS_UNATTRIBUTED)
 FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)  # the case fails
 
 # Results travel between processes and stay in memory for a whole session (10^5 cases): each
@@ -36,7 +39,7 @@ FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)
 MAX_KEPT_SAMPLES = 200
 
 
-@dataclass
+@dataclass(slots=True)  # 10^5 results live through a session: no per-instance dict
 class CaseResult:
     case_id: str
     nodeid: str
@@ -81,13 +84,18 @@ class CaseResult:
     reference_us: float | None = None
     # --npuperf-baseline: measure.compare.Comparison as a dict, decided where the case ran
     regression: dict[str, Any] | None = None
+    # Under a device profiler: what attribution needs (mstx marker text, pid, device index,
+    # wall-clock range in us, calls inside the range, the kernel types the call launches).
+    profile: dict[str, Any] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)  # mean hardware counters (msprof)
+    extra_kernels: dict[str, int] = field(default_factory=dict)  # other kernels in the range
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
     implementation: str = ""  # which implementation ran (`Prepared.implementation`)
 
     @property
     def measured(self) -> bool:
         return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT,
-                                                          STATUS_NOISY)
+                                                          STATUS_NOISY, STATUS_UNATTRIBUTED)
 
     @property
     def value(self) -> float | None:

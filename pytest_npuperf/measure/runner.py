@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import signal
 import threading
 import time
@@ -57,6 +58,8 @@ class RunnerOptions:
     method: str = METHOD_EVENTS
     case_timeout_s: float | None = None
     verify: int | None = None  # --npuperf-verify: None off, 0 first case per type, N every Nth
+    # Under a device profiler: record what attribution needs (result.profile).
+    profiled: bool = False
 
 
 @contextlib.contextmanager
@@ -112,6 +115,7 @@ class CaseRunner:
         self._flush_buffer: torch.Tensor | None = None
         self.last_samples: list[float] = []
         self._operand_dtype = ""  # the case being measured's first input dtype
+        self.last_range_us: tuple[float, float] | None = None  # wall clock inside the range
         self.stack = ", ".join(f"{k} {v}" for k, v in backend.stack().items())
         # The load average is machine-wide; the cores are those this process may use.
         self.cores = len(available_cores()) if backend.kind == "cpu" else None
@@ -175,6 +179,8 @@ class CaseRunner:
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             self._record(result, measured)
+            if self.options.profiled and measured.method == METHOD_EVENTS:
+                self._record_profile(result, measured)
             self._check_bound(result)
             self._check_noise(result, measured.samples)
         except CellError as exc:
@@ -208,9 +214,21 @@ class CaseRunner:
     def _events(self, name: str, call: Callable[[], object], deadline: float | None
                 ) -> Measured:
         with self.backend.named_range(name):
+            opened = time.time()
             run = sample(call, self.timer, self.options.policy, flush=self._flush(),
                          deadline=deadline)
+            self.last_range_us = (opened * 1e6, time.time() * 1e6)
         return Measured(run.samples, run, METHOD_EVENTS)
+
+    def _record_profile(self, result: CaseResult, measured: Measured) -> None:
+        """What ties the profiler's kernels to this case: every call inside the range (the
+        warmup calls first) launched the spec's kernels once."""
+        from .profiled import profile_record
+
+        run = measured.run
+        result.profile = profile_record(
+            result.case_id, result.kernel_type, pid=os.getpid(), device=self.backend.index,
+            calls=run.warmup + len(run.samples), warmup=run.warmup, range_us=self.last_range_us)
 
     def _profiled(self, name: str, call: Callable[[], object], deadline: float | None,
                   profiler: ProfilerSession) -> Measured:

@@ -20,7 +20,7 @@ def t95(degrees_of_freedom: int) -> float:
     return _T95[degrees_of_freedom - 1] if degrees_of_freedom <= len(_T95) else Z95
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SampleStats:
     """Statistics of one case's samples, in microseconds."""
 

@@ -9,6 +9,7 @@ from collections import Counter
 from ..measure.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 from ..measure.result import STATUS_SKIPPED, CaseResult
 from . import summary as S
+from .attribution import attribution_section, profiled
 from .names import gap_csv_name, html_name, run_json_name
 from .regression import markdown_section
 from .tables import md_table
@@ -25,7 +26,8 @@ EXAMPLE_DELETED = "deleted"
 
 STATUS_LABELS = {"ok": "OK", "failed": "Failed", "error": "Error", "timeout": "Timed out",
                  "skipped": "Skipped", "suspect": "Suspect", "noisy": "Noisy",
-                 "crashed": "Crashed (worker died)"}
+                 "crashed": "Crashed (worker died)",
+                 "unattributed": "Unattributed (profiler kernels not found)"}
 
 
 def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
@@ -41,6 +43,8 @@ def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
         "## Rows With No Measurement\n\n" + _examples(outcome.files, EXAMPLE_MISSING, "missing"),
         "## Deleted Rows\n\n" + _examples(outcome.files, EXAMPLE_DELETED, "deleted"),
         "## Duration Gap Hotspots\n\n" + _hotspots(hotspots),
+        *(["## Profiler Attribution\n\n" + attribution_section(results)]
+          if profiled(results) else []),
         "## Slowest Cases\n\n" + _slowest(results),
         "## Notes\n\n" + _notes(outcome, results),
     ]

@@ -114,6 +114,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "hbm_bound_us": _num(result.hbm_bound_us),
         "bound_by": result.bound_by,
         "verified": result.verified,
+        "extra_kernels": dict(result.extra_kernels),
         "achieved_tflops": _num(tflops),
         "achieved_gbps": _num(gbps),
         "mfu": _num(result.mfu),

@@ -1,0 +1,185 @@
+"""Speed and memory of ingesting an msprof run: `npuperf backfill` of a wrapped run's output
+(hand-off + op_summary + msprof_tx) into a database, attribution included, against
+`pandas.read_csv` of the same op_summary.
+
+Builds, in a temporary directory (not timed):
+- a database of 2 files x ROWS/2 rows (MatMulV2 and RmsNorm, distinct shapes);
+- a wrapped run's directory: the child's hand-off (one case per row: 2 warmup + 8 timed
+  calls), and `PROF_*/mindstudio_profiler_output/` with an op_summary of 10 kernel rows per
+  case made by replicating the rows of the real CANN 8.3 sample (realdata/op_summary/: its
+  counters, task type, block dims), each replica with the case's kernel type, shapes, its own
+  task id, start time and duration, and an msprof_tx summary with one range per case.
+
+Then, each in a fresh process, in the same run: (1) `pandas.read_csv(op_summary)`, the
+baseline; (2) `npuperf backfill --prof-path RUN --database-path DB` (read, attribute, write
+the database and the reports). Prints both wall times, their ratio and each process's peak
+RSS. Goal (issue 10): 2,000,000 kernel rows into 2 x 100,000 rows under 20 s and 2 GiB (the
+reference tool: 92 s, 1.55 GB, 20x read_csv). Timings on a shared machine are noisy.
+
+    python benchmarks/bench_msprof_ingest.py [--cases 200000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from bench_parse import run_measured  # noqa: E402
+
+REALDATA = Path(os.environ.get("NPUPERF_REALDATA") or HERE.parent.parent / "shared" / "realdata")
+CALLS, WARMUP = 10, 2
+T0 = 1_780_676_244_000_000.0  # us: the real sample's clock
+VERSION = "vllm0.18.0_torch2.9.0_cann8.5"
+
+
+def _sample() -> tuple[list[str], list[list[str]]]:
+    sample = next((REALDATA / "op_summary").glob("*_op_summary_*.csv"), None)
+    if sample is None:
+        raise SystemExit(f"no real op_summary sample under {REALDATA}/op_summary "
+                         f"(set NPUPERF_REALDATA)")
+    with open(sample, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader)
+        return header, [r for r in reader if r]
+
+
+def _matmul(i: int) -> tuple[str, ...]:
+    m, k, n = 1 + i % 500, 128 * (1 + (i // 500) % 20), 64 * (1 + i // 10_000)
+    return (f"{m},{k};{n},{k}", "DT_BF16;DT_BF16", "ND;ND", f"{m},{n}", "DT_BF16", "ND")
+
+
+def _rmsnorm(i: int) -> tuple[str, ...]:
+    t, d = 1 + i % 1000, 128 * (1 + i // 1000)
+    return (f"{t},{d};{d}", "DT_BF16;DT_BF16", "ND;ND", f"{t},{d};{t},1", "DT_BF16;DT_FLOAT",
+            "ND;ND")
+
+
+def build_database(root: Path, per_file: int) -> Path:
+    import pandas as pd
+
+    from pytest_npuperf.db.columns import contract_columns_for
+
+    db = root / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / VERSION
+    db.mkdir(parents=True)
+    names = ("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
+             "Output Data Types", "Output Formats")
+    for kernel_type, cells in (("MatMulV2", _matmul), ("RmsNorm", _rmsnorm)):
+        rows = [dict(zip(names, cells(i)), **{"OP State": "dynamic",
+                                              "Accelerator Core": "AI_CORE"})
+                for i in range(per_file)]
+        frame = pd.DataFrame(rows, columns=contract_columns_for(kernel_type), dtype=object)
+        frame = frame.fillna("")
+        frame.to_csv(db / f"{kernel_type}.csv", index=False, lineterminator="\n")
+    return db
+
+
+def build_run(run: Path, db: Path) -> int:
+    """The wrapped run's directory; returns the number of kernel rows."""
+    from pytest_npuperf.measure.cases import CaseCatalog
+    from pytest_npuperf.measure.msprof import HANDOFF_NAME, write_handoff
+    from pytest_npuperf.measure.profiled import profile_record
+    from pytest_npuperf.measure.result import CaseResult
+
+    header, template = _sample()
+    col = {name: header.index(name) for name in header}
+    catalog = CaseCatalog(db)
+    prof = run / "PROF_000001_20260605161737000_BENCH"
+    output = prof / "mindstudio_profiler_output"
+    output.mkdir(parents=True)
+    (prof / "device_0" / "data").mkdir(parents=True)
+    results, kernels = [], 0
+    shapes = ("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
+              "Output Data Types", "Output Formats")
+    cells = {name: list(zip(*(table.frame[c].tolist() for c in shapes)))
+             for name, table in catalog.tables.items()}
+    with open(output / "op_summary_20260605161737.csv", "w", encoding="utf-8",
+              newline="") as ops, \
+            open(output / "msprof_tx_20260605161737.csv", "w", encoding="utf-8",
+                 newline="") as tx:
+        ops.write(",".join(header) + "\n")
+        tx.write("Device_id,pid,tid,category,event_type,payload_type,payload_value,"
+                 "Start_time(us),End_time(us),message_type,message\n")
+        for i, ref in enumerate(catalog.cases()):
+            begin = T0 + i * 1000.0
+            identity = ",".join(f'"{c}"' for c in cells[ref.file][ref.position])
+            for j in range(CALLS):
+                row = list(template[(i + j) % len(template)])
+                row[col["Task ID"]] = str(kernels)
+                row[col["OP Type"]] = row[col["Op Name"]] = ref.kernel_type
+                row[col["Task Start Time(us)"]] = f"{begin + 50 + 80 * j:.3f}\t"
+                row[col["Task Duration(us)"]] = f"{5 + i % 97 + 0.125 * j:.3f}"
+                start = col["Input Shapes"]
+                ops.write(",".join(row[:start]) + "," + identity + ","
+                          + ",".join(row[start + 6:]) + "\n")
+                kernels += 1
+            tx.write(f"0,4242,4242,N/A,start/end,N/A,N/A,{begin:.3f},{begin + 900:.3f},N/A,"
+                     f"{ref.case_id}\n")
+            result = CaseResult(case_id=ref.case_id, nodeid=f"bench/test_kernels.py::"
+                                f"test_kernel[{ref.case_id}]", kernel_type=ref.kernel_type,
+                                file=ref.file, signature=ref.signature, row=ref.row_number,
+                                method="events", device="ATLAS_800_A3_752T_128G_DIE")
+            result.set_samples([20.0 + 0.1 * k for k in range(CALLS - WARMUP)])
+            result.warmup = WARMUP
+            result.profile = profile_record(ref.case_id, ref.kernel_type, pid=4242, device=0,
+                                            calls=CALLS, warmup=WARMUP,
+                                            range_us=(begin, begin + 900))
+            results.append(result)
+    write_handoff(run / HANDOFF_NAME, {"source": str(db), "target": str(db), "native": True},
+                  results)
+    return kernels
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=200_000,
+                        help="database rows = cases (10 kernel rows each); default 200,000")
+    parser.add_argument("--keep", type=Path, help="build here and keep the files")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_msprof_"))
+    try:
+        t = time.perf_counter()
+        db = build_database(work / "db", args.cases // 2)
+        kernels = build_run(work / "run", db)
+        op_summary = next((work / "run").rglob("op_summary_*.csv"))
+        size = op_summary.stat().st_size / 2 ** 20
+        print(f"built {kernels:,} kernel rows ({size:,.0f} MiB), {args.cases:,} cases, "
+              f"database 2 x {args.cases // 2:,} rows in {time.perf_counter() - t:.1f} s")
+        base_wall, base_rss = run_measured(
+            [sys.executable, "-c", f"import pandas; pandas.read_csv({str(op_summary)!r})"])
+        # The ingest on its own: read, attribute, write the database (no reports).
+        ingest = ("import sys; from pytest_npuperf.prof_backfill import backfill_profile; "
+                  "backfill_profile(sys.argv[1], sys.argv[2], reports=False)")
+        wall, rss = run_measured([sys.executable, "-c", ingest, str(work / "run"), str(db)])
+        full_wall, full_rss = run_measured(
+            [sys.executable, "-m", "pytest_npuperf.cli", "backfill", "--prof-path",
+             str(work / "run"), "--database-path", str(db)])
+        report = json.loads(next((db / "reports").glob("run_*.json")).read_text())
+        ok = report["totals"]["by_status"].get("ok", 0)
+        print(f"pandas.read_csv(op_summary):            {base_wall:6.2f} s  peak "
+              f"{base_rss:6.0f} MiB")
+        print(f"ingest (read, attribute, write db):     {wall:6.2f} s  peak {rss:6.0f} MiB  "
+              f"({wall / base_wall:.1f}x read_csv)")
+        print(f"npuperf backfill (the above + reports): {full_wall:6.2f} s  peak "
+              f"{full_rss:6.0f} MiB  ({full_wall / base_wall:.1f}x read_csv); {ok:,} of "
+              f"{args.cases:,} cases ok")
+        goal = wall < 20 and rss < 2048
+        print(f"goal (ingest < 20 s, < 2 GiB): {'met' if goal else 'NOT met'}")
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

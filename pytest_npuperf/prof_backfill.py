@@ -1,0 +1,203 @@
+"""`npuperf backfill`: fill a database from existing profiler output (an earlier wrapped run,
+another machine, a run whose parent was killed).
+
+What the output holds decides how kernels reach rows:
+- a hand-off (`npuperf_handoff.jsonl`, written by a wrapped run's child): exactly what the
+  parent of that run would have done (markers, else launch order + type + shapes);
+- markers without a hand-off: each marker's text is a case id of this database (cut as the
+  marker was); its kernels of the row's types are the samples (the warmup calls cannot be told
+  apart without the hand-off: they are included, and the count is not checked);
+- neither: the reference behaviour, kernels grouped by kernel type and signature, each group
+  written to the row(s) with that signature (MatMulV2/V3/Common: the file of the type that ran,
+  if it holds the signature).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from .db.columns import COUNTERS
+from .db.errors import NpuperfError
+from .db.layout import REPORTS_DIR, device_of
+from .db.signature import MATMUL_FAMILY
+from .devices.mstx import MSTX_MESSAGE_LIMIT
+from .ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
+from .measure.attribution import kernel_signature_hashes
+from .measure.backfill import backfill
+from .measure.cases import CaseCatalog, CaseRef
+from .measure.groupstats import group_means, group_precision, group_stats
+from .measure.msprof import find_handoffs, read_handoff, run_export
+from .measure.outcome import SessionInfo
+from .measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
+from .measure.profiled import attribute_results, gc_paused, launches_of
+from .measure.result import STATUS_OK, CaseResult
+from .options import check_db_dir
+from .report.terminal import terminal_lines
+from .report.writer import write_reports
+
+
+def _exported(prof_path: Path, notes: list[str]) -> list[ProfileSource]:
+    """The run directories, PROF directories msprof did not export exported first (when the
+    msprof command is on this machine)."""
+    sources = find_sources(prof_path)
+    pending = [s for s in sources if s.kind == "msprof" and not s.exported]
+    if not pending:
+        return sources
+    command = shutil.which("msprof")
+    for source in pending:
+        if command is None:
+            notes.append(f"{source.root}: not exported (no op_summary); run `msprof --export=on "
+                         f"--output={source.root}` on a machine with CANN, then backfill again")
+            continue
+        failure = run_export(command, source.root)
+        if failure:
+            notes.append(f"{source.root}: {failure}")
+    return find_sources(prof_path) if command else sources
+
+
+def _marker_cases(catalog: CaseCatalog, markers, statistic: str) -> list[CaseResult]:
+    """A result per marker whose text is a case id of the database (cut text: by prefix)."""
+    refs = list(catalog.cases())
+    by_id = {ref.case_id: ref for ref in refs}
+    results = []
+    for index, message in enumerate(markers.message):
+        ref = by_id.get(message)
+        if ref is None and len(message.encode()) >= MSTX_MESSAGE_LIMIT - 1:  # a cut id
+            ref = next((r for r in refs if r.case_id.startswith(message)), None)
+        if ref is None or not ref.signature:
+            continue
+        results.append(_result(ref, statistic, METHOD_MSPROF, profile={
+            "marker": message, "pid": int(markers.pid[index]), "device": -1, "calls": None,
+            "warmup": 0, "launches": list(launches_of(ref.kernel_type))}))
+    return results
+
+
+def _result(ref: CaseRef, statistic: str, method: str, profile: dict | None = None
+            ) -> CaseResult:
+    return CaseResult(case_id=ref.case_id, nodeid="", kernel_type=ref.kernel_type,
+                      file=ref.file, signature=ref.signature, row=ref.row_number,
+                      status=STATUS_OK, method=method, statistic=statistic,
+                      profile=profile or {})
+
+
+def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], statistic: str,
+                       notes: list[str]) -> list[CaseResult]:
+    """Kernels grouped by (type, signature) -> the database row with that signature."""
+    kernels = read_kernels(sources, with_identity=True)
+    notes += kernels.notes
+    hashes = kernel_signature_hashes(kernels)
+    rows: dict[tuple[str, str], CaseRef] = {}
+    for ref in catalog.cases():
+        if ref.signature:
+            rows.setdefault((ref.kernel_type, ref.signature), ref)
+    keys = list(zip(kernels.type_code.tolist(), hashes.tolist()))
+    group_of: dict[tuple[int, str], int] = {}
+    targets: list[tuple[CaseRef, str]] = []
+    group = np.full(len(kernels), -1, np.int64)
+    for position, (code, digest) in enumerate(keys):
+        key = (code, digest)
+        if key not in group_of:
+            ran = kernels.types[code]
+            family = MATMUL_FAMILY if ran in MATMUL_FAMILY else (ran,)
+            ref = next((rows[(t, digest)] for t in (ran, *family) if (t, digest) in rows), None)
+            group_of[key] = len(targets) if ref is not None else -1
+            if ref is not None:
+                targets.append((ref, ran))
+        group[position] = group_of[key]
+    used = group >= 0
+    stats = group_stats(group[used], kernels.duration[used], len(targets))
+    precision = group_precision(group[used], kernels.duration[used], len(targets), stats,
+                                statistic)
+    means = group_means(group[used], kernels.counters[used], len(targets))
+    unmatched = int((~used).sum())
+    if unmatched:
+        notes.append(f"{unmatched:,} kernel launch(es) match no row of the database by kernel "
+                     f"type and signature")
+    results = []
+    for index, (ref, ran) in enumerate(targets):
+        result = _result(ref, statistic, METHOD_MSPROF_SIGNATURE)
+        result.stats = stats.sample_stats(index)
+        value = float(precision[index])
+        result.precision = value if np.isfinite(value) else None
+        result.measured_kernel_type = ran
+        result.counters = {n: float(v) for n, v in zip(COUNTERS, means[index]) if not np.isnan(v)}
+        results.append(result)
+    return results
+
+
+def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
+                     prune_empty: bool = False, dry_run: bool = False,
+                     statistic: str = "median", reports: bool = True) -> list[str]:
+    """Fill `database` from the profiler output at `prof_path`; returns the summary lines.
+    `reports=False` writes the database only (benchmarks time the ingest on its own)."""
+    with gc_paused():
+        return _backfill_profile(Path(prof_path), Path(database), update_mode, prune_empty,
+                                 dry_run, statistic, reports)
+
+
+def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_empty: bool,
+                      dry_run: bool, statistic: str, reports: bool) -> list[str]:
+    started = time.time()
+    database = Path(database)
+    try:
+        check_db_dir(database)
+    except Exception as exc:  # pytest's UsageError: say it as this command's error
+        raise NpuperfError(str(exc).replace("--npuperf-db", "--database-path")) from None
+    notes: list[str] = []
+    sources = _exported(Path(prof_path), notes)
+    handoffs = find_handoffs(prof_path)
+    catalog = None if handoffs else CaseCatalog(database)
+    results: list[CaseResult] = []
+    for path in handoffs:
+        results += read_handoff(path).results
+    markers = read_markers(sources)
+    if handoffs:
+        how = "the runs' hand-off files"
+    elif len(markers):
+        results = _marker_cases(catalog, markers, statistic)
+        how = "mstx markers (no hand-off: warmup calls included, counts not checked)"
+    else:
+        results = _signature_results(catalog, sources, statistic, notes)
+        how = "kernel type and signature (no markers, no hand-off)"
+    if handoffs or len(markers):
+        # The kernels are freed on return, before the database is read.
+        outcome = attribute_results(results, sources, markers=markers)
+        notes += outcome.notes
+        notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
+                     f"unattributed; {outcome.kernels:,} kernel launch(es), "
+                     f"{outcome.markers:,} marker(s)")
+    notes.insert(0, f"matched by {how}; {len(results)} case(s) from {prof_path}")
+    if catalog is None:
+        catalog = CaseCatalog(database)
+    if update_mode == "missing-only":
+        done = catalog.measured()
+        keep = []
+        for result in results:
+            table = catalog.tables.get(result.file)
+            sig = table.signatures[result.row - 1] if table is not None and result.row else None
+            if (result.file, sig) not in done:
+                keep.append(result)
+        notes.append(f"missing-only: {len(results) - len(keep)} case(s) whose row already has "
+                     f"a duration were left out")
+        results = keep
+    stamp = _dt.datetime.fromtimestamp(started).strftime("%Y%m%d_%H%M%S")
+    run_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
+    outcome = backfill(database, database, results, native=True, prune_empty=prune_empty,
+                       dry_run=dry_run, run_id=run_id, stamp=stamp,
+                       snapshot=catalog.database, lock=True, purpose="npuperf backfill")
+    outcome.notes[:0] = notes
+    info = SessionInfo(run_id=run_id, started=_dt.datetime.fromtimestamp(started).isoformat(
+        timespec="seconds"), wall_s=time.time() - started, wall_from="command start",
+        device={"kind": "npu", "name": f"profile {prof_path}",
+                "database_device": device_of(database)},
+        options={"prof_path": str(prof_path), "update_mode": update_mode,
+                 "prune_empty": prune_empty, "dry_run": dry_run, "statistic": statistic})
+    paths = (write_reports(outcome, results, info, database / REPORTS_DIR)
+             if reports and not dry_run else None)
+    return terminal_lines(outcome, results, info, paths)

@@ -1,0 +1,109 @@
+"""`npuperf backfill` (issue 10, item 3): existing profiler output into a database, with the
+run's markers (no hand-off) or, without markers, by kernel type and signature (the reference
+behaviour), checked against the real torch_npu kernel table."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+
+import pytest
+
+from pytest_npuperf.measure.cases import CaseCatalog
+from tests.conftest import read_rows, tree_digest
+from tests.msprof_standin import COUNTERS
+from tests.profile_data import Range, calls, counters_for, prof_dir, summaries
+from tests.replay_project import MATMUL_ROWS, RMSNORM_ROWS, write_db
+
+T0 = 1_780_676_244_000_000.0
+
+
+@pytest.fixture
+def db(tmp_path):
+    return write_db(tmp_path / "db", {"MatMulV2": MATMUL_ROWS, "RmsNorm": RMSNORM_ROWS})
+
+
+def test_markers_without_a_hand_off_name_the_cases(db, tmp_path, npuperf):
+    refs = {r.kernel_type + str(r.position): r for r in CaseCatalog(db).cases()}
+    rms, mm = refs["RmsNorm0"], refs["MatMulV21"]
+    k_rms = calls("RmsNorm", T0 + 10, 6, base=4.0)
+    k_mm = calls("MatMulV3", T0 + 1010, 5, base=9.0)
+    summaries(prof_dir(tmp_path / "prof"), k_rms + k_mm, [
+        Range(rms.case_id, T0, T0 + 100), Range(mm.case_id, T0 + 1000, T0 + 1100),
+        Range("not-a-case-of-this-database", T0 + 2000, T0 + 2100)])
+    code, out, err = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db)
+    assert code == 0, err
+    assert "matched by mstx markers (no hand-off: warmup calls included" in out
+    row = read_rows(db / "RmsNorm.csv")[0]
+    timed = [k.duration for k in k_rms]  # no hand-off: every kernel in the range counts
+    assert float(row["Average Duration(us)"]) == pytest.approx(statistics.median(timed))
+    assert row["MicroBench Method"] == "msprof" and row["MicroBench Samples"] == "6"
+    for name in COUNTERS:
+        expected = statistics.fmean(counters_for(d)[name] for d in timed)
+        assert float(row[f"MicroBench {name}"]) == pytest.approx(expected), name
+    # MatMulV2 row 2 ran MatMulV3, but only MatMulV2.csv has the signature: it stays there.
+    mm_row = read_rows(db / "MatMulV2.csv")[1]
+    assert float(mm_row["Average Duration(us)"]) == pytest.approx(
+        statistics.median(k.duration for k in k_mm))
+    assert list(db.glob("reports/replay_report_*.md"))
+
+
+def test_without_markers_kernels_match_rows_by_type_and_signature_on_real_data(
+        realdata, tmp_path, npuperf):
+    """The real torch_npu kernel table: parse builds the rows and their Profiling columns;
+    backfill of the same table must put the same kernels' statistics in the MicroBench
+    columns (two independent paths over one file)."""
+    sample = realdata / "kernel_details" / "mstt_advisor_compute_advice_2025_kernel_details.csv"
+    run = tmp_path / "w_1_20250101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    run.mkdir(parents=True)
+    shutil.copy(sample, run / "kernel_details.csv")
+    db = tmp_path / "db"
+    code, _, err = npuperf("parse", "--quiet", "--profiling-path", sample, "--database-path", db)
+    assert code == 0, err
+    code, out, err = npuperf("backfill", "--prof-path", tmp_path, "--database-path", db)
+    assert code == 0, err
+    assert "matched by kernel type and signature (no markers, no hand-off)" in out
+    checked = 0
+    for path in sorted(db.glob("*.csv")):
+        for row in read_rows(path):
+            if not row["Profiling Count"]:
+                continue
+            assert row["MicroBench Method"] == "msprof (type + signature)", path.name
+            assert row["MicroBench Samples"] == row["Profiling Count"]
+            assert float(row["MicroBench Median Duration(us)"]) == pytest.approx(
+                float(row["Profiling Median Duration(us)"]), rel=1e-9)
+            assert float(row["Average Duration(us)"]) == pytest.approx(
+                float(row["Profiling Median Duration(us)"]), rel=1e-9)
+            for name in COUNTERS:
+                if row[f"Profiling Average {name}"]:
+                    assert float(row[f"MicroBench {name}"]) == pytest.approx(
+                        float(row[f"Profiling Average {name}"]), rel=1e-9), name
+            checked += 1
+    assert checked >= 5
+
+
+def test_dry_run_writes_nothing_and_missing_only_leaves_measured_rows(db, tmp_path, npuperf):
+    rms = next(r for r in CaseCatalog(db).cases() if r.kernel_type == "RmsNorm")
+    mm = next(r for r in CaseCatalog(db).cases() if r.position == 1)  # has 12.5 already
+    summaries(prof_dir(tmp_path / "prof"), calls("RmsNorm", T0 + 10, 3)
+              + calls("MatMulV2", T0 + 210, 3), [Range(rms.case_id, T0, T0 + 100),
+                                                 Range(mm.case_id, T0 + 200, T0 + 300)])
+    before = tree_digest(db)
+    code, out, _ = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db,
+                           "--dry-run")
+    assert code == 0 and "dry run: nothing written" in out and tree_digest(db) == before
+    code, out, _ = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db,
+                           "--update-mode", "missing-only")
+    assert code == 0 and "missing-only: 1 case(s) whose row already has a duration" in out
+    assert read_rows(db / "MatMulV2.csv")[1]["Average Duration(us)"] == "12.5"
+    assert read_rows(db / "RmsNorm.csv")[0]["Average Duration(us)"] != ""
+
+
+def test_bad_paths_are_one_line_errors(tmp_path, npuperf):
+    code, _, err = npuperf("backfill", "--prof-path", tmp_path, "--database-path",
+                           tmp_path / "nodb")
+    assert code == 2 and err.count("\n") == 1
+    assert "--database-path: " in err and "nodb: no such directory" in err
+    db = write_db(tmp_path / "db", {"RmsNorm": RMSNORM_ROWS})
+    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "none", "--database-path", db)
+    assert code == 2 and err.strip().endswith("no such file or directory")

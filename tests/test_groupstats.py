@@ -1,0 +1,56 @@
+"""Vectorised per-case statistics equal the single-case functions the other methods use."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_npuperf.measure.groupstats import (
+    group_means,
+    group_precision,
+    group_stats,
+    noise_reasons,
+)
+from pytest_npuperf.measure.noise import noise_reason
+from pytest_npuperf.measure.stats import relative_precision, summarize
+
+samples = st.lists(st.floats(0.5, 5000, allow_nan=False), min_size=1, max_size=40)
+
+
+@given(st.lists(samples, min_size=1, max_size=8), st.sampled_from(["median", "mean"]))
+def test_each_group_matches_summarize_precision_and_noise(groups, statistic):
+    group = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
+    values = np.concatenate([np.asarray(g) for g in groups])
+    shuffle = np.random.default_rng(0).permutation(len(values))  # input order must not matter
+    group, values = group[shuffle], values[shuffle]
+    stats = group_stats(group, values, len(groups) + 1)  # one empty group at the end
+    precision = group_precision(group, values, len(groups) + 1, stats, statistic)
+    reasons = noise_reasons(stats)
+    for i, g in enumerate(groups):
+        got, want = stats.sample_stats(i).to_dict(), summarize(g).to_dict()
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+        expected = relative_precision(g, statistic)
+        assert precision[i] == pytest.approx(expected, rel=1e-9) if math.isfinite(expected) \
+            else math.isinf(precision[i])
+        assert reasons.get(i) == noise_reason(g)
+    assert stats.sample_stats(len(groups)) is None
+
+
+def test_counter_means_skip_missing_values_per_column():
+    matrix = np.array([[1.0, np.nan], [3.0, np.nan], [5.0, 2.0]])
+    means = group_means(np.array([0, 0, 1]), matrix, 3)
+    assert means[0].tolist()[0] == 2.0 and math.isnan(means[0][1])
+    assert means[1].tolist() == [5.0, 2.0]
+    assert np.isnan(means[2]).all()
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(-10**12, 10**12)), max_size=30))
+def test_bulk_number_formatting_equals_the_single_formatter(values):
+    from pytest_npuperf.db.merge import format_number, format_numbers
+
+    assert format_numbers(values) == [format_number(v) for v in values]
