@@ -93,8 +93,12 @@ def test_the_threshold_is_the_minimum_effect_and_run_to_run_spread_raises_it():
     base, new = samples(10.0, seed=1), samples(11.0, seed=2)  # +10 %
     assert compare_samples(base, new, threshold=0.05).verdict == SLOWER
     assert compare_samples(base, new, threshold=0.2).verdict == SAME
-    # The case moved 15 % between its own baseline runs: a 10 % change is no evidence.
-    assert compare_samples(base, new, run_to_run=0.15).verdict == SAME
+    # The case moved 15 % between its own baseline runs: a 10 % change is no evidence either
+    # way (UNCERTAIN, with the reason); a 2 % one is SAME.
+    spread = compare_samples(base, new, run_to_run=0.15)
+    assert spread.verdict == UNCERTAIN and "baseline's own recent runs differed by 15 %" \
+        in spread.reason and spread.threshold == 0.15
+    assert compare_samples(base, samples(10.2, seed=2), run_to_run=0.15).verdict == SAME
     with pytest.raises(ValueError):
         compare_samples(base, new, threshold=-0.1)
 

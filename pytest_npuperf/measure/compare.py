@@ -16,7 +16,8 @@ state drifts), so two runs of the same build differ "significantly" by a percent
 case is SLOWER only when the difference is significant *and* the ratio of medians is at least
 the minimum effect: `--npuperf-regression-threshold` (5 % by default), or the case's own
 run-to-run spread over its recent baseline runs when that is larger (history/baseline.py);
-FASTER likewise in the other direction (log-symmetric: 1/1.05). A SLOWER case is measured
+FASTER likewise in the other direction (log-symmetric: 1/1.05); a change beyond the asked-for
+threshold but within that run-to-run spread is UNCERTAIN, never SAME. A SLOWER case is measured
 once more before it fails (session.py): noise only slows a measurement down. It is SAME
 when the ratio lies within the threshold and both sides' medians are known to better than
 the threshold; UNCERTAIN otherwise (too few samples, samples too spread to resolve the
@@ -158,6 +159,7 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
     change is no evidence, so it raises the minimum effect."""
     if threshold < 0 or not math.isfinite(threshold):
         raise ValueError(f"regression threshold must be a fraction >= 0, got {threshold}")
+    asked = threshold
     if run_to_run is not None and math.isfinite(run_to_run) and run_to_run > threshold:
         threshold = float(run_to_run)
     a = np.asarray(base, dtype=np.float64)
@@ -200,6 +202,12 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
         return Comparison(SLOWER, **found)
     if significant and effect <= -limit and effect < 0:
         return Comparison(FASTER, **found)
+    if math.log1p(asked) <= abs(effect) < limit:
+        # Beyond the asked-for minimum effect but within how much the baseline's own runs
+        # moved: calling it SAME would hide a change nobody can rule out either.
+        return Comparison(UNCERTAIN, reason=f"the baseline's own recent runs differed by "
+                                            f"{100 * threshold:.0f} %, as much as the change",
+                          **found)
     if abs(effect) < limit:
         spread = max(_resolution(a), _resolution(b))
         if spread <= threshold:
