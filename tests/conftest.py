@@ -31,6 +31,9 @@ from tests.msprof_standin import COUNTERS
 # database written into the working tree.
 settings.register_profile("npuperf", derandomize=True, database=None)
 settings.load_profile("npuperf")
+# The pytest processes the tests start (pytester, torchrun ranks) skip hypothesis's plugin, as
+# pyproject.toml's addopts do here: it would import all of hypothesis (~1 s) in each.
+os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:hypothesispytest".strip()
 
 # ../shared/realdata beside the repository; NPUPERF_REALDATA points elsewhere (e.g. a CI clone).
 REALDATA = Path(os.environ.get("NPUPERF_REALDATA")
