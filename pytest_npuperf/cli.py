@@ -193,7 +193,7 @@ def cmd_import_nccl_tests(args: argparse.Namespace) -> int:
 
     print(import_logs(args.logs, args.database_path, op=args.op, num_devices=args.num_devices,
                       topology_tier=args.topology_tier, grid_shape=args.grid_shape,
-                      dtype=args.dtype, dry_run=args.dry_run))
+                      dtype=args.dtype, dry_run=args.dry_run, version_dirs=args.version_dir))
     return EXIT_OK
 
 
@@ -451,6 +451,11 @@ def _add_comm_commands(sub) -> None:
                           "of ranks 0..N-1")
     imp.add_argument("--dtype", help="HCCL Test only: the data type of the run (default: a '-d' "
                                      "in the file, else fp32)")
+    imp.add_argument("--version-dir", type=Path, action="append", default=[], metavar="DIR",
+                     help="a kernel database (<root>/<DEVICE>/vllm_ascend/<VERSION>) whose "
+                          "op_mapping.yaml is to name these tables (communication_data_ref; "
+                          "generated where missing, a hand-edited one is kept); repeatable. "
+                          "Those of the same CANN beside the tables are always updated")
     imp.add_argument("--dry-run", action="store_true",
                      help="parse and report what would change; write nothing")
     imp.set_defaults(func=cmd_import_nccl_tests)

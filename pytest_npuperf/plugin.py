@@ -278,6 +278,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if comm is not None and comm.finish():
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     replay = existing_session(session.config)
+    if comm is not None:  # collective cases join the kernel run's history, or make their own
+        if replay is not None and replay.active and not replay.is_worker:
+            replay.extra_history_cases += comm.history_cases()
+        elif comm.record_history(int(session.exitstatus)):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if replay is None:
         return
     replay.close_runner()

@@ -8,7 +8,9 @@ import hashlib
 import json
 
 import pytest
+import yaml
 
+from pytest_npuperf.history.store import HistoryStore
 from tests.replay_project import FAST
 
 BENCH = '''
@@ -91,6 +93,25 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     run = json.loads(next((mine / "reports").glob("comm_run_*.json")).read_text())
     assert run["by_status"] == {"ok": 3, "skipped": 2, "fault": 1} and run["world"] == 2
     assert digest(pytester.path / "db") == before
+    # The kernel database of the session names the tables for the simulator (op_mapping.yaml).
+    mapping = pytester.path / "out" / "TESTCPU" / "vllm_ascend" / version.name / "op_mapping.yaml"
+    doc = yaml.safe_load(mapping.read_text())
+    assert doc["communication_data_ref"] == "../../hccl/vgloo-test/"
+    assert doc["operator_mappings"]["tensor_cast.all_to_all.default"]["kernel_type"] == \
+        "hcom_alltoallv_"
+    # Rank 0 recorded the run, its collective cases included, in the history.
+    with HistoryStore(pytester.path / "out" / "history.sqlite", readonly=True) as store:
+        cases = store.trend(kernel="all_reduce", signature=None, device="TESTCPU", last=10)
+        kept = store.run_cases(cases[0].run_id)
+    assert sorted((c.key, c.status) for c in cases) == [
+        ("all_reduce-1024B-2r-DT_FLOAT-tier1", "ok"), ("all_reduce-1024B-2r-DT_FLOAT8_E4M3-tier1",
+                                                      "skipped"),
+        ("all_reduce-4096B-2r-DT_FLOAT-tier1", "ok"), ("all_reduce-4096B-2r-DT_FLOAT8_E4M3-tier1",
+                                                      "skipped")]
+    ok = next(c for c in kept if c.status == "ok")
+    assert ok.kind == "collective" and ok.busbw_gbps > 0 and ok.num_devices == 2
+    assert len(ok.samples) == ok.samples_count > 0 and len(kept) == 6
+    assert "recorded in" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -53,6 +53,7 @@ class CommResult:
     time_in_ops_s: float = 0.0  # rank 0's wall time inside timed batches
     wall_s: float = 0.0
     finished: str = ""  # ISO time the case ended
+    samples: list[float] = field(default_factory=list)  # the straggler's per-op samples (us)
 
     @property
     def case_id(self) -> str:
