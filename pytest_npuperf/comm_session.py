@@ -82,6 +82,7 @@ class CommSession:
         self._last: float | None = None
         self._write_lock = threading.Lock()
         self._done = False
+        self._baseline = None  # the opened --npuperf-baseline; False: it could not be opened
 
     # -- collection -----------------------------------------------------------------------------
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
@@ -232,8 +233,34 @@ class CommSession:
         result.stack = ", ".join(f"{k} {v}" for k, v in self.device.stack().items())
         self._last = time.perf_counter()
         if self.env.is_root:
+            self._judge(result)
             self.results.append(result)
         return result
+
+    def _judge(self, result: CommResult) -> None:
+        """Rank 0: the case against --npuperf-baseline (the straggler's samples)."""
+        ref = self.base.baseline
+        if not ref or not result.measured or not result.samples or self._baseline is False:
+            return
+        from .history.baseline import judge_samples, resolve_baseline
+        from .history.records import KIND_COLLECTIVE, collective_key
+
+        if self._baseline is None:
+            try:
+                self._baseline = resolve_baseline(
+                    ref, history=self.base.history, device=self.device.database_device(),
+                    before=self.started, exclude=(self.run_id,))
+            except NpuperfError as exc:
+                self._baseline = False
+                self.notes.append(f"baseline {ref} not opened: {exc}")
+                return
+        point = result.point
+        key = collective_key(point.op, point.message_bytes, point.num_devices, point.dtype,
+                             point.topology_tier)
+        result.regression = judge_samples(
+            KIND_COLLECTIVE, key, result.samples, self._baseline,
+            self.base.regression_threshold, status=result.status,
+            median=result.duration_us).to_dict()
 
     def outcome(self, result: CommResult, session: pytest.Session) -> None:
         """The pytest outcome of a case: skip, fail, or pass (and end the session after a
@@ -245,6 +272,11 @@ class CommSession:
                                   "session ends")
         if result.status in FAILING:
             pytest.fail(f"{result.status}: {result.error}", pytrace=False)
+        if result.regression is not None:
+            from .measure.compare import SLOWER, Comparison
+
+            if result.regression.get("verdict") == SLOWER:
+                pytest.fail(Comparison.from_dict(result.regression).describe(), pytrace=False)
 
     # -- the end --------------------------------------------------------------------------------
     def finish(self) -> str | None:
@@ -385,6 +417,9 @@ class CommSession:
         return lines
 
     def release(self) -> None:
+        if self._baseline:
+            self._baseline.close()
+            self._baseline = None
         if self.guard is not None:
             self.guard.uninstall()
             self.guard = None

@@ -75,7 +75,7 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
         "--npuperf-nproc", "2", "--npuperf-comm-ops", "all_reduce,all_to_all",
         "--npuperf-comm-sizes", "1K,4K", "--npuperf-comm-dtypes", "FLOAT,FLOAT8_E4M3",
         "--npuperf-db", str(version), "--npuperf-out", str(pytester.path / "out"), *NAMES,
-        timeout=RUN_TIMEOUT_S)
+        "--npuperf-baseline", "last", timeout=RUN_TIMEOUT_S)
     out = result.stdout.str()
     assert result.ret != 0, out
     assert "1 failed, 3 passed, 2 skipped" in out, out + result.stderr.str()
@@ -111,6 +111,7 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     ok = next(c for c in kept if c.status == "ok")
     assert ok.kind == "collective" and ok.busbw_gbps > 0 and ok.num_devices == 2
     assert len(ok.samples) == ok.samples_count > 0 and len(kept) == 6
+    assert ok.verdict == "NEW"  # judged against the baseline: the history had no run yet
     assert "recorded in" in out
 
 

@@ -54,6 +54,7 @@ class CommResult:
     wall_s: float = 0.0
     finished: str = ""  # ISO time the case ended
     samples: list[float] = field(default_factory=list)  # the straggler's per-op samples (us)
+    regression: dict | None = None  # the verdict against --npuperf-baseline (rank 0)
 
     @property
     def case_id(self) -> str:

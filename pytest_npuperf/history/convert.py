@@ -88,6 +88,7 @@ def collective_record(result: CommResult) -> CaseRecord:
     rank's statistic, its samples the straggler's per-op times."""
     point = result.point
     worst = result.slowest()
+    regression = result.regression or {}
     extra = {"nodeid": result.nodeid, "error": result.error, "backend": result.backend,
              "straggler_rank": result.straggler_rank, "check": result.check,
              "ops_per_sample": result.ops_per_sample, "timed_calls": result.timed_calls,
@@ -109,6 +110,9 @@ def collective_record(result: CommResult) -> CaseRecord:
         message_bytes=point.message_bytes, num_devices=point.num_devices, dtype=point.dtype,
         tier=point.topology_tier, algbw_gbps=_finite(result.algbw_gbps()),
         busbw_gbps=_finite(result.busbw_gbps()),
+        verdict=str(regression.get("verdict") or ""), ratio=_finite(regression.get("ratio")),
+        p_value=_finite(regression.get("p_value")),
+        baseline_run=str(regression.get("base_run") or ""),
         extra={k: v for k, v in extra.items() if v not in (None, "", [])},
         samples=[float(s) for s in result.samples])
 
