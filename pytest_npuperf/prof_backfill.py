@@ -216,11 +216,8 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
                           dry_run=dry_run or not reports)
     code = 0
     try:
-        slower = publisher.judge(results)
-        if slower:
+        if publisher.judge(results):
             code = 1
-            notes.append(f"{len(slower)} case(s) SLOWER than the baseline: "
-                         + ", ".join(r.case_id for r in slower[:10]))
         outcome = backfill(database, database, results, native=True, prune_empty=prune_empty,
                            dry_run=dry_run, run_id=run_id, stamp=stamp,
                            snapshot=catalog.database, lock=True, purpose="npuperf backfill")

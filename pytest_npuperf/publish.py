@@ -99,7 +99,8 @@ class Publisher:
 
     # -- the steps ------------------------------------------------------------------------------
     def judge(self, results: Iterable[CaseResult]) -> list[CaseResult]:
-        """Cases without a verdict judged now; returns the SLOWER ones (all of them)."""
+        """Cases without a verdict judged now (the durations came after the cases ran);
+        returns the SLOWER ones, which a note names (the run must fail)."""
         slower = []
         for result in results:
             if self.facts.baseline and result.regression is None:
@@ -108,6 +109,9 @@ class Publisher:
                 slower.append(result)
         if self.keeper.baseline_error:
             self.notes.append(f"baseline not opened: {self.keeper.baseline_error}")
+        if slower:
+            self.notes.append(f"{len(slower)} case(s) SLOWER than the baseline: "
+                              + ", ".join(r.case_id for r in slower[:10]))
         return slower
 
     def record_history(self, outcome: BackfillOutcome | None, results: list[CaseResult],

@@ -270,11 +270,8 @@ def publish(session: dict, results, notes: list[str], wall_s: float,
     code = 0
     # The child measured no durations under msprof: its cases are judged now, before the
     # backfill writes their verdicts.
-    slower = publisher.judge(results)
-    if slower:
+    if publisher.judge(results):
         code = 1
-        notes.append(f"{len(slower)} case(s) SLOWER than the baseline: "
-                     + ", ".join(r.case_id for r in slower[:10]))
     if session.get("grid"):
         outcome = BackfillOutcome(source=source, target=None, native=False, dry_run=dry_run,
                                   run_id=run_id, stamp=stamp)
