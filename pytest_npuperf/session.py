@@ -566,6 +566,14 @@ class ReplaySession:
     def history_line(self) -> str:
         return self.publisher().history_line()
 
+    @property
+    def records_run(self) -> bool:
+        """Whether `finish` will record a run in the history here: kernel cases ran in this
+        (owner) process and are written by it (not handed to an msprof parent)."""
+        return (self.active and not self.is_worker and self.writes_ready and bool(self.results)
+                and not self.settings.dry_run and self.settings.history is not None
+                and (self._profiler is None or self._profiler.mode != "child"))
+
     def _hand_off(self, interrupted: bool) -> bool:
         """The msprof child: what was measured goes to the parent, which writes."""
         import dataclasses

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from pytest_npuperf.history.store import HistoryStore
-from tests.replay_project import FAST
+from tests.replay_project import BENCH as KERNEL_BENCH
+from tests.replay_project import FAST, MATMUL_ROWS, VERSION, write_db
 
 BENCH = '''
 def test_collective(npuperf_comm_case, npuperf_collective):
@@ -55,10 +56,12 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     the session ends, and rank 0 writes the cases it measured: it replaces the row of a point
     measured again, keeps the others and their unknown columns, and leaves the Ascend tables
     of the database alone."""
-    pytester.makepyfile(test_collectives=BENCH)
+    # Kernel cases too: collected, then left out under torchrun (the collective cases must
+    # still reach the history).
+    pytester.makepyfile(test_collectives=BENCH, test_kernels=KERNEL_BENCH)
     pytester.makeconftest(DEATH)
-    version = pytester.path / "db" / ATLAS / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
-    version.mkdir(parents=True)
+    version = write_db(pytester.path / "db", {"MatMulV2": MATMUL_ROWS[:1]})
+    assert version == pytester.path / "db" / ATLAS / "vllm_ascend" / VERSION
     ascend = pytester.path / "db" / ATLAS / "hccl" / "v8.5"
     ascend.mkdir(parents=True)
     (ascend / "hcom_allReduce_.csv").write_text(
