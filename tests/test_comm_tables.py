@@ -249,6 +249,12 @@ def test_import_nccl_tests_names_the_tables_in_the_op_mapping_of_the_kernel_data
     doc = yaml.safe_load((named / "op_mapping.yaml").read_text())
     assert doc["communication_data_ref"] == "../../hccl/v8.5/"
     assert not list(device.glob(".npuperf*")) and not list(hccl.glob(".npuperf*"))
+    # A version directory of another device (or anywhere else) is refused, nothing written.
+    before = (hccl / "hcom_allReduce_.csv").read_bytes()
+    assert main(["import-nccl-tests", str(NCCL_LOG), "--database-path", str(hccl),
+                 "--version-dir", str(tmp_path / "OTHER" / "vllm_ascend" / named.name)]) == 2
+    assert "not a version directory of CUDA_NVIDIA_H100" in capsys.readouterr().err
+    assert (hccl / "hcom_allReduce_.csv").read_bytes() == before
 
 
 def test_comm_validate_judges_every_row_and_fails_on_a_fail(tmp_path, capsys):

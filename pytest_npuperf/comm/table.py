@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..db.errors import NpuperfError
-from ..db.layout import HCCL_DIR
+from ..db.layout import FRAMEWORK_DIR, HCCL_DIR
 from ..db.op_mapping import version_dirs_for_hccl
 from ..db.shapes import normalize_dtype
 from ..db.table import empty_table, read_table
@@ -140,8 +140,15 @@ def mapping_readers(directory: Path, version_dirs: Iterable[Path] = ()) -> list[
     directory = Path(os.path.abspath(directory))
     if directory.parent.name != HCCL_DIR:
         return []
+    device = directory.parent.parent
     found = {Path(os.path.abspath(d)) for d in version_dirs_for_hccl(directory)}
-    found.update(Path(os.path.abspath(d)) for d in version_dirs)
+    for version_dir in map(Path, version_dirs):
+        absolute = Path(os.path.abspath(version_dir))
+        # One transaction (and lock) on the <DEVICE> directory covers them all.
+        if absolute.parent != device / FRAMEWORK_DIR:
+            raise NpuperfError(f"{version_dir}: not a version directory of {device.name} "
+                               f"({device / FRAMEWORK_DIR}/<VERSION>), where the tables are")
+        found.add(absolute)
     return sorted(found)
 
 
