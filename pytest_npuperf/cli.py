@@ -72,14 +72,18 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from .prof_backfill import backfill_profile
+    from .prof_backfill import FinishOptions, backfill_profile
+    from .publish import history_path
 
-    for line in backfill_profile(args.prof_path, args.database_path,
-                                 update_mode=args.update_mode,
-                                 prune_empty=args.prune_empty_duration_rows,
-                                 dry_run=args.dry_run, statistic=args.statistic):
+    finish = FinishOptions(history=history_path(args.history), baseline=args.baseline,
+                           threshold=args.regression_threshold, figures=not args.no_figures)
+    lines, code = backfill_profile(args.prof_path, args.database_path,
+                                   update_mode=args.update_mode,
+                                   prune_empty=args.prune_empty_duration_rows,
+                                   dry_run=args.dry_run, statistic=args.statistic, finish=finish)
+    for line in lines:
         print(line)
-    return EXIT_OK
+    return code
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -193,7 +197,7 @@ def cmd_import_nccl_tests(args: argparse.Namespace) -> int:
 
     print(import_logs(args.logs, args.database_path, op=args.op, num_devices=args.num_devices,
                       topology_tier=args.topology_tier, grid_shape=args.grid_shape,
-                      dtype=args.dtype, dry_run=args.dry_run))
+                      dtype=args.dtype, dry_run=args.dry_run, version_dirs=args.version_dir))
     return EXIT_OK
 
 
@@ -213,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "`pytest bench -k MatMul`.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    default_history = "npuperf-out/history.sqlite"
 
     parse = sub.add_parser(
         "parse", help="aggregate torch_npu kernel_details.csv into the database",
@@ -265,6 +270,18 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: median; a hand-off keeps its session's choice)")
     fill.add_argument("--dry-run", action="store_true",
                       help="attribute and report what would change; write nothing")
+    fill.add_argument("--history", default=default_history, metavar="PATH",
+                      help=f"SQLite history the run is recorded in, as a pytest session's "
+                           f"(default: {default_history}; none: keep no history)")
+    fill.add_argument("--baseline", metavar="REF",
+                      help="judge each case against a baseline, as --npuperf-baseline: last, a "
+                           "run id, a history file or a run_<stamp>.json; a case found SLOWER "
+                           "makes the exit status 1")
+    fill.add_argument("--regression-threshold", type=_threshold, default=0.05, metavar="F",
+                      help="minimum effect for SLOWER/FASTER, a fraction of the baseline's "
+                           "median (default: 0.05, 5 %%)")
+    fill.add_argument("--no-figures", action="store_true",
+                      help="draw no figures in the html report")
     fill.set_defaults(func=cmd_backfill)
 
     validate = sub.add_parser(
@@ -336,7 +353,6 @@ def build_parser() -> argparse.ArgumentParser:
     kernels.add_argument("--json", action="store_true", help="print JSON instead of a table")
     kernels.set_defaults(func=cmd_kernels)
 
-    default_history = "npuperf-out/history.sqlite"
     history = sub.add_parser(
         "history", help="a case's measurements run after run, from the run history",
         description="Print the trend of the matching cases from the run history that every "
@@ -451,6 +467,11 @@ def _add_comm_commands(sub) -> None:
                           "of ranks 0..N-1")
     imp.add_argument("--dtype", help="HCCL Test only: the data type of the run (default: a '-d' "
                                      "in the file, else fp32)")
+    imp.add_argument("--version-dir", type=Path, action="append", default=[], metavar="DIR",
+                     help="a kernel database (<root>/<DEVICE>/vllm_ascend/<VERSION>) whose "
+                          "op_mapping.yaml is to name these tables (communication_data_ref; "
+                          "generated where missing, a hand-edited one is kept); repeatable. "
+                          "Those of the same CANN beside the tables are always updated")
     imp.add_argument("--dry-run", action="store_true",
                      help="parse and report what would change; write nothing")
     imp.set_defaults(func=cmd_import_nccl_tests)

@@ -33,7 +33,7 @@ from .comm.result import FAILING, STATUS_FAULT, STATUS_SKIPPED, CommResult
 from .comm.sweep import CommPoint, build_points
 from .comm_settings import read_comm_settings
 from .db.errors import NpuperfError
-from .db.layout import detect_cann_version, device_of, hccl_dir
+from .db.layout import database_dir, detect_cann_version, device_of, hccl_dir
 from .options import read_settings
 
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ class CommSession:
         self.base = read_settings(config)  # device, names, out, db, dry run, sampling policy
         self.points, self.notes = build_points(self.settings.spec, self.env.world)
         now = _dt.datetime.now()
+        self.started = now.timestamp()
+        self.history_note = ""
         self.started_iso = now.isoformat(timespec="seconds")
         self.stamp = now.strftime("%Y%m%d_%H%M%S")
         self.run_id = f"{self.stamp}-{uuid.uuid4().hex[:8]}"
@@ -74,11 +76,13 @@ class CommSession:
         self.fabric: TorchFabric | None = None
         self.guard: Guard | None = None
         self.table_dir: Path | None = None
+        self.version_dir: Path | None = None
         self.written: list[Path] = []
         self._first: float | None = None
         self._last: float | None = None
         self._write_lock = threading.Lock()
         self._done = False
+        self._baseline = None  # the opened --npuperf-baseline; False: it could not be opened
 
     # -- collection -----------------------------------------------------------------------------
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
@@ -158,9 +162,13 @@ class CommSession:
 
     def _table_dir(self) -> Path:
         device = self.device.database_device()
-        source = device_of(self.base.db)
-        root = Path(self.base.db).resolve().parents[2] if source == device else self.base.out
+        native = device_of(self.base.db) == device
+        root = Path(self.base.db).resolve().parents[2] if native else self.base.out
         try:
+            # The kernel database of this session (where its kernel cases write) names these
+            # tables in its op_mapping.yaml, so that the simulator finds them.
+            self.version_dir = Path(self.base.db).resolve() if native else \
+                database_dir(root, device, Path(self.base.db).name)
             return hccl_dir(root, device, self._version())
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf: {exc}") from None
@@ -225,8 +233,34 @@ class CommSession:
         result.stack = ", ".join(f"{k} {v}" for k, v in self.device.stack().items())
         self._last = time.perf_counter()
         if self.env.is_root:
+            self._judge(result)
             self.results.append(result)
         return result
+
+    def _judge(self, result: CommResult) -> None:
+        """Rank 0: the case against --npuperf-baseline (the straggler's samples)."""
+        ref = self.base.baseline
+        if not ref or not result.measured or not result.samples or self._baseline is False:
+            return
+        from .history.baseline import judge_samples, resolve_baseline
+        from .history.records import KIND_COLLECTIVE, collective_key
+
+        if self._baseline is None:
+            try:
+                self._baseline = resolve_baseline(
+                    ref, history=self.base.history, device=self.device.database_device(),
+                    before=self.started, exclude=(self.run_id,))
+            except NpuperfError as exc:
+                self._baseline = False
+                self.notes.append(f"baseline {ref} not opened: {exc}")
+                return
+        point = result.point
+        key = collective_key(point.op, point.message_bytes, point.num_devices, point.dtype,
+                             point.topology_tier)
+        result.regression = judge_samples(
+            KIND_COLLECTIVE, key, result.samples, self._baseline,
+            self.base.regression_threshold, status=result.status,
+            median=result.duration_us).to_dict()
 
     def outcome(self, result: CommResult, session: pytest.Session) -> None:
         """The pytest outcome of a case: skip, fail, or pass (and end the session after a
@@ -238,6 +272,11 @@ class CommSession:
                                   "session ends")
         if result.status in FAILING:
             pytest.fail(f"{result.status}: {result.error}", pytrace=False)
+        if result.regression is not None:
+            from .measure.compare import SLOWER, Comparison
+
+            if result.regression.get("verdict") == SLOWER:
+                pytest.fail(Comparison.from_dict(result.regression).describe(), pytrace=False)
 
     # -- the end --------------------------------------------------------------------------------
     def finish(self) -> str | None:
@@ -283,6 +322,8 @@ class CommSession:
     def _write(self) -> None:
         from .comm.report import RunInfo, render_json, render_markdown
         from .comm.table import measured_row, write_tables
+        from .db.layout import OP_MAPPING_FILE
+        from .db.op_mapping import KEPT
 
         rows: dict[str, list[dict[str, str]]] = {}
         for result in self.results:
@@ -313,8 +354,48 @@ class CommSession:
             return {report: render_markdown(self.results, info),
                     run: render_json(self.results, info)}
 
-        write_tables(directory, rows, purpose=f"pytest collectives {self.run_id}", texts=texts)
+        stats = write_tables(directory, rows, purpose=f"pytest collectives {self.run_id}",
+                             texts=texts, version_dirs=[self.version_dir])
         self.written = [directory / name for name in rows] + [report, run]
+        self.written += [d / OP_MAPPING_FILE for d, done in stats.op_mappings.items()
+                         if done != KEPT]
+
+    # -- history --------------------------------------------------------------------------------
+    def history_cases(self) -> list:
+        """Rank 0's cases as history records (`kind="collective"`); none elsewhere or in a dry
+        run. A session that also replays kernels records them in its own run."""
+        if not self.env.is_root or self.base.dry_run:
+            return []
+        from .history.convert import collective_record
+
+        return [collective_record(r) for r in self.results]
+
+    def record_history(self, exitstatus: int | None) -> str | None:
+        """A collectives-only session: its run, whole, in the history (rank 0). Returns a
+        problem, if any."""
+        cases = self.history_cases()
+        history = self.base.history
+        if not cases or history is None or self.device is None:
+            return None
+        from .history.convert import run_record
+        from .history.store import HistoryStore
+
+        run = run_record(run_id=self.run_id, started=self.started, started_iso=self.started_iso,
+                         device=self.device.describe(),
+                         options={"spec": vars(self.settings.spec), "world": self.env.world,
+                                  "backend": self.fabric.backend_name if self.fabric else ""},
+                         source=str(self.base.db), target=str(self.table_dir or ""),
+                         cases=len(cases), exit_status=exitstatus,
+                         root=Path(self.config.rootpath))
+        try:
+            with HistoryStore(history) as store:
+                count = store.record(run, cases)
+        except NpuperfError as exc:
+            problem = f"history not recorded: {exc}"
+            self.notes.append(problem)
+            return problem
+        self.history_note = f"run {self.run_id} recorded in {history} ({count} case(s))"
+        return None
 
     @property
     def sweep_wall_s(self) -> float:
@@ -329,11 +410,16 @@ class CommSession:
         lines += terminal_lines(self.results)
         if self.written:
             lines.append(f"written: {', '.join(map(str, self.written))}")
+        if self.history_note:
+            lines.append(self.history_note)
         elif self.results and self.base.dry_run:
             lines.append("dry run: nothing written")
         return lines
 
     def release(self) -> None:
+        if self._baseline:
+            self._baseline.close()
+            self._baseline = None
         if self.guard is not None:
             self.guard.uninstall()
             self.guard = None

@@ -260,7 +260,7 @@ class Settings:
                 "verify": self.verify, "history": None if self.history is None else str(self.history),
                 "baseline": self.baseline, "regression_threshold": self.regression_threshold,
                 "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
-                "profiler": self.profiler,
+                "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack}
 
 

@@ -275,9 +275,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     comm = existing_comm(session.config)
+    replay = existing_session(session.config)
+    joint = replay is not None and replay.records_run
+    if comm is not None and joint:
+        comm.run_id = replay.run_id  # one run: its hcom rows name the run the history keeps
     if comm is not None and comm.finish():
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    replay = existing_session(session.config)
+    if comm is not None:  # collective cases join the kernel run's history, or make their own
+        if joint:
+            replay.extra_history_cases += comm.history_cases()
+        elif comm.record_history(int(session.exitstatus)):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if replay is None:
         return
     replay.close_runner()

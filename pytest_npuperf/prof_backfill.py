@@ -18,6 +18,7 @@ import datetime as _dt
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ from .ingest.op_summary import ProfileSource, find_sources, read_kernels, read_m
 from .measure.attribution import kernel_signature_hashes
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef
+from .measure.compare import DEFAULT_THRESHOLD
 from .measure.groupstats import group_means, group_precision, group_stats
 from .measure.msprof import find_handoffs, read_handoff, run_export
 from .measure.outcome import SessionInfo
@@ -38,8 +40,8 @@ from .measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
 from .measure.profiled import attribute_results, gc_paused, launches_of
 from .measure.result import STATUS_OK, CaseResult
 from .options import check_db_dir
+from .publish import Publisher, RunFacts
 from .report.terminal import terminal_lines
-from .report.writer import write_reports
 
 
 def _exported(prof_path: Path, notes: list[str]) -> list[ProfileSource]:
@@ -131,18 +133,32 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
     return results
 
 
+@dataclass
+class FinishOptions:
+    """The end of the run, as a session's (publish.py): history, baseline, figures."""
+
+    history: Path | None = None  # None: no history kept
+    baseline: str | None = None
+    threshold: float = DEFAULT_THRESHOLD
+    figures: bool = True
+
+
 def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
                      prune_empty: bool = False, dry_run: bool = False,
-                     statistic: str = "median", reports: bool = True) -> list[str]:
-    """Fill `database` from the profiler output at `prof_path`; returns the summary lines.
-    `reports=False` writes the database only (benchmarks time the ingest on its own)."""
+                     statistic: str = "median", reports: bool = True,
+                     finish: FinishOptions | None = None) -> tuple[list[str], int]:
+    """Fill `database` from the profiler output at `prof_path`; returns the summary lines and
+    the exit status (1: a case SLOWER than the baseline, or the history or the reports not
+    written). `reports=False` writes the database only (benchmarks time the ingest on its
+    own): no history, no reports."""
     with gc_paused():
         return _backfill_profile(Path(prof_path), Path(database), update_mode, prune_empty,
-                                 dry_run, statistic, reports)
+                                 dry_run, statistic, reports, finish or FinishOptions())
 
 
 def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_empty: bool,
-                      dry_run: bool, statistic: str, reports: bool) -> list[str]:
+                      dry_run: bool, statistic: str, reports: bool, finish: FinishOptions
+                      ) -> tuple[list[str], int]:
     started = time.time()
     database = Path(database)
     try:
@@ -188,16 +204,36 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
         results = keep
     stamp = _dt.datetime.fromtimestamp(started).strftime("%Y%m%d_%H%M%S")
     run_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
-    outcome = backfill(database, database, results, native=True, prune_empty=prune_empty,
-                       dry_run=dry_run, run_id=run_id, stamp=stamp,
-                       snapshot=catalog.database, lock=True, purpose="npuperf backfill")
-    outcome.notes[:0] = notes
-    info = SessionInfo(run_id=run_id, started=_dt.datetime.fromtimestamp(started).isoformat(
-        timespec="seconds"), wall_s=time.time() - started, wall_from="command start",
-        device={"kind": "npu", "name": f"profile {prof_path}",
-                "database_device": device_of(database)},
-        options={"prof_path": str(prof_path), "update_mode": update_mode,
-                 "prune_empty": prune_empty, "dry_run": dry_run, "statistic": statistic})
-    paths = (write_reports(outcome, results, info, database / REPORTS_DIR)
-             if reports and not dry_run else None)
-    return terminal_lines(outcome, results, info, paths)
+    options = {"prof_path": str(prof_path), "update_mode": update_mode,
+               "prune_empty": prune_empty, "dry_run": dry_run, "statistic": statistic,
+               "history": None if finish.history is None else str(finish.history),
+               "baseline": finish.baseline, "regression_threshold": finish.threshold,
+               "figures": finish.figures}
+    started_iso = _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds")
+    publisher = Publisher(RunFacts.from_options(options, run_id=run_id, started_iso=started_iso,
+                                                source=str(database)),
+                          device=lambda: device_of(database) or "",
+                          dry_run=dry_run or not reports)
+    code = 0
+    try:
+        if publisher.judge(results):
+            code = 1
+        outcome = backfill(database, database, results, native=True, prune_empty=prune_empty,
+                           dry_run=dry_run, run_id=run_id, stamp=stamp,
+                           snapshot=catalog.database, lock=True, purpose="npuperf backfill")
+        outcome.notes[:0] = notes + publisher.notes
+        reported = len(publisher.notes)
+        info = SessionInfo(run_id=run_id, started=started_iso, wall_s=time.time() - started,
+                           wall_from="command start",
+                           device={"kind": "npu", "name": f"profile {prof_path}",
+                                   "database_device": device_of(database)},
+                           options=options)
+        if reports and not dry_run and not publisher.finish(outcome, results, info,
+                                                            database / REPORTS_DIR,
+                                                            exit_status=code):
+            code = 1
+    finally:
+        publisher.close()
+    lines = terminal_lines(outcome, results, info, publisher.paths,
+                           baseline=publisher.keeper.label, history=publisher.history_line())
+    return publisher.notes[reported:] + lines, code

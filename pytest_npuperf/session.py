@@ -38,7 +38,8 @@ from .measure.result import (
 )
 from .measure.shard import in_shard
 from .options import Settings, check_db_dir, read_settings
-from .report.writer import ReportPaths, write_reports
+from .publish import Publisher, RunFacts
+from .report.writer import ReportPaths
 from .state import RESULT_PROPERTY as RESULT_PROPERTY
 from .state import SESSION_KEY as SESSION_KEY
 from .state import replay_session as replay_session
@@ -104,6 +105,7 @@ class ReplaySession:
         self.recorded = 0  # cases recorded in the history
         # History records of other kinds of cases (collectives) to record with the run.
         self.extra_history_cases: list = []
+        self._publisher: Publisher | None = None
 
     # -- configuration ------------------------------------------------------------------------
     @property
@@ -497,16 +499,10 @@ class ReplaySession:
 
     def _attempt(self, step, failed: str, interrupted: str) -> bool:
         """Run a writing step; a failure or Ctrl-C becomes a note (nothing half written)."""
-        try:
-            step()
-        except NpuperfError as exc:
-            self.notes.append(f"{failed}: {exc}")
-            return False
-        except KeyboardInterrupt:
-            self.interrupted = True
-            self.notes.append(interrupted)
-            return False
-        return True
+        publisher = self.publisher()
+        done = publisher.attempt(step, failed, interrupted)
+        self.interrupted = self.interrupted or publisher.interrupted
+        return done
 
     def finish(self, interrupted: bool, exitstatus: int | None = None) -> bool:
         """Backfill, record the run in the history, write reports (owner process). False
@@ -540,70 +536,43 @@ class ReplaySession:
                                                         "database was left as it was"):
                 return False
         self._final_info = self.session_info()
-        recorded = True
-        if not settings.dry_run:
-            recorded = self._record_history(exitstatus)
-            if settings.figures:
-                self._draw_figures()
-
-            def write() -> None:
-                check_inside(self.source if self.native and not settings.grid else settings.out,
-                             self.reports_dir / "report")
-                self.paths = write_reports(self.outcome, self.results, self._final_info,
-                                           self.reports_dir, figures=self.figures,
-                                           baseline=self.keeper.label,
-                                           history=self.history_line())
-            if not self._attempt(write, "reports not written", "interrupted while writing the "
-                                                              "reports: none was written"):
-                return False
-        return recorded
-
-    # -- history and figures (after the backfill) -----------------------------------------------
-    def _record_history(self, exitstatus: int | None) -> bool:
-        """The run, whole, in the history (nothing on failure: a note says why, and the
-        session fails)."""
-        keeper = self.keeper
-        if keeper.history is None or self.outcome is None:
+        if settings.dry_run:
             return True
-        from .history.convert import case_record, run_record
+        publisher = self.publisher()
+        done = publisher.finish(
+            self.outcome, self.results, self._final_info, self.reports_dir,
+            exit_status=exitstatus, extra_cases=self.extra_history_cases,
+            inside=self.source if self.native and not settings.grid else settings.out)
+        self.interrupted = self.interrupted or publisher.interrupted
+        self.recorded, self.figures, self.paths = (publisher.recorded, publisher.figures,
+                                                   publisher.paths)
+        return done
 
-        info = self._final_info or self.session_info()
-        run = run_record(run_id=self.run_id, started=self.started, started_iso=self.started_iso,
-                         device=info.device, options=self.settings.as_dict(),
-                         source=str(self.source),
-                         target="" if self.outcome.target is None else str(self.outcome.target),
-                         cases=len(self.results), exit_status=exitstatus,
-                         baseline=self.settings.baseline or "", root=Path(self.config.rootpath))
-        cases = [case_record(r) for r in self.results] + list(self.extra_history_cases)
-
-        def record() -> None:
-            self.recorded = keeper.record(run, cases)
-        return self._attempt(record, "history not recorded", "interrupted while recording the "
-                                                             "history: nothing was recorded")
+    # -- history, figures and reports (after the backfill) ---------------------------------------
+    def publisher(self) -> Publisher:
+        """The end of the run shared with the msprof parent and `npuperf backfill`."""
+        if self._publisher is None:
+            settings = self.settings
+            facts = RunFacts(run_id=self.run_id, started=self.started,
+                             started_iso=self.started_iso, source=str(self.source),
+                             options=settings.as_dict(), history=settings.history,
+                             baseline=settings.baseline,
+                             threshold=settings.regression_threshold, figures=settings.figures,
+                             root=Path(self.config.rootpath))
+            self._publisher = Publisher(facts, device=lambda: self.backend.database_device(),
+                                        keeper=self.keeper, notes=self.notes)
+        return self._publisher
 
     def history_line(self) -> str:
-        history = self.keeper.history
-        if history is None:
-            return ""
-        return f"run {self.run_id} recorded in {history} ({self.recorded} case(s))" \
-            if self.recorded else f"run not recorded in {history}"
+        return self.publisher().history_line()
 
-    def hccl_dir(self) -> Path | None:
-        """The collective tables of the written database's device (`<DEVICE>/hccl/`)."""
-        if self.outcome is None or self.outcome.target is None:
-            return None
-        return Path(self.outcome.target).parent.parent / "hccl"
-
-    def _draw_figures(self) -> None:
-        """The report's figures (matplotlib, imported here only); a plotting failure costs
-        the figures, never the reports."""
-        from .report.figures import draw_figures
-
-        try:
-            self.figures = draw_figures(self.results, self.outcome, self.hccl_dir())
-        except Exception as exc:  # a bug or a broken matplotlib: say so, keep the reports
-            self.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
-            self.figures = {}
+    @property
+    def records_run(self) -> bool:
+        """Whether `finish` will record a run in the history here: kernel cases ran in this
+        (owner) process and are written by it (not handed to an msprof parent)."""
+        return (self.active and not self.is_worker and self.writes_ready and bool(self.results)
+                and not self.settings.dry_run and self.settings.history is not None
+                and (self._profiler is None or self._profiler.mode != "child"))
 
     def _hand_off(self, interrupted: bool) -> bool:
         """The msprof child: what was measured goes to the parent, which writes."""
@@ -619,6 +588,7 @@ class ReplaySession:
             "reports_dir": str(self.reports_dir), "run_id": self.run_id, "stamp": self.stamp,
             "dry_run": self.settings.dry_run, "prune_empty": self.settings.prune_empty,
             "keep_prof": self.settings.keep_prof, "writes_ready": self.writes_ready,
+            "root": str(self.config.rootpath),
             "info": dataclasses.asdict(self.session_info()), "notes": list(self.notes)}
         self.release()  # the parent takes the lock for its backfill
         self._attempt(lambda: self.profiler.write_handoff(header, self.results),

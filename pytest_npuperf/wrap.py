@@ -169,7 +169,8 @@ class ParentRun:
         self.notes += handoff.session.get("notes", [])
         if handoff.results:
             self._attribute(handoff.results)
-        code = publish(handoff.session, handoff.results, self.notes, time.time() - self.started)
+        code = publish(handoff.session, handoff.results, self.notes,
+                       time.time() - self.started, exit_status=self.child_code)
         if not self.problem and not self.keep:
             self._clean()
         else:
@@ -241,16 +242,19 @@ class ParentRun:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-def publish(session: dict, results, notes: list[str], wall_s: float) -> int:
-    """Backfill the results into the database the child chose, write the reports and print
-    the summary; 0, or 1 when the backfill failed (the database is left as it was)."""
+def publish(session: dict, results, notes: list[str], wall_s: float,
+            exit_status: int | None = None) -> int:
+    """Backfill the results into the database the child chose, then the end every session has
+    (publish.py: verdicts against the baseline, history, figures, reports) and the summary;
+    0, or 1 when the backfill failed (the database is left as it was), a case is SLOWER than
+    its baseline, or the history or the reports were not written."""
     import dataclasses
 
     from .db.errors import NpuperfError
     from .measure.backfill import backfill
     from .measure.outcome import BackfillOutcome, SessionInfo
+    from .publish import Publisher, RunFacts
     from .report.terminal import terminal_lines
-    from .report.writer import write_reports
 
     info = SessionInfo(**{k: v for k, v in (session.get("info") or {}).items()
                           if k in SessionInfo.__dataclass_fields__})
@@ -258,7 +262,16 @@ def publish(session: dict, results, notes: list[str], wall_s: float) -> int:
     source = Path(session["source"])
     dry_run = bool(session.get("dry_run"))
     stamp, run_id = str(session.get("stamp")), str(session.get("run_id"))
+    facts = RunFacts.from_options(info.options or {}, run_id=run_id, started_iso=info.started,
+                                  source=str(source),
+                                  root=Path(session["root"]) if session.get("root") else None)
+    publisher = Publisher(facts, device=lambda: str((info.device or {}).get("database_device")
+                                                    or ""), dry_run=dry_run)
     code = 0
+    # The child measured no durations under msprof: its cases are judged now, before the
+    # backfill writes their verdicts.
+    if publisher.judge(results):
+        code = 1
     if session.get("grid"):
         outcome = BackfillOutcome(source=source, target=None, native=False, dry_run=dry_run,
                                   run_id=run_id, stamp=stamp)
@@ -272,15 +285,19 @@ def publish(session: dict, results, notes: list[str], wall_s: float) -> int:
                                purpose=f"msprof run {run_id}")
         except NpuperfError as exc:
             _say(f"npuperf: backfill failed, the database was left as it was: {exc}")
+            publisher.close()
             return 1
-    outcome.notes[:0] = notes
-    paths = None
-    if not dry_run:
-        try:
-            paths = write_reports(outcome, results, info, Path(session["reports_dir"]))
-        except NpuperfError as exc:
-            _say(f"npuperf: reports not written: {exc}")
-            code = 1
-    for line in terminal_lines(outcome, results, info, paths):
+    outcome.notes[:0] = notes + publisher.notes
+    reported = len(publisher.notes)
+    if not dry_run and not publisher.finish(outcome, results, info,
+                                            Path(session["reports_dir"]),
+                                            exit_status=code or exit_status):
+        code = 1
+    publisher.close()
+    for line in publisher.notes[reported:]:
+        _say(f"npuperf: {line}")  # the history or the reports were not written
+    for line in terminal_lines(outcome, results, info, publisher.paths,
+                               baseline=publisher.keeper.label,
+                               history=publisher.history_line()):
         _say(f"npuperf: {line}")
     return code

@@ -18,6 +18,12 @@ from tests.replay_project import MATMUL_ROWS, RMSNORM_ROWS, write_db
 T0 = 1_780_676_244_000_000.0
 
 
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    """The default history (npuperf-out/history.sqlite) is relative to the working directory."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def db(tmp_path):
     return write_db(tmp_path / "db", {"MatMulV2": MATMUL_ROWS, "RmsNorm": RMSNORM_ROWS})
@@ -46,6 +52,13 @@ def test_markers_without_a_hand_off_name_the_cases(db, tmp_path, npuperf):
     assert float(mm_row["Average Duration(us)"]) == pytest.approx(
         statistics.median(k.duration for k in k_mm))
     assert list(db.glob("reports/replay_report_*.md"))
+    # As a session's end: the run in the default history, the html page with its figures.
+    from pytest_npuperf.history.store import HistoryStore
+
+    with HistoryStore(tmp_path / "npuperf-out" / "history.sqlite", readonly=True) as store:
+        [run] = store.runs()
+        assert {c.key for c in store.run_cases(run.run_id)} == {rms.case_id, mm.case_id}
+    assert "<svg" in next(db.glob("reports/report_*.html")).read_text()
 
 
 def test_without_markers_kernels_match_rows_by_type_and_signature_on_real_data(

@@ -8,8 +8,11 @@ import hashlib
 import json
 
 import pytest
+import yaml
 
-from tests.replay_project import FAST
+from pytest_npuperf.history.store import HistoryStore
+from tests.replay_project import BENCH as KERNEL_BENCH
+from tests.replay_project import FAST, MATMUL_ROWS, VERSION, write_db
 
 BENCH = '''
 def test_collective(npuperf_comm_case, npuperf_collective):
@@ -53,10 +56,12 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     the session ends, and rank 0 writes the cases it measured: it replaces the row of a point
     measured again, keeps the others and their unknown columns, and leaves the Ascend tables
     of the database alone."""
-    pytester.makepyfile(test_collectives=BENCH)
+    # Kernel cases too: collected, then left out under torchrun (the collective cases must
+    # still reach the history).
+    pytester.makepyfile(test_collectives=BENCH, test_kernels=KERNEL_BENCH)
     pytester.makeconftest(DEATH)
-    version = pytester.path / "db" / ATLAS / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
-    version.mkdir(parents=True)
+    version = write_db(pytester.path / "db", {"MatMulV2": MATMUL_ROWS[:1]})
+    assert version == pytester.path / "db" / ATLAS / "vllm_ascend" / VERSION
     ascend = pytester.path / "db" / ATLAS / "hccl" / "v8.5"
     ascend.mkdir(parents=True)
     (ascend / "hcom_allReduce_.csv").write_text(
@@ -73,7 +78,7 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
         "--npuperf-nproc", "2", "--npuperf-comm-ops", "all_reduce,all_to_all",
         "--npuperf-comm-sizes", "1K,4K", "--npuperf-comm-dtypes", "FLOAT,FLOAT8_E4M3",
         "--npuperf-db", str(version), "--npuperf-out", str(pytester.path / "out"), *NAMES,
-        timeout=RUN_TIMEOUT_S)
+        "--npuperf-baseline", "last", timeout=RUN_TIMEOUT_S)
     out = result.stdout.str()
     assert result.ret != 0, out
     assert "1 failed, 3 passed, 2 skipped" in out, out + result.stderr.str()
@@ -91,6 +96,26 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     run = json.loads(next((mine / "reports").glob("comm_run_*.json")).read_text())
     assert run["by_status"] == {"ok": 3, "skipped": 2, "fault": 1} and run["world"] == 2
     assert digest(pytester.path / "db") == before
+    # The kernel database of the session names the tables for the simulator (op_mapping.yaml).
+    mapping = pytester.path / "out" / "TESTCPU" / "vllm_ascend" / version.name / "op_mapping.yaml"
+    doc = yaml.safe_load(mapping.read_text())
+    assert doc["communication_data_ref"] == "../../hccl/vgloo-test/"
+    assert doc["operator_mappings"]["tensor_cast.all_to_all.default"]["kernel_type"] == \
+        "hcom_alltoallv_"
+    # Rank 0 recorded the run, its collective cases included, in the history.
+    with HistoryStore(pytester.path / "out" / "history.sqlite", readonly=True) as store:
+        cases = store.trend(kernel="all_reduce", signature=None, device="TESTCPU", last=10)
+        kept = store.run_cases(cases[0].run_id)
+    assert sorted((c.key, c.status) for c in cases) == [
+        ("all_reduce-1024B-2r-DT_FLOAT-tier1", "ok"), ("all_reduce-1024B-2r-DT_FLOAT8_E4M3-tier1",
+                                                      "skipped"),
+        ("all_reduce-4096B-2r-DT_FLOAT-tier1", "ok"), ("all_reduce-4096B-2r-DT_FLOAT8_E4M3-tier1",
+                                                      "skipped")]
+    ok = next(c for c in kept if c.status == "ok")
+    assert ok.kind == "collective" and ok.busbw_gbps > 0 and ok.num_devices == 2
+    assert len(ok.samples) == ok.samples_count > 0 and len(kept) == 6
+    assert ok.verdict == "NEW"  # judged against the baseline: the history had no run yet
+    assert "recorded in" in out
 
 
 @pytest.mark.parametrize("args, message", [

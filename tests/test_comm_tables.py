@@ -206,6 +206,57 @@ def test_import_nccl_tests_cli_writes_and_a_rerun_replaces(tmp_path, capsys):
     assert usage.value.code == 2
 
 
+@needs_realdata
+def test_import_nccl_tests_names_the_tables_in_the_op_mapping_of_the_kernel_databases(
+        tmp_path, capsys):
+    """The version directories of the same CANN beside the tables, and one named with
+    --version-dir, get an op_mapping.yaml whose communication_data_ref is the table directory;
+    a hand-edited one is kept byte for byte; a later kernel write keeps the reference."""
+    import yaml
+
+    from pytest_npuperf.cli import main
+    from pytest_npuperf.db.transaction import Transaction
+    from pytest_npuperf.kernels.op_mapping import ensure_op_mapping
+
+    device = tmp_path / "CUDA_NVIDIA_H100"
+    sibling = device / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
+    edited = device / "vllm_ascend" / "vllm0.17.0_torch2.8.0_cann8.5"
+    named = device / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.3"
+    for d in (sibling, edited, named):
+        d.mkdir(parents=True)
+    (sibling / "MatMulV2.csv").write_text("OP State,Average Duration(us)\n")
+    mine = "# my own mapping\noperator_mappings: {}\n"
+    (edited / "op_mapping.yaml").write_text(mine)
+    hccl = device / "hccl" / "v8.5"
+    assert main(["import-nccl-tests", str(NCCL_LOG), "--database-path", str(hccl),
+                 "--version-dir", str(named)]) == 0
+    out = capsys.readouterr().out
+    assert f"{sibling / 'op_mapping.yaml'}: generated" in out
+    assert f"{edited / 'op_mapping.yaml'}: kept" in out
+    assert (edited / "op_mapping.yaml").read_text() == mine
+    for version_dir in (sibling, named):
+        doc = yaml.safe_load((version_dir / "op_mapping.yaml").read_text())
+        assert doc["communication_data_ref"] == "../../hccl/v8.5/"
+        assert doc["operator_mappings"]["tensor_cast.all_reduce.default"]["kernel_type"] == \
+            "hcom_allReduce_"
+    assert "profiling.MatMulV2" in (sibling / "op_mapping.yaml").read_text()
+    # cann8.3's own default is hccl/v8.3: a kernel write regenerates, the reference stays.
+    with Transaction(named, "test") as tx:
+        (named / "Add.csv").write_text("OP State\n")
+        assert ensure_op_mapping(tx, named) == "kept"
+        tx.stage_text(named / "Cast.csv", "OP State\n")
+        assert ensure_op_mapping(tx, named) == "regenerated"
+    doc = yaml.safe_load((named / "op_mapping.yaml").read_text())
+    assert doc["communication_data_ref"] == "../../hccl/v8.5/"
+    assert not list(device.glob(".npuperf*")) and not list(hccl.glob(".npuperf*"))
+    # A version directory of another device (or anywhere else) is refused, nothing written.
+    before = (hccl / "hcom_allReduce_.csv").read_bytes()
+    assert main(["import-nccl-tests", str(NCCL_LOG), "--database-path", str(hccl),
+                 "--version-dir", str(tmp_path / "OTHER" / "vllm_ascend" / named.name)]) == 2
+    assert "not a version directory of CUDA_NVIDIA_H100" in capsys.readouterr().err
+    assert (hccl / "hcom_allReduce_.csv").read_bytes() == before
+
+
 def test_comm_validate_judges_every_row_and_fails_on_a_fail(tmp_path, capsys):
     from pytest_npuperf.cli import main
     from pytest_npuperf.comm.model import predict_us

@@ -108,6 +108,44 @@ def test_collective_points_share_the_tables(tmp_path):
     assert found.kind == KIND_COLLECTIVE and found.busbw_gbps == 180.5 and found.tier == 1
 
 
+def test_a_collective_case_is_recorded_and_judged_against_its_baseline(tmp_path):
+    """A collective result (comm/result.py) as a history record, and its samples judged
+    against the same point of an earlier run: a 1.5x slower all_reduce is SLOWER, the same
+    one is not, a point the baseline lacks is NEW."""
+    from pytest_npuperf.comm.result import CommResult, RankTimes
+    from pytest_npuperf.comm.sweep import CommPoint
+    from pytest_npuperf.history.baseline import judge_samples
+    from pytest_npuperf.history.convert import collective_record
+
+    def result(median: float, seed: int, size: int = 1 << 20) -> CommResult:
+        values = samples(median, seed=seed)
+        times = RankTimes(1, float(np.median(values)), float(np.mean(values)), min(values),
+                          max(values), median * 0.99, median * 1.01, len(values))
+        return CommResult(CommPoint("all_reduce", size, 2, "DT_FLOAT", 1, (0, 1)),
+                          method="events", backend="gloo", device=DEVICE,
+                          duration_us=times.median, ranks=[times], straggler_rank=1,
+                          samples=values)
+
+    record = collective_record(result(100.0, seed=1))
+    assert record.kind == KIND_COLLECTIVE and record.kernel == "all_reduce"
+    assert record.key == "all_reduce-1048576B-2r-DT_FLOAT-tier1" and record.num_devices == 2
+    assert record.busbw_gbps == pytest.approx(record.algbw_gbps)  # 2 ranks: factor 1
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        store.record(run("c1", 1), [record])
+    baseline = resolve_baseline("last", history=tmp_path / "h.sqlite", device=DEVICE)
+    try:
+        verdicts = []
+        for new in (result(150.0, seed=2), result(100.0, seed=3), result(9.0, 4, size=1024)):
+            new.regression = judge_samples(KIND_COLLECTIVE, collective_record(new).key,
+                                           new.samples, baseline, 0.05).to_dict()
+            verdicts.append(new.regression["verdict"])
+        assert verdicts[0] == "SLOWER" and verdicts[1] in ("SAME", "UNCERTAIN")
+        assert verdicts[2] == "NEW"
+        assert collective_record(new).verdict == "NEW"
+    finally:
+        baseline.close()
+
+
 def test_schema_version_migrations_and_foreign_files(tmp_path, monkeypatch):
     path = tmp_path / "h.sqlite"
     with HistoryStore(path) as store:

@@ -18,6 +18,7 @@ import pytest
 import torch  # noqa: F401
 
 import pytest_npuperf.wrap  # noqa: F401
+from pytest_npuperf.history.store import HistoryStore
 from pytest_npuperf.measure.msprof import HANDOFF_NAME, read_handoff, write_handoff
 from pytest_npuperf.measure.result import STATUS_OK, CaseResult
 from pytest_npuperf.wrap import ParentRun, should_wrap
@@ -117,14 +118,35 @@ def test_wrapped_run_attributes_backfills_reports_and_backfill_reads_it_again(
                                          + rms_case["warmup"]}
     assert rms_case["method"] == "msprof" and rms_case["measured_kernel_type"] == "RmsNorm"
     assert any("raw profiler output kept" in line for line in result.outlines)
+    # The parent ends the run as a session does: the history and the standalone html page.
+    with HistoryStore(out / "history.sqlite", readonly=True) as store:
+        [recorded] = store.runs()
+        cases = store.run_cases(recorded.run_id)
+    assert recorded.run_id == run["run_id"] and recorded.passed
+    assert sorted(c.kernel for c in cases) == ["MatMulV2", "MatMulV2", "RmsNorm"]
+    assert all(c.method == "msprof" and c.samples for c in cases)
+    page = next((out / "reports").glob("report_*.html")).read_text()
+    assert "<svg" not in page and "RmsNorm" in page  # FAST: --npuperf-no-figures, obeyed
+    assert any(f"run {recorded.run_id} recorded in" in line for line in result.outlines)
 
-    # `npuperf backfill` of the kept output: the same numbers into another database.
+    # `npuperf backfill` of the kept output: the same numbers into another database, judged
+    # against the wrapped run (the same samples: no case is SLOWER) and recorded.
     other = write_db(pytester.path / "again", {"MatMulV2": MATMUL_ROWS,
                                                "MatMulV3": [MATMUL_ROWS[0]],
                                                "RmsNorm": RMSNORM_ROWS})
-    code, text, err = npuperf("backfill", "--prof-path", run_dir, "--database-path", other)
+    code, text, err = npuperf("backfill", "--prof-path", run_dir, "--database-path", other,
+                              "--history", out / "history.sqlite", "--baseline",
+                              recorded.run_id)
     assert code == 0, err
     assert "matched by the runs' hand-off files" in text
+    assert f"vs baseline {recorded.run_id}" in text and "SLOWER" not in text
+    page = next((other / "reports").glob("report_*.html")).read_text()
+    assert "<svg" in page and "GEMM latency vs M" in page
+    with HistoryStore(out / "history.sqlite", readonly=True) as store:
+        latest = store.runs()[-1]
+        again_cases = store.run_cases(latest.run_id)
+    assert latest.run_id != recorded.run_id and len(again_cases) == 3
+    assert {c.verdict for c in again_cases} <= {"SAME", "UNCERTAIN"}, again_cases
     again = rows_by_file(other)
     assert again["MatMulV3.csv"][0]["Average Duration(us)"] == v3["Average Duration(us)"]
     assert again["RmsNorm.csv"][0]["MicroBench aicore_time(us)"] == \

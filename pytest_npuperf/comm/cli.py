@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..db.errors import NpuperfError
-from ..db.layout import HCCL_DIR
+from ..db.layout import HCCL_DIR, OP_MAPPING_FILE
 from .importers import ImportOptions, import_log
 from .sweep import check_grid
 from .table import write_tables
@@ -16,7 +17,7 @@ from .table import write_tables
 def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
                 num_devices: int | None = None, topology_tier: int | None = None,
                 grid_shape: str | None = None, dtype: str | None = None,
-                dry_run: bool = False) -> str:
+                dry_run: bool = False, version_dirs: Sequence[Path] = ()) -> str:
     """Import every log (all read before anything is written) and say what was done."""
     grid = None
     if grid_shape:
@@ -42,7 +43,7 @@ def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
     if not any(rows.values()):
         raise NpuperfError("no row to import (see the notes above)" if lines else "no log")
     stats = write_tables(directory, rows, purpose=f"npuperf import-nccl-tests {options.run_id}",
-                         dry_run=dry_run)
+                         dry_run=dry_run, version_dirs=version_dirs)
     if Path(directory).resolve().parent.name != HCCL_DIR:
         lines.append(f"  note: {directory} is not a <DEVICE>/{HCCL_DIR}/<version> directory, "
                      f"where simulators look for hcom tables")
@@ -51,4 +52,10 @@ def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
         lines.append(f"{directory / item.file}: {item.updated} row(s) {verb} replaced, "
                      f"{item.added} added, {item.kept} other row(s) kept")
         lines += [f"  note: {note}" for note in item.notes]
+    for version_dir, done in stats.op_mappings.items():
+        lines.append(f"{version_dir / OP_MAPPING_FILE}: {done}")
+    if not dry_run and not stats.op_mappings and Path(directory).resolve().parent.name == HCCL_DIR:
+        lines.append(f"  note: no kernel database names these tables in its {OP_MAPPING_FILE} "
+                     f"(none of the same CANN version beside them): pass --version-dir DIR "
+                     f"for the one the simulator reads")
     return "\n".join(lines)

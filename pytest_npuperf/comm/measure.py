@@ -280,6 +280,7 @@ class CaseMeasurement:
         result.ranks = [rank_times(r, s) for r, s in samples.items()]
         worst = result.slowest()
         result.straggler_rank = worst.rank if worst else None
+        result.samples = list(samples[slowest])  # what the history keeps and a baseline compares
         result.duration_us = result.value_of(worst) if worst else math.nan
         if reason:
             return [_CODES[reason], 0, k]

@@ -53,6 +53,8 @@ class CommResult:
     time_in_ops_s: float = 0.0  # rank 0's wall time inside timed batches
     wall_s: float = 0.0
     finished: str = ""  # ISO time the case ended
+    samples: list[float] = field(default_factory=list)  # the straggler's per-op samples (us)
+    regression: dict | None = None  # the verdict against --npuperf-baseline (rank 0)
 
     @property
     def case_id(self) -> str:

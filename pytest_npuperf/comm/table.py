@@ -11,6 +11,7 @@ report of a run lands together, or none does.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..db.errors import NpuperfError
+from ..db.layout import FRAMEWORK_DIR, HCCL_DIR
+from ..db.op_mapping import version_dirs_for_hccl
 from ..db.shapes import normalize_dtype
 from ..db.table import empty_table, read_table
 from ..db.transaction import FileStamp, Transaction
+from ..kernels.op_mapping import ensure_op_mapping
 
 CONTRACT_COLUMNS = ("message_bytes", "num_devices", "dtype", "topology_tier", "Duration(us)",
                     "bandwidth_gbps")
@@ -119,22 +123,57 @@ def upsert(frame: pd.DataFrame, rows: Iterable[Mapping[str, str]], name: str = "
     return out, stats
 
 
+class TableStats(list):
+    """What `write_tables` did: an `UpsertStats` per table, and `op_mappings`: the
+    op_mapping.yaml of each version directory that reads the tables -> kept, generated, ..."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.op_mappings: dict[Path, str] = {}
+
+
+def mapping_readers(directory: Path, version_dirs: Iterable[Path] = ()) -> list[Path]:
+    """The version directories whose op_mapping.yaml names `directory` as their collective
+    tables: those of the same CANN beside it (`<DEVICE>/vllm_ascend/*_cann<C>` for
+    `<DEVICE>/hccl/v<C>`) and `version_dirs` (the database of a session, or named by the
+    user), absolute; none when `directory` is not a `<DEVICE>/hccl/<version>` directory."""
+    directory = Path(os.path.abspath(directory))
+    if directory.parent.name != HCCL_DIR:
+        return []
+    device = directory.parent.parent
+    found = {Path(os.path.abspath(d)) for d in version_dirs_for_hccl(directory)}
+    for version_dir in map(Path, version_dirs):
+        absolute = Path(os.path.abspath(version_dir))
+        # One transaction (and lock) on the <DEVICE> directory covers them all.
+        if absolute.parent != device / FRAMEWORK_DIR:
+            raise NpuperfError(f"{version_dir}: not a version directory of {device.name} "
+                               f"({device / FRAMEWORK_DIR}/<VERSION>), where the tables are")
+        found.add(absolute)
+    return sorted(found)
+
+
 def write_tables(directory: Path, rows_by_file: Mapping[str, list[dict[str, str]]], *,
                  purpose: str,
                  texts: Callable[[list[UpsertStats]], Mapping[Path, str]] | None = None,
-                 dry_run: bool = False) -> list[UpsertStats]:
+                 dry_run: bool = False, version_dirs: Iterable[Path] = ()) -> TableStats:
     """Upsert each file's rows under `directory` (created if needed) and stage the files
-    `texts(stats)` returns (reports that say what the upsert did) in the same transaction: all
-    land together or none does."""
+    `texts(stats)` returns (reports that say what the upsert did) and the op_mapping.yaml of
+    every version directory that reads these tables (`mapping_readers`: generated where
+    missing or still npuperf's, so that its `communication_data_ref` names `directory`; a
+    hand-edited one is kept) in the same transaction: all land together or none does. With
+    readers the transaction (and its lock) covers their common parent, the `<DEVICE>`
+    directory."""
     directory = Path(directory)
-    results: list[UpsertStats] = []
+    results = TableStats()
     if dry_run:
         for name, rows in rows_by_file.items():
             path = directory / name
             frame = read_table(path) if path.is_file() else empty_table(COLUMNS)
             results.append(upsert(frame, rows, name)[1])
         return results
-    with Transaction(directory, purpose) as tx:
+    readers = mapping_readers(directory, version_dirs)
+    root = Path(os.path.commonpath([os.path.abspath(directory), *map(str, readers)]))
+    with Transaction(root, purpose) as tx:
         for name, rows in rows_by_file.items():
             path = directory / name
             stamp = FileStamp.of(path)
@@ -146,6 +185,9 @@ def write_tables(directory: Path, rows_by_file: Mapping[str, list[dict[str, str]
             results.append(stats)
         for path, text in (texts(results) if texts else {}).items():
             tx.stage_text(path, text)
+        for version_dir in readers:
+            results.op_mappings[version_dir] = ensure_op_mapping(tx, version_dir,
+                                                                 hccl_dir=directory)
     return results
 
 

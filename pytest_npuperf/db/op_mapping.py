@@ -200,6 +200,20 @@ def mapping_context(version_dir: Path, *, staged: Iterable[Path] = (),
     return MappingContext(version_dir, kernel_types, collectives, ref, versions, device)
 
 
+def _referenced_hccl(version_dir: Path, text: str) -> Path | None:
+    """The directory a generated file's `communication_data_ref` names, when it still holds
+    collective tables: a writer of collective tables may have pointed it elsewhere than the
+    default `v<CANN>` (a gloo or nccl version), and a later kernel write keeps that."""
+    try:
+        ref = yaml.safe_load(text).get("communication_data_ref")
+    except (yaml.YAMLError, AttributeError):
+        return None
+    if not isinstance(ref, str) or not ref.strip():
+        return None
+    hccl = Path(os.path.normpath(Path(os.path.abspath(version_dir)) / ref))
+    return hccl if _names(hccl, (), lambda n: n.startswith(COLLECTIVE_PREFIX)) else None
+
+
 def stage_op_mapping(tx: Transaction, version_dir: str | Path,
                      build: Callable[[MappingContext], str], *, source: str | Path | None = None,
                      hccl_dir: str | Path | None = None) -> str:
@@ -218,6 +232,8 @@ def stage_op_mapping(tx: Transaction, version_dir: str | Path,
         text = read_text_bounded(target)
         if not is_unedited_generated(text):
             return KEPT  # someone's own mapping: never rewritten
+        if hccl is None:  # a kernel writer: the collective tables stay those it named
+            hccl = _referenced_hccl(version_dir, text)
         fresh = build(mapping_context(version_dir, staged=tx.staged, hccl_dir=hccl))
         if fresh == text:
             return KEPT

@@ -167,17 +167,27 @@ def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Compariso
     """The verdict of a measured case against its baseline (None: nothing was measured)."""
     if not result.measured or not result.samples:
         return None
-    base = baseline.case(KIND_KERNEL, result.case_id)
+    return judge_samples(KIND_KERNEL, result.case_id, result.samples, baseline, threshold,
+                         status=result.status, reference=result.reference_us,
+                         median=result.stats.median if result.stats else None)
+
+
+def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
+                  threshold: float, *, status: str = "ok", reference: float | None = None,
+                  median: float | None = None) -> Comparison:
+    """The verdict of a case (`kind`, `key`: a kernel replay or a collective point) whose
+    `samples` were just measured."""
+    base = baseline.case(kind, key)
     if base is None:
         return Comparison(NEW, reason=f"not measured in the baseline ({baseline.ref})",
-                          new_samples=len(result.samples), threshold=threshold,
-                          new_median_us=result.stats.median if result.stats else None)
+                          new_samples=len(samples), threshold=threshold,
+                          new_median_us=median)
     if not base.samples:
         return Comparison(NEW, reason=f"the baseline run {base.run_id} kept no samples of it",
-                          new_samples=len(result.samples), threshold=threshold,
+                          new_samples=len(samples), threshold=threshold,
                           base_run=base.run_id)
-    return compare_samples(base.samples, result.samples, threshold=threshold,
-                           base_status=base.status, new_status=result.status,
+    return compare_samples(base.samples, samples, threshold=threshold,
+                           base_status=base.status, new_status=status,
                            base_run=base.run_id, base_reference=base.extra.get("reference_us"),
-                           new_reference=result.reference_us,
+                           new_reference=reference,
                            run_to_run=base.extra.get("run_to_run"))

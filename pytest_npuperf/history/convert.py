@@ -10,10 +10,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..comm.result import CommResult
 from ..db.errors import ContractError, NpuperfError
 from ..db.samples import samples_from_text
 from ..measure.result import CaseResult
-from .records import KIND_KERNEL, CaseRecord, RunRecord
+from .records import KIND_COLLECTIVE, KIND_KERNEL, CaseRecord, RunRecord, collective_key
 
 RUN_JSON_SCHEMA_PREFIX = "npuperf-run/"
 _GIT_TIMEOUT_S = 5.0
@@ -79,6 +80,40 @@ def case_record(result: CaseResult) -> CaseRecord:
         mbu=_finite(result.mbu), verdict=str(regression.get("verdict") or ""),
         ratio=_finite(regression.get("ratio")), p_value=_finite(regression.get("p_value")),
         baseline_run=str(regression.get("base_run") or ""), extra=extra,
+        samples=[float(s) for s in result.samples])
+
+
+def collective_record(result: CommResult) -> CaseRecord:
+    """A collective case (a size-sweep point; comm/result.py): its time is the straggler
+    rank's statistic, its samples the straggler's per-op times."""
+    point = result.point
+    worst = result.slowest()
+    regression = result.regression or {}
+    extra = {"nodeid": result.nodeid, "error": result.error, "backend": result.backend,
+             "straggler_rank": result.straggler_rank, "check": result.check,
+             "ops_per_sample": result.ops_per_sample, "timed_calls": result.timed_calls,
+             "warmup": result.warmup, "ranks": [r.rank for r in result.ranks],
+             "wall_s": result.wall_s}
+    return CaseRecord(
+        kind=KIND_COLLECTIVE, kernel=point.op, signature=point.case_id,
+        key=collective_key(point.op, point.message_bytes, point.num_devices, point.dtype,
+                           point.topology_tier),
+        status=result.status, method=result.method, statistic=result.statistic,
+        value_us=_finite(result.duration_us) if result.measured else None,
+        samples_count=len(result.samples) or (worst.samples if worst else 0),
+        mean_us=_finite(worst.mean) if worst else None,
+        median_us=_finite(worst.median) if worst else None,
+        min_us=_finite(worst.min) if worst else None, max_us=_finite(worst.max) if worst else None,
+        q1_us=_finite(worst.q1) if worst else None, q3_us=_finite(worst.q3) if worst else None,
+        precision=_finite(result.precision), stop_reason=result.stop_reason,
+        device=result.device, stack=result.stack, timestamp=result.finished,
+        message_bytes=point.message_bytes, num_devices=point.num_devices, dtype=point.dtype,
+        tier=point.topology_tier, algbw_gbps=_finite(result.algbw_gbps()),
+        busbw_gbps=_finite(result.busbw_gbps()),
+        verdict=str(regression.get("verdict") or ""), ratio=_finite(regression.get("ratio")),
+        p_value=_finite(regression.get("p_value")),
+        baseline_run=str(regression.get("base_run") or ""),
+        extra={k: v for k, v in extra.items() if v not in (None, "", [])},
         samples=[float(s) for s in result.samples])
 
 
