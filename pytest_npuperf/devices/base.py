@@ -179,6 +179,11 @@ class Backend(ABC):
     def peak(self) -> Peak | None:
         return None
 
+    def remeasure_peak(self) -> bool:
+        """Measure the peak again where it was measured, not read from a data sheet; True
+        when the new figure is higher (the first was taken on a busy host)."""
+        return False
+
     # Where a backend that measures its own peaks (the CPU) caches them per host; the session
     # points it into its output directory.
     peak_cache_dir: Path | None = None

@@ -19,6 +19,9 @@ import torch
 from .base import Backend, Peak
 
 _SYS_CPU = Path("/sys/devices/system/cpu/cpu0/cache")
+# Peak re-measurements per session when a case beats the roofline (about 0.1 s each): enough
+# for a busy start, bounded where a case is suspect for other reasons.
+_MAX_REMEASURES = 3
 
 
 @lru_cache(maxsize=1)
@@ -47,6 +50,7 @@ class CpuBackend(Backend):
         self.threads: int | None = None  # intra-op threads to pin (None: torch's own choice)
         self.cores: list[int] | None = None  # CPUs to keep this process on (xdist workers)
         self._peak: Peak | None = None
+        self._remeasured = 0
 
     def share(self, threads: int, cores: list[int] | None = None) -> None:
         """Run with `threads` intra-op threads, on `cores` when given; applied by activate()."""
@@ -78,6 +82,18 @@ class CpuBackend(Backend):
 
             self._peak = cpu_peak(self.device_name(), self.peak_cache_dir)
         return self._peak
+
+    def remeasure_peak(self) -> bool:
+        # A case faster than the session's peak most often means the peak was timed while
+        # the host was busy: noise only slows a peak measurement down, never speeds it up.
+        if self._remeasured >= _MAX_REMEASURES or self._peak is None:
+            return False
+        from .cpu_peak import cpu_peak
+
+        self._remeasured += 1
+        before, self._peak = self._peak, cpu_peak(self.device_name(), self.peak_cache_dir)
+        return self._peak.flops > before.flops or self._peak.bytes_per_s > before.bytes_per_s \
+            or self._peak.levels != before.levels
 
     def l2_cache_bytes(self) -> int | None:
         """The last-level cache: what a flush between samples has to evict."""
