@@ -16,6 +16,7 @@ import contextlib
 import gc
 import math
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,11 +157,21 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     return attributed
 
 
+def read_kernels_ahead(pool: ThreadPoolExecutor, sources: list[ProfileSource],
+                       markers: MarkerTable) -> Future[KernelTable]:
+    """The kernel tables read in `pool` while the caller does other work (the hand-off, the
+    database): pandas' C parser releases the GIL, so on two cores the read costs little more
+    than the slower of the two. Pass the future's result to `attribute_results`."""
+    return pool.submit(read_kernels, sources, with_identity=not len(markers))
+
+
 def attribute_results(results: list[CaseResult], path: str | Path | list[ProfileSource], *,
                       method: str = METHOD_MSPROF, order_method: str = METHOD_MSPROF_ORDER,
-                      markers: MarkerTable | None = None) -> ProfileOutcome:
-    """Read the profile at `path` and complete the results it holds kernels for (`markers`:
-    its marker table, when the caller has read it already)."""
+                      markers: MarkerTable | None = None,
+                      kernels: KernelTable | None = None) -> ProfileOutcome:
+    """Read the profile at `path` and complete the results it holds kernels for (`markers`,
+    `kernels`: its marker table and kernels (`read_kernels_ahead`), when the caller has read
+    them already)."""
     sources = path if isinstance(path, list) else find_sources(path)
     outcome = ProfileOutcome(sources=sources)
     indices, specs = case_specs(results)
@@ -168,7 +179,8 @@ def attribute_results(results: list[CaseResult], path: str | Path | list[Profile
     if markers is None:
         markers = read_markers(sources)
     use_markers = len(markers) > 0
-    kernels = read_kernels(sources, with_identity=not use_markers)
+    if kernels is None:
+        kernels = read_kernels(sources, with_identity=not use_markers)
     outcome.kernels, outcome.markers = len(kernels), len(markers)
     outcome.notes += markers.notes + kernels.notes
     for source in sources:
