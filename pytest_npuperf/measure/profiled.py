@@ -120,7 +120,8 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     ordered = durations[order].tolist()  # per case, in launch order (for plots)
     count = stats.count.tolist()
     offsets = np.concatenate(([0], np.cumsum(stats.count)[:-1])).tolist()
-    columns = [getattr(stats, name).tolist() for name in _STATS_FIELDS]
+    # Per group, SampleStats' arguments in order: one tuple each, built by zip in C.
+    stat_rows = list(zip(count, *(getattr(stats, name).tolist() for name in _STATS_FIELDS)))
     precision = {name: values.tolist() for name, values in precision.items()}
     counter_rows = means.tolist()
     complete = (~np.isnan(means).any(axis=1)).tolist() if means.size else [False] * groups
@@ -134,7 +135,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
             result.error = found.problem or "no samples left after the warmup calls"
             continue
         attributed += 1
-        sample_stats = SampleStats(count[group], *(c[group] for c in columns))
+        sample_stats = SampleStats(*stat_rows[group])
         result.stats = sample_stats
         kept = ordered[offsets[group]:offsets[group] + count[group]]
         step = max(1, -(-len(kept) // MAX_KEPT_SAMPLES))
