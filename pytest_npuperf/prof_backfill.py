@@ -18,6 +18,7 @@ import datetime as _dt
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from .measure.groupstats import group_means, group_precision, group_stats
 from .measure.msprof import find_handoffs, read_handoff, run_export
 from .measure.outcome import SessionInfo
 from .measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
-from .measure.profiled import attribute_results, gc_paused, launches_of
+from .measure.profiled import attribute_results, gc_paused, launches_of, read_kernels_ahead
 from .measure.result import STATUS_OK, CaseResult
 from .options import check_db_dir
 from .publish import Publisher, RunFacts
@@ -143,6 +144,24 @@ class FinishOptions:
     figures: bool = True
 
 
+def _cases(handoffs: list[Path], markers, database: Path, statistic: str,
+           sources: list[ProfileSource], notes: list[str]
+           ) -> tuple[list[CaseResult], str, CaseCatalog | None]:
+    """The cases the profile is for, how they were found, and the database's cases when they
+    had to be read for that."""
+    if handoffs:
+        results: list[CaseResult] = []
+        for path in handoffs:
+            results += read_handoff(path).results
+        return results, "the runs' hand-off files", None
+    catalog = CaseCatalog(database)
+    if len(markers):
+        return (_marker_cases(catalog, markers, statistic),
+                "mstx markers (no hand-off: warmup calls included, counts not checked)", catalog)
+    return (_signature_results(catalog, sources, statistic, notes),
+            "kernel type and signature (no markers, no hand-off)", catalog)
+
+
 def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
                      prune_empty: bool = False, dry_run: bool = False,
                      statistic: str = "median", reports: bool = True,
@@ -168,26 +187,19 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
     notes: list[str] = []
     sources = _exported(Path(prof_path), notes)
     handoffs = find_handoffs(prof_path)
-    catalog = None if handoffs else CaseCatalog(database)
-    results: list[CaseResult] = []
-    for path in handoffs:
-        results += read_handoff(path).results
     markers = read_markers(sources)
-    if handoffs:
-        how = "the runs' hand-off files"
-    elif len(markers):
-        results = _marker_cases(catalog, markers, statistic)
-        how = "mstx markers (no hand-off: warmup calls included, counts not checked)"
-    else:
-        results = _signature_results(catalog, sources, statistic, notes)
-        how = "kernel type and signature (no markers, no hand-off)"
-    if handoffs or len(markers):
-        # The kernels are freed on return, before the database is read.
-        outcome = attribute_results(results, sources, markers=markers)
-        notes += outcome.notes
-        notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
-                     f"unattributed; {outcome.kernels:,} kernel launch(es), "
-                     f"{outcome.markers:,} marker(s)")
+    with ThreadPoolExecutor(1) as pool:
+        kernels = read_kernels_ahead(pool, sources, markers) if handoffs or len(markers) else None
+        results, how, catalog = _cases(handoffs, markers, database, statistic, sources, notes)
+        if kernels is not None:
+            # The kernels are freed on return, before the database is read.
+            outcome = attribute_results(results, sources, markers=markers,
+                                        kernels=kernels.result())
+            kernels = None
+            notes += outcome.notes
+            notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
+                         f"unattributed; {outcome.kernels:,} kernel launch(es), "
+                         f"{outcome.markers:,} marker(s)")
     notes.insert(0, f"matched by {how}; {len(results)} case(s) from {prof_path}")
     if catalog is None:
         catalog = CaseCatalog(database)

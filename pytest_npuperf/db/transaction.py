@@ -27,6 +27,7 @@ write never leaves the database through one.
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import re
@@ -343,9 +344,30 @@ class Transaction:
         self._entries = {}
 
 
+_WRITE_ROWS = 50_000
+
+
 def write_frame(frame, handle) -> None:
-    """A table of cell texts as CSV, with the line terminator it was read with."""
-    frame.to_csv(handle, index=False, lineterminator=frame.attrs.get("lineterminator", "\n"))
+    """A table of cell texts as CSV, with the line terminator it was read with.
+
+    A frame of text columns (every table this project reads or builds) goes straight to the
+    csv module, a block of rows at a time: the writer and quoting pandas' `to_csv` uses too
+    (QUOTE_MINIMAL, missing cells empty, same bytes), without its per-block conversions, which
+    make `to_csv` about 1.5x slower on 10^5-row tables. Other frames go through `to_csv`."""
+    import pandas as pd  # here: the transaction machinery itself needs no pandas
+
+    terminator = frame.attrs.get("lineterminator", "\n")
+    texts = all(pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype)
+                for dtype in frame.dtypes)
+    if not texts or not len(frame.columns):
+        frame.to_csv(handle, index=False, lineterminator=terminator)
+        return
+    writer = csv.writer(handle, lineterminator=terminator)
+    writer.writerow([str(c) for c in frame.columns])
+    columns = [(column.fillna("") if column.hasnans else column).to_numpy(dtype=object)
+               for _, column in frame.items()]
+    for at in range(0, len(frame), _WRITE_ROWS):
+        writer.writerows(zip(*(cells[at:at + _WRITE_ROWS].tolist() for cells in columns)))
 
 
 def _backup(target: Path, backup: Path) -> None:

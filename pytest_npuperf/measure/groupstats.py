@@ -133,13 +133,17 @@ def group_means(group: np.ndarray, matrix: np.ndarray, groups: int) -> np.ndarra
     """Per group and column, the mean of the non-NaN values (NaN where a group has none)."""
     out = np.full((groups, matrix.shape[1]), np.nan)
     group = np.asarray(group, np.int64)
+    everyone = np.bincount(group, minlength=groups)
     for column in range(matrix.shape[1]):
         values = matrix[:, column]
         present = ~np.isnan(values)
-        if not present.any():
+        if present.all():  # the usual case: no masking, the counts shared by all columns
+            total, count = np.bincount(group, weights=values, minlength=groups), everyone
+        elif present.any():
+            total = np.bincount(group[present], weights=values[present], minlength=groups)
+            count = np.bincount(group[present], minlength=groups)
+        else:
             continue
-        total = np.bincount(group[present], weights=values[present], minlength=groups)
-        count = np.bincount(group[present], minlength=groups)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, column] = np.where(count > 0, total / count, np.nan)
     return out

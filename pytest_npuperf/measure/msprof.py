@@ -113,8 +113,31 @@ def _lines(path: Path) -> Iterator[tuple[int, dict]]:
         raise os_error(path, exc) from None
 
 
+# Fields whose few distinct texts repeat on every line: one string object each, not one per
+# case (10^5 results stay in memory through attribution and backfill).
+_REPEATED = ("kernel_type", "file", "device", "stack", "method", "statistic", "status",
+             "timestamp", "implementation", "memory_level", "bound_by")
+
+
+def _shared(data: dict, seen: dict[str, str]) -> dict:
+    for key in _REPEATED:
+        value = data.get(key)
+        if isinstance(value, str):
+            data[key] = seen.setdefault(value, value)
+    profile = data.get("profile")
+    if isinstance(profile, dict):
+        if profile.get("marker") == data.get("case_id"):
+            profile["marker"] = data["case_id"]
+        launches = profile.get("launches")
+        if isinstance(launches, list):
+            profile["launches"] = [seen.setdefault(t, t) if isinstance(t, str) else t
+                                   for t in launches]
+    return data
+
+
 def read_handoff(path: Path) -> Handoff:
     handoff = Handoff(path=Path(path))
+    seen: dict[str, str] = {}
     for number, data in _lines(Path(path)):
         if number == 1:
             if data.get("schema") != HANDOFF_SCHEMA:
@@ -122,7 +145,7 @@ def read_handoff(path: Path) -> Handoff:
                                    f"{data.get('schema')!r})")
             handoff.session = dict(data.get("session") or {})
         elif isinstance(data.get("result"), dict):
-            handoff.results.append(CaseResult.from_dict(data["result"]))
+            handoff.results.append(CaseResult.from_dict(_shared(data["result"], seen)))
     return handoff
 
 

@@ -16,6 +16,7 @@ import contextlib
 import gc
 import math
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +120,8 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     ordered = durations[order].tolist()  # per case, in launch order (for plots)
     count = stats.count.tolist()
     offsets = np.concatenate(([0], np.cumsum(stats.count)[:-1])).tolist()
-    columns = [getattr(stats, name).tolist() for name in _STATS_FIELDS]
+    # Per group, SampleStats' arguments in order: one tuple each, built by zip in C.
+    stat_rows = list(zip(count, *(getattr(stats, name).tolist() for name in _STATS_FIELDS)))
     precision = {name: values.tolist() for name, values in precision.items()}
     counter_rows = means.tolist()
     complete = (~np.isnan(means).any(axis=1)).tolist() if means.size else [False] * groups
@@ -133,7 +135,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
             result.error = found.problem or "no samples left after the warmup calls"
             continue
         attributed += 1
-        sample_stats = SampleStats(count[group], *(c[group] for c in columns))
+        sample_stats = SampleStats(*stat_rows[group])
         result.stats = sample_stats
         kept = ordered[offsets[group]:offsets[group] + count[group]]
         step = max(1, -(-len(kept) // MAX_KEPT_SAMPLES))
@@ -156,11 +158,21 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     return attributed
 
 
+def read_kernels_ahead(pool: ThreadPoolExecutor, sources: list[ProfileSource],
+                       markers: MarkerTable) -> Future[KernelTable]:
+    """The kernel tables read in `pool` while the caller does other work (the hand-off, the
+    database): pandas' C parser releases the GIL, so on two cores the read costs little more
+    than the slower of the two. Pass the future's result to `attribute_results`."""
+    return pool.submit(read_kernels, sources, with_identity=not len(markers))
+
+
 def attribute_results(results: list[CaseResult], path: str | Path | list[ProfileSource], *,
                       method: str = METHOD_MSPROF, order_method: str = METHOD_MSPROF_ORDER,
-                      markers: MarkerTable | None = None) -> ProfileOutcome:
-    """Read the profile at `path` and complete the results it holds kernels for (`markers`:
-    its marker table, when the caller has read it already)."""
+                      markers: MarkerTable | None = None,
+                      kernels: KernelTable | None = None) -> ProfileOutcome:
+    """Read the profile at `path` and complete the results it holds kernels for (`markers`,
+    `kernels`: its marker table and kernels (`read_kernels_ahead`), when the caller has read
+    them already)."""
     sources = path if isinstance(path, list) else find_sources(path)
     outcome = ProfileOutcome(sources=sources)
     indices, specs = case_specs(results)
@@ -168,7 +180,8 @@ def attribute_results(results: list[CaseResult], path: str | Path | list[Profile
     if markers is None:
         markers = read_markers(sources)
     use_markers = len(markers) > 0
-    kernels = read_kernels(sources, with_identity=not use_markers)
+    if kernels is None:
+        kernels = read_kernels(sources, with_identity=not use_markers)
     outcome.kernels, outcome.markers = len(kernels), len(markers)
     outcome.notes += markers.notes + kernels.notes
     for source in sources:

@@ -128,7 +128,8 @@ class CaseResult:
     def from_dict(cls, data: dict[str, Any]) -> CaseResult:
         values = dict(data)
         stats = values.pop("stats", None)
-        known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
-        result = cls(**known)
+        if not values.keys() <= cls.__dataclass_fields__.keys():  # fields of another version
+            values = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
+        result = cls(**values)
         result.stats = SampleStats.from_dict(stats) if stats else None
         return result

@@ -40,6 +40,8 @@ class SampleStats:
 
     @classmethod
     def from_dict(cls, data: dict[str, float]) -> SampleStats:
+        if data.keys() <= cls.__dataclass_fields__.keys():
+            return cls(**data)  # type: ignore[arg-type]
         return cls(**{k: data[k] for k in cls.__dataclass_fields__  # type: ignore[arg-type]
                       if k in data})
 
