@@ -108,6 +108,10 @@ def bench_duty_cycle(work: Path) -> None:
           f"duty cycle {s['duty_cycle']:.2f} (goal >= 0.8), overhead "
           f"{1e3 * s['per_case_overhead_s']:.0f} ms per case; this script's clock around the "
           f"whole process: {s['external_wall_s']:.1f} s")
+    print(f"    where the overhead goes: {s['outside_cases_s']:.1f} s outside the cases (start-up, "
+          f"collection, pytest, backfill); inside the cases beyond the calls "
+          f"{1e3 * s['in_case_overhead_s']:.0f} ms per case, of which warmup calls "
+          f"~{1e3 * s['warmup_s_per_case']:.0f} ms (inputs, roofline peak, sampling the rest)")
 
 
 def bench_backfill(work: Path, rows: int) -> None:

@@ -55,7 +55,14 @@ class BenchRun:
                 "outside_cases_s": totals["session_wall_s"] * run_workers(self.report)
                 - totals["cases_wall_s"],
                 "in_case_overhead_s": (totals["cases_wall_s"] - totals["time_in_calls_s"])
-                / max(1, totals["cases"])}
+                / max(1, totals["cases"]),
+                # Of that, the warmup calls (untimed by definition): estimated as warmup x the
+                # case's stored value, so slightly low (the first calls are the slow ones).
+                "warmup_s_per_case": self.warmup_estimate_s() / max(1, totals["cases"])}
+
+    def warmup_estimate_s(self) -> float:
+        return sum(c.get("warmup", 0) * c["value"] / 1e6 for c in self.cases.values()
+                   if c["status"] in MEASURED and c.get("value"))
 
 
 def run_workers(report: dict) -> int:

@@ -210,6 +210,23 @@ def test_stop_reasons_are_recorded():
     assert run.stop_reason == STOP_PRECISION and run.precision == 0.0
 
 
+@pytest.mark.parametrize("statistic", ["median", "mean"])
+@pytest.mark.parametrize("max_samples, precision", [(300, 1e-9), (10**6, 0.2)])
+def test_the_precision_a_run_reports_is_that_of_all_its_samples(statistic, max_samples,
+                                                                  precision):
+    """The sampler keeps a sorted copy of the samples for its checks; what it reports is
+    still the precision of every sample taken, in any order, whichever rule stopped it."""
+    rng = np.random.default_rng(11)
+    timer = ScriptedTimer(list(rng.lognormal(3, 0.5, 5000)))
+    policy = SamplingPolicy(warmup=0, min_samples=10, max_samples=max_samples, budget_s=100,
+                            min_time_s=0, precision=precision, statistic=statistic)
+    run = sample(lambda: None, timer, policy)
+    assert run.stop_reason == ("max samples" if max_samples == 300 else "precision reached")
+    assert run.samples != sorted(run.samples)  # kept in the order they were taken
+    assert run.precision == relative_precision(run.samples, statistic)
+    assert math.isfinite(run.precision)
+
+
 def test_tukey_outliers_are_counted_and_kept():
     stats = summarize([10.0, 10.5, 11.0, 10.2, 10.8, 10.4, 50.0, 1.0])
     assert (stats.q1, stats.q3) == (pytest.approx(10.15), pytest.approx(10.85))

@@ -51,6 +51,7 @@ class CpuBackend(Backend):
         self.cores: list[int] | None = None  # CPUs to keep this process on (xdist workers)
         self._peak: Peak | None = None
         self._remeasured = 0
+        self._cache_bytes: tuple[int | None] | None = None  # read once: every case asks
 
     def share(self, threads: int, cores: list[int] | None = None) -> None:
         """Run with `threads` intra-op threads, on `cores` when given; applied by activate()."""
@@ -97,12 +98,19 @@ class CpuBackend(Backend):
 
     def l2_cache_bytes(self) -> int | None:
         """The last-level cache: what a flush between samples has to evict."""
-        sizes = []
-        for index in sorted(_SYS_CPU.glob("index*")):
-            try:
-                size = _parse_size((index / "size").read_text())
-            except OSError:
-                continue
-            if size:
-                sizes.append(size)
-        return max(sizes) if sizes else None
+        if self._cache_bytes is None:
+            self._cache_bytes = (_last_level_cache(),)
+        return self._cache_bytes[0]
+
+
+def _last_level_cache() -> int | None:
+    """The largest cache of cpu0 in sysfs (bytes); None when unknown."""
+    sizes = []
+    for index in sorted(_SYS_CPU.glob("index*")):
+        try:
+            size = _parse_size((index / "size").read_text())
+        except OSError:
+            continue
+        if size:
+            sizes.append(size)
+    return max(sizes) if sizes else None
