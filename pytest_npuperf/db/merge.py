@@ -188,8 +188,7 @@ def _assign(frame: pd.DataFrame, column: str, positions: list[int], texts: list[
         frame[column] = _with(frame, column, positions, texts)
 
 
-def _with(frame: pd.DataFrame, column: str, positions: list[int], texts: list[str]
-          ) -> np.ndarray:
+def _with(frame: pd.DataFrame, column: str, positions, texts) -> np.ndarray:
     """The cells of `column` with those at `positions` replaced by `texts`."""
     cells = frame.iloc[:, frame.columns.get_loc(column)].astype(object).to_numpy(copy=True)
     cells[positions] = texts
@@ -206,19 +205,24 @@ def set_columns(frame: pd.DataFrame, kernel_type: str,
     columns = {c: texts for c, texts in columns.items() if texts.count(None) < len(texts)}
     frame = ensure_columns(frame, kernel_type, list(columns))
     if all(len(r) == 1 for r in rows):  # the usual case: one row per update
-        owner, positions = None, [r[0] for r in rows]
+        owner, positions = None, np.array([r[0] for r in rows], np.intp)
     else:
         pairs = [(i, p) for i, r in enumerate(rows) for p in r]
-        owner, positions = [i for i, _ in pairs], [p for _, p in pairs]
+        owner, positions = [i for i, _ in pairs], np.array([p for _, p in pairs], np.intp)
+    # Every row set, in order (a backfill of the whole table): the old cells are not needed.
+    whole = len(positions) == len(frame) and bool((positions == np.arange(len(frame))).all())
     changed: dict[str, np.ndarray] = {}
     for column, texts in columns.items():
-        texts = list(texts) if owner is None else [texts[i] for i in owner]
+        if owner is not None:
+            texts = [texts[i] for i in owner]
+        values = np.fromiter(texts, object, len(texts))
         if None in texts:
-            kept = [k for k, t in enumerate(texts) if t is not None]
-            changed[column] = _with(frame, column, [positions[k] for k in kept],
-                                    [texts[k] for k in kept])
-        elif positions:
-            changed[column] = _with(frame, column, positions, texts)
+            kept = np.fromiter((t is not None for t in texts), bool, len(texts))
+            changed[column] = _with(frame, column, positions[kept], values[kept])
+        elif whole:
+            changed[column] = values
+        elif len(positions):
+            changed[column] = _with(frame, column, positions, values)
     if not changed:
         return frame
     if not frame.columns.is_unique:
