@@ -68,8 +68,9 @@ def format_numbers(values: Sequence[float | None]) -> list[str]:
         return []
     numbers = (tuple(values) if None not in values
                else tuple(math.nan if v is None else v for v in values))
-    texts = (("%.10g\x1f" * len(numbers))[:-1] % numbers).split("\x1f")
-    if "n" in "".join(texts):  # nan, inf: no measurement
+    text = ("%.10g\x1f" * len(numbers))[:-1] % numbers
+    texts = text.split("\x1f")
+    if "n" in text:  # nan, inf: no measurement
         texts = ["" if t in _NOT_FINITE else t for t in texts]
     return texts
 
