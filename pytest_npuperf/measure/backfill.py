@@ -195,32 +195,37 @@ def _stat_numbers(result: CaseResult) -> tuple:
     return (stats.median, stats.mean, stats.std, stats.min, result.precision, result.value)
 
 
+_COUNTER_BLOCK = 10_000  # results whose counters are formatted together
+
+
 def _counter_columns(results: list[CaseResult]) -> dict[str, list[str | None]]:
     """`MicroBench <counter>` of the rows whose result carries hardware counters (msprof),
-    as `_columns`: every number formatted in one operation (10^5 rows x 25 counters)."""
+    as `_columns`: 10^5 rows x 25 counters formatted a block of rows at a time, in one
+    operation each (in the order the numbers lie in memory; only one block's temporary
+    texts exist at once)."""
     measured = [i for i, r in enumerate(results) if r.counters and r.status in _RANK]
     if not measured:
         return {}
-    key_sets = {tuple(results[i].counters) for i in measured}
+    counters = [results[i].counters for i in measured]
+    key_sets = {tuple(c) for c in counters}
     present = {n for keys in key_sets for n in keys}
     names = [n for n in COUNTERS if n in present] + sorted(present - set(COUNTERS))
     width = len(names)
-    if key_sets == {tuple(names)}:
-        flat = [v for i in measured for v in results[i].counters.values()]
-    else:
-        flat = [results[i].counters.get(n) for i in measured for n in names]
-    texts = format_numbers(flat)
-    every = len(measured) == len(results)
-    columns: dict[str, list[str | None]] = {}
-    for j, name in enumerate(names):
-        per_result = texts[j::width]
-        if not every:
+    complete = key_sets == {tuple(names)}  # every result has every counter, in this order
+    texts: list[list[str | None]] = [[] for _ in names]
+    for at in range(0, len(counters), _COUNTER_BLOCK):
+        block = counters[at:at + _COUNTER_BLOCK]
+        flat = format_numbers([v for c in block for v in c.values()] if complete else
+                              [c.get(n) for c in block for n in names])
+        for j, column in enumerate(texts):
+            column += flat[j::width]
+    if len(measured) < len(results):
+        for j, column in enumerate(texts):
             cells: list[str | None] = [None] * len(results)
-            for i, text in zip(measured, per_result):
+            for i, text in zip(measured, column):
                 cells[i] = text
-            per_result = cells
-        columns[_counter_column(name)] = per_result
-    return columns
+            texts[j] = cells
+    return {_counter_column(name): column for name, column in zip(names, texts)}
 
 
 def _better(new: CaseResult, old: CaseResult | None) -> bool:
