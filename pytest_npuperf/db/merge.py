@@ -232,7 +232,7 @@ def set_columns(frame: pd.DataFrame, kernel_type: str,
         return frame
     # One new frame, not a column set at a time: setting a column of a wide frame copies
     # the block holding the others (tens of columns x 10^5 rows, each time).
-    rebuilt = pd.DataFrame({c: changed[c] if c in changed else frame[c].to_numpy()
+    rebuilt = pd.DataFrame({c: changed[c] if c in changed else frame[c]
                             for c in frame.columns}, index=frame.index, columns=frame.columns)
     rebuilt.attrs.update(frame.attrs)
     return rebuilt
