@@ -290,3 +290,33 @@ def test_a_file_changed_after_collection_is_matched_by_signature(db):
     backfill(db, db, [result], native=True, run_id="r", stamp="s", snapshot=catalog.database)
     after = read_table(db / "MatMulV2.csv")
     assert after["Average Duration(us)"].tolist() == ["", "", "12"]  # the same row, now 3rd
+
+
+def test_counter_columns_block_by_block_equal_one_cell_at_a_time(monkeypatch) -> None:
+    """Counters are formatted a block of rows at a time: each cell is still the one
+    format_number gives its result's counter; a result without counters (or not measured)
+    leaves its row alone, a counter it lacks (or NaN) is cleared."""
+    from pytest_npuperf.db.columns import COUNTERS, microbench_counter
+    from pytest_npuperf.db.merge import format_number
+    from pytest_npuperf.measure import backfill as module
+
+    monkeypatch.setattr(module, "_COUNTER_BLOCK", 3)
+    results = []
+    for i in range(8):
+        result = CaseResult(case_id=f"c{i}", nodeid="", kernel_type="MatMulV2", file="f",
+                            signature="s")
+        result.counters = {n: 1.0 / (i + 1) + k * 1e6 for k, n in enumerate(COUNTERS)}
+        results.append(result)
+    del results[2].counters[COUNTERS[4]]
+    results[3].counters[COUNTERS[1]] = float("nan")
+    results[5].counters = {}
+    results[6].status = STATUS_FAILED
+    columns = module._counter_columns(results)
+    assert list(columns) == [microbench_counter(n) for n in COUNTERS]
+    for name in COUNTERS:
+        expected = [None if i in (5, 6) else format_number(r.counters.get(name))
+                    for i, r in enumerate(results)]
+        assert columns[microbench_counter(name)] == expected
+    assert columns[microbench_counter(COUNTERS[4])][2] == ""
+    assert columns[microbench_counter(COUNTERS[1])][3] == ""
+    assert columns[microbench_counter(COUNTERS[0])][0] == "1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pytest_npuperf.db.merge import RowUpdate, apply_updates, format_number
+from pytest_npuperf.db.merge import RowUpdate, apply_updates, format_number, set_columns
 from pytest_npuperf.db.signature import signature
 from pytest_npuperf.db.table import read_table
 
@@ -139,3 +139,32 @@ def test_format_number() -> None:
     assert format_number(3) == "3"
     assert format_number(0.1 + 0.2) == "0.3"
     assert format_number(1 / 3) == "0.3333333333"
+
+
+def test_set_columns_equals_apply_updates_row_by_row(tmp_path) -> None:
+    """Column-wise updates (a backfill's) give the frame apply_updates gives: duplicate rows
+    both set, None leaves a cell alone, a column nobody sets is not added, others untouched."""
+    shapes = ["1,8;8,8->1,8", "2,8;8,8->2,8", "3,8;8,8->3,8", "4,8;8,8->4,8"]
+    rows = [_row(shapes[0], avg="1", owner="a"), _row(shapes[1], avg="2"),
+            _row(shapes[0], avg="3", mb="7"), _row(shapes[2], prof="5"), _row(shapes[3])]
+    frame = _table(tmp_path, rows)
+    sigs = [_sig(s) for s in shapes[:3]]
+    columns = {"Average Duration(us)": ["10", None, "30"],
+               "MicroBench Status": ["ok", "failed: x", "ok"],
+               "MicroBench aicore_time(us)": [None, "", "9"],
+               "MicroBench Samples": [None, None, None]}
+    positions = {sigs[0]: [0, 2], sigs[1]: [1], sigs[2]: [3]}
+    out = set_columns(frame.copy(), "MatMulV2", columns, [positions[s] for s in sigs])
+    updates = {sig: RowUpdate(identity={}, values={c: texts[i] for c, texts in columns.items()
+                                                   if texts[i] is not None})
+               for i, sig in enumerate(sigs)}
+    expected = apply_updates(frame.copy(), "MatMulV2", updates, add_new=False).frame
+    assert list(out.columns) == list(expected.columns)
+    assert "MicroBench Samples" not in out.columns
+    assert out.astype(object).values.tolist() == expected.astype(object).values.tolist()
+    assert out["Average Duration(us)"].tolist() == ["10", "2", "10", "30", ""]
+    assert out["MicroBench aicore_time(us)"].tolist() == ["", "", "7", "9", ""]
+    whole = set_columns(frame.copy(), "MatMulV2", {"Owner": ["w", "x", "y", "z", "v"]},
+                        [[i] for i in range(5)])
+    assert whole["Owner"].tolist() == ["w", "x", "y", "z", "v"]
+    assert whole.drop(columns="Owner").values.tolist() == frame.drop(columns="Owner").values.tolist()

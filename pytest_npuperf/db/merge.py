@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from .columns import (
@@ -67,8 +68,9 @@ def format_numbers(values: Sequence[float | None]) -> list[str]:
         return []
     numbers = (tuple(values) if None not in values
                else tuple(math.nan if v is None else v for v in values))
-    texts = (("%.10g\x1f" * len(numbers))[:-1] % numbers).split("\x1f")
-    if "n" in "".join(texts):  # nan, inf: no measurement
+    text = ("%.10g\x1f" * len(numbers))[:-1] % numbers
+    texts = text.split("\x1f")
+    if "n" in text:  # nan, inf: no measurement
         texts = ["" if t in _NOT_FINITE else t for t in texts]
     return texts
 
@@ -156,11 +158,7 @@ def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signat
             positions, new_values = [p for p, _ in kept], [t for _, t in kept]
         else:
             positions, new_values = all_positions, texts
-        if positions:
-            idx = frame.columns.get_loc(col)
-            column = frame.iloc[:, idx].astype(object).to_numpy(copy=True)
-            column[positions] = new_values
-            frame[col] = column
+        _assign(frame, col, positions, new_values)
 
     unmatched = [sig for sig in updates if sig not in matched]
     added = 0
@@ -183,3 +181,58 @@ def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signat
         unmatched = []
     return MergeResult(frame=frame, added=added, updated=updated_rows, unmatched=unmatched,
                        renamed=renamed, bad_rows=bad_rows)
+
+
+def _assign(frame: pd.DataFrame, column: str, positions: list[int], texts: list[str]) -> None:
+    """Set the cells of `column` at `positions` (one column operation, not a cell each)."""
+    if positions:
+        frame[column] = _with(frame, column, positions, texts)
+
+
+def _with(frame: pd.DataFrame, column: str, positions, texts) -> np.ndarray:
+    """The cells of `column` with those at `positions` replaced by `texts`."""
+    cells = frame.iloc[:, frame.columns.get_loc(column)].astype(object).to_numpy(copy=True)
+    cells[positions] = texts
+    return cells
+
+
+def set_columns(frame: pd.DataFrame, kernel_type: str,
+                columns: Mapping[str, Sequence[str | None]],
+                rows: Sequence[Sequence[int]]) -> pd.DataFrame:
+    """`apply_updates` without adding rows, given column-wise: update i sets, for each
+    column, `columns[column][i]` (None: left alone) on the rows at positions `rows[i]`.
+    A column no update sets is not added."""
+    frame, _ = migrate_legacy(frame)
+    columns = {c: texts for c, texts in columns.items() if texts.count(None) < len(texts)}
+    frame = ensure_columns(frame, kernel_type, list(columns))
+    if all(len(r) == 1 for r in rows):  # the usual case: one row per update
+        owner, positions = None, np.array([r[0] for r in rows], np.intp)
+    else:
+        pairs = [(i, p) for i, r in enumerate(rows) for p in r]
+        owner, positions = [i for i, _ in pairs], np.array([p for _, p in pairs], np.intp)
+    # Every row set, in order (a backfill of the whole table): the old cells are not needed.
+    whole = len(positions) == len(frame) and bool((positions == np.arange(len(frame))).all())
+    changed: dict[str, np.ndarray] = {}
+    for column, texts in columns.items():
+        if owner is not None:
+            texts = [texts[i] for i in owner]
+        values = np.fromiter(texts, object, len(texts))
+        if None in texts:
+            kept = np.fromiter((t is not None for t in texts), bool, len(texts))
+            changed[column] = _with(frame, column, positions[kept], values[kept])
+        elif whole:
+            changed[column] = values
+        elif len(positions):
+            changed[column] = _with(frame, column, positions, values)
+    if not changed:
+        return frame
+    if not frame.columns.is_unique:
+        for column, cells in changed.items():
+            frame[column] = cells
+        return frame
+    # One new frame, not a column set at a time: setting a column of a wide frame copies
+    # the block holding the others (tens of columns x 10^5 rows, each time).
+    rebuilt = pd.DataFrame({c: changed[c] if c in changed else frame[c]
+                            for c in frame.columns}, index=frame.index, columns=frame.columns)
+    rebuilt.attrs.update(frame.attrs)
+    return rebuilt

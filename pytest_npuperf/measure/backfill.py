@@ -64,13 +64,12 @@ from ..db.columns import (
 from ..db.database import Database, Table
 from ..db.lock import DatabaseLock
 from ..db.merge import (
-    RowUpdate,
-    apply_updates,
     canonical_order,
     ensure_columns,
     format_number,
     format_numbers,
     migrate_legacy,
+    set_columns,
 )
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.transaction import Transaction
@@ -118,35 +117,55 @@ def _counter_column(name: str) -> str:
     return _COUNTER_COLUMNS.get(name) or microbench_counter(name)
 
 
-def _values(result: CaseResult, run_id: str, numbers: list[str] | None = None
-            ) -> dict[str, str]:
-    """The MicroBench cells of a result's row; `numbers` are its `_stat_numbers`, formatted
-    already (a backfill formats them for all its results at once)."""
-    values = {MICROBENCH_METHOD: result.method, MICROBENCH_DEVICE: result.device,
-              MICROBENCH_STACK: result.stack, MICROBENCH_RUN_ID: run_id,
-              MICROBENCH_TIMESTAMP: result.timestamp,
-              MICROBENCH_STATUS: result.status_text[:_STATUS_MAX],
-              MICROBENCH_IMPLEMENTATION: result.implementation}
-    stats = result.stats
-    if stats is not None and result.status in _RANK:
-        median, mean, std, low, precision, value = numbers or format_numbers(
-            _stat_numbers(result))
-        values.update({
-            MICROBENCH_STATISTIC: result.statistic,
-            MICROBENCH_MEDIAN_DURATION: median,
-            MICROBENCH_MEAN_DURATION: mean,
-            MICROBENCH_STD_DURATION: std,
-            MICROBENCH_MIN_DURATION: low,
-            MICROBENCH_SAMPLES: str(stats.samples),
-            MICROBENCH_PRECISION: precision,
-            MICROBENCH_STOP_REASON: result.stop_reason,
-            MICROBENCH_OUTLIERS: str(stats.outliers),
-            MICROBENCH_WARMUP: str(result.warmup),
+def _values(result: CaseResult, run_id: str) -> dict[str, str]:
+    """The MicroBench cells of a result's row (`_columns` of that one result)."""
+    return {column: texts[0] for column, texts in _columns([result], run_id).items()
+            if texts[0] is not None}
+
+
+def _columns(results: list[CaseResult], run_id: str) -> dict[str, list[str | None]]:
+    """Column -> per result, the text its row gets there (None: the cell is left alone).
+
+    Built column by column for all results at once, every number formatted in one operation:
+    a backfill of 10^5 rows would otherwise build a dict per row."""
+    count = len(results)
+    columns: dict[str, list[str | None]] = {
+        MICROBENCH_METHOD: [r.method for r in results],
+        MICROBENCH_DEVICE: [r.device for r in results],
+        MICROBENCH_STACK: [r.stack for r in results],
+        MICROBENCH_RUN_ID: [run_id] * count,
+        MICROBENCH_TIMESTAMP: [r.timestamp for r in results],
+        MICROBENCH_STATUS: [r.status_text[:_STATUS_MAX] for r in results],
+        MICROBENCH_IMPLEMENTATION: [r.implementation for r in results],
+    }
+    kept = [r.stats is not None and r.status in _RANK for r in results]
+    if any(kept):
+        numbers = format_numbers([n for r in results for n in _stat_numbers(r)])
+
+        def only(texts) -> list[str | None]:
+            return [t if k else None for t, k in zip(texts, kept)]
+
+        stats = [r.stats for r in results]
+        columns.update({
+            MICROBENCH_STATISTIC: only(r.statistic for r in results),
+            **{column: only(numbers[j::_STAT_NUMBERS]) for j, column in enumerate((
+                MICROBENCH_MEDIAN_DURATION, MICROBENCH_MEAN_DURATION, MICROBENCH_STD_DURATION,
+                MICROBENCH_MIN_DURATION))},
+            MICROBENCH_SAMPLES: only(str(s.samples) if k else None for s, k in zip(stats, kept)),
+            MICROBENCH_PRECISION: only(numbers[4::_STAT_NUMBERS]),
+            MICROBENCH_STOP_REASON: only(r.stop_reason for r in results),
+            MICROBENCH_OUTLIERS: only(str(s.outliers) if k else None
+                                      for s, k in zip(stats, kept)),
+            MICROBENCH_WARMUP: only(str(r.warmup) for r in results),
         })
-        if result.status == STATUS_OK:
-            values[AVERAGE_DURATION] = value
-    values.update(_roofline_values(result))
-    return values
+        average = [t if k and r.status == STATUS_OK else None
+                   for t, k, r in zip(numbers[5::_STAT_NUMBERS], kept, results)]
+        if average.count(None) < count:
+            columns[AVERAGE_DURATION] = average
+    for index, result in enumerate(results):
+        for column, text in _roofline_values(result).items():
+            columns.setdefault(column, [None] * count)[index] = text
+    return columns
 
 
 def _roofline_values(result: CaseResult) -> dict[str, str]:
@@ -176,38 +195,37 @@ def _stat_numbers(result: CaseResult) -> tuple:
     return (stats.median, stats.mean, stats.std, stats.min, result.precision, result.value)
 
 
-def _write_counters(table: Table, routed: dict[Signature, CaseResult]) -> bool:
-    """`MicroBench <counter>` of the rows whose result carries hardware counters (msprof):
-    column by column, every number formatted in one operation (10^5 rows x 25 counters)."""
-    measured = [(sig, r) for sig, r in routed.items() if r.counters and r.status in _RANK]
+_COUNTER_BLOCK = 10_000  # results whose counters are formatted together
+
+
+def _counter_columns(results: list[CaseResult]) -> dict[str, list[str | None]]:
+    """`MicroBench <counter>` of the rows whose result carries hardware counters (msprof),
+    as `_columns`: 10^5 rows x 25 counters formatted a block of rows at a time, in one
+    operation each (in the order the numbers lie in memory; only one block's temporary
+    texts exist at once)."""
+    measured = [i for i, r in enumerate(results) if r.counters and r.status in _RANK]
     if not measured:
-        return False
-    key_sets = {tuple(r.counters) for _, r in measured}
+        return {}
+    counters = [results[i].counters for i in measured]
+    key_sets = {tuple(c) for c in counters}
     present = {n for keys in key_sets for n in keys}
     names = [n for n in COUNTERS if n in present] + sorted(present - set(COUNTERS))
     width = len(names)
-    if key_sets == {tuple(names)}:
-        flat = [v for _, r in measured for v in r.counters.values()]
-    else:
-        flat = [r.counters.get(n) for _, r in measured for n in names]
-    texts = format_numbers(flat)
-    index = table.positions()
-    owner: list[int] = []
-    positions: list[int] = []
-    for i, (sig, _) in enumerate(measured):
-        for position in index.get(sig, ()):
-            owner.append(i)
-            positions.append(position)
-    one_each = owner == list(range(len(measured)))
-    frame = ensure_columns(table.frame, table.kernel_type, [_counter_column(n) for n in names])
-    for j, name in enumerate(names):
-        column = _counter_column(name)
-        per_result = texts[j::width]
-        cells = frame[column].astype(object).to_numpy(copy=True)
-        cells[positions] = per_result if one_each else [per_result[i] for i in owner]
-        frame[column] = cells
-    table.frame = frame
-    return True
+    complete = key_sets == {tuple(names)}  # every result has every counter, in this order
+    texts: list[list[str | None]] = [[] for _ in names]
+    for at in range(0, len(counters), _COUNTER_BLOCK):
+        block = counters[at:at + _COUNTER_BLOCK]
+        flat = format_numbers([v for c in block for v in c.values()] if complete else
+                              [c.get(n) for c in block for n in names])
+        for j, column in enumerate(texts):
+            column += flat[j::width]
+    if len(measured) < len(results):
+        for j, column in enumerate(texts):
+            cells: list[str | None] = [None] * len(results)
+            for i, text in zip(measured, column):
+                cells[i] = text
+            texts[j] = cells
+    return {_counter_column(name): column for name, column in zip(names, texts)}
 
 
 def _better(new: CaseResult, old: CaseResult | None) -> bool:
@@ -447,26 +465,22 @@ def _update(target: _Target, routed: dict[Signature, CaseResult],
         outcome.notes.append(f"{table.name}: {target.grew} row(s) new in the source database "
                              f"were added to this device's copy")
     empty_before = _empty_rows(table.frame) if prune_empty else []
-    updates: dict[Signature, RowUpdate] = {}
     updated_sigs: set[Signature] = set()
     index = table.positions()
-    results = list(routed.values())
-    numbers = format_numbers([n for r in results for n in _stat_numbers(r)])
-    for i, (sig, result) in enumerate(routed.items()):
-        updates[sig] = RowUpdate(identity={}, values=_values(
-            result, run_id, numbers[i * _STAT_NUMBERS:(i + 1) * _STAT_NUMBERS]))
+    for sig, result in routed.items():
         rows = len(index.get(sig, ()))
         if result.status == STATUS_OK:
             file_outcome.updated += rows
             updated_sigs.add(sig)
         else:
             file_outcome.failed += rows
-    if updates:
-        merged = apply_updates(table.frame, table.kernel_type, updates, add_new=False,
-                               signatures=table.signatures)
-        table.frame = merged.frame
+    if routed:
+        results = list(routed.values())
+        columns = _columns(results, run_id)
+        columns.update(_counter_columns(results))
+        table.frame = set_columns(table.frame, table.kernel_type, columns,
+                                  [index.get(sig, ()) for sig in routed])
         target.changed = True
-        _write_counters(table, routed)
     if positions:
         _set_status_by_position(target, positions, run_id)
         file_outcome.failed += len(positions)
