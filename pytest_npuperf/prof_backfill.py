@@ -246,6 +246,6 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
             code = 1
     finally:
         publisher.close()
-    lines = terminal_lines(outcome, results, info, publisher.paths,
+    lines = terminal_lines(outcome, results, publisher.info or info, publisher.paths,
                            baseline=publisher.keeper.label, history=publisher.history_line())
     return publisher.notes[reported:] + lines, code

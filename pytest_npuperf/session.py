@@ -546,6 +546,7 @@ class ReplaySession:
         self.interrupted = self.interrupted or publisher.interrupted
         self.recorded, self.figures, self.paths = (publisher.recorded, publisher.figures,
                                                    publisher.paths)
+        self._final_info = publisher.info or self._final_info  # the duty cycle the JSON holds
         return done
 
     # -- history, figures and reports (after the backfill) ---------------------------------------

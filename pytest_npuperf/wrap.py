@@ -296,7 +296,7 @@ def publish(session: dict, results, notes: list[str], wall_s: float,
     publisher.close()
     for line in publisher.notes[reported:]:
         _say(f"npuperf: {line}")  # the history or the reports were not written
-    for line in terminal_lines(outcome, results, info, publisher.paths,
+    for line in terminal_lines(outcome, results, publisher.info or info, publisher.paths,
                                baseline=publisher.keeper.label,
                                history=publisher.history_line()):
         _say(f"npuperf: {line}")
