@@ -165,7 +165,9 @@ def measure_slowdown(pytester, db, out, *args, attempts=4):
     select = ("-k", f"{m}x{k}x{n} or 4x64x64")
     reasons = []
     for _ in range(attempts):
-        assert run(pytester, db, out, *select, *args).ret == pytest.ExitCode.OK
+        # The baseline serially: one thread per process either way (OPTIONS), and no second
+        # set of xdist workers to start.
+        assert run(pytester, db, out, *select).ret == pytest.ExitCode.OK
         base = run_json(out)["run_id"]
         os.environ["NPUPERF_TEST_SLOWDOWN"] = "1"
         try:
