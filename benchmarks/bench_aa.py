@@ -14,23 +14,18 @@ apart, since on a busy machine they are what drifts.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from replay_runs import MEASURED, drifts, fmt_pct, median, quantile, run_bench, write_out
+from replay_runs import MEASURED, drifts, fmt_pct, median, quantile, run_bench, selection_args, write_out
 
 GOALS = {"cpu": 0.03, "cuda": 0.01, "npu": 0.01}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-k", dest="keyword", default="MatMul", help="pytest -k expression")
-    parser.add_argument("--device", default="auto", help="--npuperf-device (default auto)")
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
-    args = parser.parse_args(argv)
+    args = selection_args(__doc__, argv)
     work = Path(tempfile.mkdtemp(prefix="bench_aa_"))
     try:
         common = ["-k", args.keyword, "--npuperf-device", args.device, *args.pytest_args]

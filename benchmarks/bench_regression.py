@@ -16,7 +16,6 @@ On a GPU run it as is (`--device cuda`): the figures there are the ones to quote
 
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import shutil
@@ -24,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from replay_runs import run_bench
+from replay_runs import run_bench, selection_args
 
 GOAL_QUIET = 0.95
 SLOWDOWN_PLUGIN = '''
@@ -100,11 +99,7 @@ def verdicts(run) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-k", dest="keyword", default="MatMul", help="pytest -k expression")
-    parser.add_argument("--device", default="auto", help="--npuperf-device (default auto)")
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
-    args = parser.parse_args(argv)
+    args = selection_args(__doc__, argv)
     work = Path(tempfile.mkdtemp(prefix="bench_regression_"))
     out = work / "out"
     common = ["-k", args.keyword, "--npuperf-device", args.device, "--npuperf-no-figures",

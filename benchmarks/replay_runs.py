@@ -6,6 +6,7 @@ to the wall clock this script measured around the process, for comparison.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -116,3 +117,12 @@ def write_out(name: str, data: dict) -> Path | None:
 
 def fmt_pct(value: float) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{100 * value:+.2f} %"
+
+
+def selection_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """`-k EXPR --device D [-- PYTEST_ARGS]`: the selection a benchmark runs twice or more."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("-k", dest="keyword", default="MatMul", help="pytest -k expression")
+    parser.add_argument("--device", default="auto", help="--npuperf-device (default auto)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    return parser.parse_args(argv)

@@ -8,7 +8,8 @@ imported only when a run has a replay case.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
@@ -20,6 +21,7 @@ RESULT_PROPERTY = "npuperf_result"
 SESSION_KEY = pytest.StashKey["ReplaySession"]()
 COMM_KEY = pytest.StashKey["CommSession"]()
 _STARTED = pytest.StashKey[float]()
+T = TypeVar("T")
 
 
 def mark_start(config: pytest.Config) -> None:
@@ -38,13 +40,11 @@ def existing_session(config: pytest.Config) -> ReplaySession | None:
 
 def replay_session(config: pytest.Config) -> ReplaySession:
     """The run's replay session, created (with the heavy imports) on first use."""
-    replay = config.stash.get(SESSION_KEY, None)
-    if replay is None:
+    def create() -> ReplaySession:
         from .session import ReplaySession
 
-        replay = ReplaySession(config)
-        config.stash[SESSION_KEY] = replay
-    return replay
+        return ReplaySession(config)
+    return _created(config, SESSION_KEY, create)
 
 
 def existing_comm(config: pytest.Config) -> CommSession | None:
@@ -54,10 +54,15 @@ def existing_comm(config: pytest.Config) -> CommSession | None:
 
 def comm_session(config: pytest.Config) -> CommSession:
     """The run's collective session, created on first use (no torch until cases run)."""
-    comm = config.stash.get(COMM_KEY, None)
-    if comm is None:
+    def create() -> CommSession:
         from .comm_session import CommSession
 
-        comm = CommSession(config)
-        config.stash[COMM_KEY] = comm
-    return comm
+        return CommSession(config)
+    return _created(config, COMM_KEY, create)
+
+
+def _created(config: pytest.Config, key: pytest.StashKey, create: Callable[[], T]) -> T:
+    value = config.stash.get(key, None)
+    if value is None:
+        value = config.stash[key] = create()
+    return value

@@ -18,7 +18,6 @@ import torch
 
 from .base import Backend, Peak
 
-_SYS_CPU = Path("/sys/devices/system/cpu/cpu0/cache")
 # Peak re-measurements per session when a case beats the roofline (about 0.1 s each): enough
 # for a busy start, bounded where a case is suspect for other reasons.
 _MAX_REMEASURES = 3
@@ -33,13 +32,6 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
-
-
-def _parse_size(text: str) -> int | None:
-    text = text.strip().upper()
-    factor = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(text[-1:], 1)
-    digits = text.rstrip("KMG")
-    return int(digits) * factor if digits.isdigit() else None
 
 
 class CpuBackend(Backend):
@@ -104,13 +96,7 @@ class CpuBackend(Backend):
 
 
 def _last_level_cache() -> int | None:
-    """The largest cache of cpu0 in sysfs (bytes); None when unknown."""
-    sizes = []
-    for index in sorted(_SYS_CPU.glob("index*")):
-        try:
-            size = _parse_size((index / "size").read_text())
-        except OSError:
-            continue
-        if size:
-            sizes.append(size)
-    return max(sizes) if sizes else None
+    """The largest data cache of cpu0 in sysfs (bytes); None when unknown."""
+    from .cpu_peak import cache_levels
+
+    return max(cache_levels().values(), default=None)

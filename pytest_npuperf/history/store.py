@@ -275,21 +275,13 @@ class HistoryStore:
         """The newest `limit` measurements of a case (measured statuses only), newest first,
         optionally only on `device`, in runs started before `before`, in passed runs, not in
         runs `exclude`."""
-        clauses = ["c.kind = ?", "c.key = ?",
-                   f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
-        params: list[Any] = [kind, key, *MEASURED_STATUSES]
-        if device is not None:
-            clauses.append("r.device = ?")
-            params.append(device)
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        clauses += ["c.kind = ?", "c.key = ?",
+                    f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
+        params += [kind, key, *MEASURED_STATUSES]
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
-        if passed_only:
-            clauses.append("r.passed = 1")
-        excluded = list(exclude)
-        if excluded:
-            clauses.append(f"r.run_id NOT IN ({', '.join('?' * len(excluded))})")
-            params += excluded
         return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
                            limit=limit)
 
@@ -326,9 +318,11 @@ class HistoryStore:
         return [_case_of(row, self.path) for row in self._query(sql, params)]
 
 
-def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = ()
-                ) -> tuple[str, list[Any]]:
-    clauses, params = [], []
+def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = ()
+                 ) -> tuple[list[str], list[Any]]:
+    """SQL conditions on the run `r`: on `device`, passed, not one of `exclude`."""
+    clauses: list[str] = []
+    params: list[Any] = []
     if device is not None:
         clauses.append("r.device = ?")
         params.append(device)
@@ -338,6 +332,12 @@ def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = 
     if excluded:
         clauses.append(f"r.run_id NOT IN ({', '.join('?' * len(excluded))})")
         params += excluded
+    return clauses, params
+
+
+def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = ()
+                ) -> tuple[str, list[Any]]:
+    clauses, params = _run_clauses(device, passed_only, exclude)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
