@@ -54,7 +54,10 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "with --npuperf-flush-l2), events elsewhere", METHODS),
     ("threads", "count", None, "torch intra-op threads of a CPU session (default: the cores "
      "available to the process divided by the xdist workers, at least 1)", None),
-    ("warmup", "int", _DEFAULTS.warmup, "calls before sampling", None),
+    ("warmup", "int", _DEFAULTS.warmup, "calls before sampling, at most (see --npuperf-warmup-time)",
+     None),
+    ("warmup-time", "float", _DEFAULTS.warmup_time_s, "stop warming up once this many seconds "
+     "went into warmup calls, after one call at least (0: always --npuperf-warmup calls)", None),
     ("min-samples", "int", _DEFAULTS.min_samples, "minimum samples per case", None),
     ("max-samples", "int", _DEFAULTS.max_samples, "maximum samples per case", None),
     ("budget", "float", _DEFAULTS.budget_s, "seconds of measured calls per case at most", None),
@@ -272,7 +275,8 @@ def read_settings(config: pytest.Config) -> Settings:
     out = Path(values["out"]) if values["out"] else root / DEFAULT_OUT
     try:
         policy = SamplingPolicy(
-            warmup=int(values["warmup"]), min_samples=int(values["min-samples"]),
+            warmup=int(values["warmup"]), warmup_time_s=float(values["warmup-time"]),
+            min_samples=int(values["min-samples"]),
             max_samples=int(values["max-samples"]), budget_s=float(values["budget"]),
             min_time_s=float(values["min-time"]), precision=float(values["precision"]),
             statistic=str(values["statistic"]), flush_l2=bool(values["flush-l2"]))

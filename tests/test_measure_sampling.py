@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_npuperf.devices.base import HostClockTimer, Timer
-from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy, sample
+from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy, sample, warm_up
 from pytest_npuperf.measure.stats import (
     mean_ci_halfwidth,
     median_ci_halfwidth,
@@ -86,6 +86,32 @@ def test_constant_samples_reach_precision_at_min_samples():
     assert run.warmup == 2
     assert 8 <= len(run.samples) <= 300
     assert run.precision == 0.0
+
+
+@pytest.mark.parametrize(("call_us", "expected"), [
+    (5.0, 3),         # fast: all the asked-for warmup calls
+    (10_000.0, 3),    # 10 ms: 30 ms only after the third
+    (20_000.0, 2),    # 20 ms: the cap (25 ms) is passed by the second
+    (60_000.0, 1),    # a slow GEMM is warm after its first call
+])
+def test_warmup_stops_once_its_time_is_spent(call_us, expected):
+    timer = ScriptedTimer([call_us] * 1000)
+    policy = SamplingPolicy(warmup=3, warmup_time_s=0.025, min_samples=3, max_samples=3,
+                            budget_s=10, min_time_s=0)
+    run = sample(lambda: None, timer, policy)
+    assert run.warmup == expected
+    assert timer.calls == expected + 3  # the samples are not cut
+
+
+def test_warmup_without_time_cap_and_at_least():
+    timer = ScriptedTimer([60_000.0] * 100)
+    uncapped = SamplingPolicy(warmup=3, warmup_time_s=0)
+    assert len(warm_up(lambda: None, timer, uncapped)) == 3
+    none = SamplingPolicy(warmup=0)
+    assert warm_up(lambda: None, timer, none) == []
+    assert len(warm_up(lambda: None, timer, none, at_least=1)) == 1  # graph path: one eager call
+    with pytest.raises(ValueError, match="warmup"):
+        SamplingPolicy(warmup_time_s=-1)
 
 
 def test_noisy_samples_stop_at_max_samples():

@@ -31,7 +31,10 @@ UPDATE_MODES = ("all", "missing-only")
 
 @dataclass(frozen=True)
 class SamplingPolicy:
-    warmup: int = 3
+    warmup: int = 3  # calls before sampling, at most:
+    # warming up stops once this much time went into it (after one call at least): a 60 ms
+    # GEMM is warm after its first call, and two more would cost more than its samples' time.
+    warmup_time_s: float = 0.025
     min_samples: int = 10
     max_samples: int = 10_000
     budget_s: float = 1.0  # stop sampling once this much time went into calls
@@ -45,8 +48,8 @@ class SamplingPolicy:
             raise ValueError(f"statistic must be one of {STATISTICS}, not {self.statistic!r}")
         if self.min_samples < 1 or self.max_samples < self.min_samples:
             raise ValueError("need 1 <= min samples <= max samples")
-        if self.warmup < 0 or self.budget_s <= 0 or self.precision <= 0:
-            raise ValueError("warmup must be >= 0, budget and precision > 0")
+        if self.warmup < 0 or self.warmup_time_s < 0 or self.budget_s <= 0 or self.precision <= 0:
+            raise ValueError("warmup and warmup time must be >= 0, budget and precision > 0")
 
 # --npuperf-regression-threshold: the minimum effect (a fraction of the baseline's median)
 # for a case to be called SLOWER or FASTER (measure/compare.py).

@@ -43,7 +43,7 @@ from .result import (
     CaseResult,
 )
 from .roofline import roofline
-from .sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample
+from .sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample, warm_up
 from .stats import relative_precision
 from .verify import Verifier
 
@@ -251,7 +251,7 @@ class CaseRunner:
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        warm = self.timer.time_calls(call, max(1, self.options.policy.warmup))
+        warm = warm_up(call, self.timer, self.options.policy, at_least=1)
         try:
             with self.backend.named_range(name):
                 run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,

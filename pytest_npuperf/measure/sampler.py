@@ -42,6 +42,21 @@ def _batch_size(per_call_us: float, remaining: int) -> int:
     return max(1, min(_MAX_BATCH, remaining, int(_BATCH_SECONDS * 1e6 / per_call_us)))
 
 
+def warm_up(call: Callable[[], object], timer: Timer, policy: SamplingPolicy,
+            before: Callable[[], object] | None = None, *, at_least: int = 0) -> list[float]:
+    """The warmup calls' times (us): `policy.warmup` calls (or `at_least`), fewer when
+    `policy.warmup_time_s` went into them first, but never fewer than one or `at_least`."""
+    count = max(policy.warmup, at_least)
+    if not policy.warmup_time_s:
+        return timer.time_calls(call, count, before) if count else []
+    times: list[float] = []
+    while len(times) < count:
+        times.extend(timer.time_calls(call, 1, before))
+        if len(times) >= at_least and sum(times) >= policy.warmup_time_s * 1e6:
+            break
+    return times
+
+
 def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
            flush: Callable[[], object] | None = None, deadline: float | None = None,
            wrap: Callable[[Callable[[], object]], Callable[[], object]] | None = None,
@@ -55,7 +70,7 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
     """
     run = SamplingRun()
     before = flush if policy.flush_l2 else None
-    warm = timer.time_calls(call, policy.warmup, before) if policy.warmup else []
+    warm = warm_up(call, timer, policy, before)
     run.warmup = len(warm)
     estimate = min(warm) if warm else 0.0
     timed = wrap(call) if wrap else call
