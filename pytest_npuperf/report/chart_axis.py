@@ -67,12 +67,13 @@ def limits(scale: Scale, values: Iterable[float], *, floor: float | None = None
 
 
 def nice_ticks(lo: float, hi: float, count: int) -> list[float]:
-    """About `count` round values (1, 2, 2.5, 5 x 10^k apart) in [lo, hi]."""
+    """About `count` round values (1, 2, 2.5, 5 x 10^k apart) in [lo, hi] (up to a third more:
+    0..47 in five steps is 0, 10, .. 40, not 0, 20, 40)."""
     if not hi > lo:
         return [lo]
     raw = (hi - lo) / max(count, 1)
     magnitude = 10.0 ** math.floor(math.log10(raw))
-    step = next(s for s in _NICE_STEPS if s * magnitude >= raw * (1 - 1e-9)) * magnitude
+    step = next(s for s in _NICE_STEPS if s * magnitude >= raw * 0.75) * magnitude
     first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
     return [float(f"{k * step:.12g}") for k in range(first, last + 1)]
 

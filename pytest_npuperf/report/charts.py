@@ -330,9 +330,10 @@ def _legend(marks: list[_Mark], columns: int, x_axis: Axis, y_axis: Axis,
         y = top + pad + line_height * (row + 0.5)
         entries.append(f'{_swatch(mark, x, y)}<text x="{_num(x + 24)}" y="{_num(y)}" '
                        f'dominant-baseline="middle">{escape(mark.label)}</text>')
-    return (f'<g font-size="{LEGEND_FONT}" fill="{INK}"><rect x="{_num(left)}" y="{_num(top)}" '
-            f'width="{_num(box_w)}" height="{_num(box_h)}" fill="#fff" fill-opacity="0.85" '
-            f'stroke="{GRID}" rx="2"/>{"".join(entries)}</g>')
+    return (f'<g class="legend" font-size="{LEGEND_FONT}" fill="{INK}">'
+            f'<rect x="{_num(left)}" y="{_num(top)}" width="{_num(box_w)}" '
+            f'height="{_num(box_h)}" fill="#fff" fill-opacity="0.85" stroke="{GRID}" rx="2"/>'
+            f'{"".join(entries)}</g>')
 
 
 class Figure:
