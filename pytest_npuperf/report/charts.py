@@ -176,18 +176,14 @@ class Axes:
                yticks: list[tuple[float, str]]) -> str:
         x0, x1, y0, y1 = x_axis.start, x_axis.end, y_axis.start, y_axis.end
         grid, marks, labels = [], [], []
-        for value, text in xticks:
-            if not (self.xscale.valid(value) and x_axis.lo <= value <= x_axis.hi):
-                continue
-            x = _num(x_axis.to_px(value))
+        for px, text in _shown(x_axis, xticks):
+            x = _num(px)
             grid.append(f"M{x} {_num(y0)}V{_num(y1)}")
             marks.append(f"M{x} {_num(y0)}v{_num(TICK)}")
             labels.append(f'<text x="{x}" y="{_num(y0 + TICK + TICK_FONT)}" '
                           f'text-anchor="middle">{escape(text)}</text>')
-        for value, text in yticks:
-            if not (y_axis.lo <= value <= y_axis.hi):
-                continue
-            y = _num(y_axis.to_px(value))
+        for px, text in _shown(y_axis, yticks):
+            y = _num(px)
             grid.append(f"M{_num(x0)} {y}H{_num(x1)}")
             marks.append(f"M{_num(x0)} {y}h-{_num(TICK)}")
             labels.append(f'<text x="{_num(x0 - TICK - 2)}" y="{y}" text-anchor="end" '
@@ -213,6 +209,12 @@ class Axes:
             parts.append(f'<text x="{x}" y="{y}" font-size="{LABEL_FONT}" text-anchor="middle" '
                          f'transform="rotate(-90 {x} {y})">{escape(self.ylabel)}</text>')
         return f'<g fill="{INK}">{"".join(parts)}</g>'
+
+
+def _shown(axis: Axis, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """(position, label) of the ticks inside the axis's limits."""
+    return [(axis.to_px(v), text) for v, text in ticks
+            if axis.scale.valid(v) and axis.lo <= v <= axis.hi]
 
 
 def _dash(mark: _Mark) -> str:
