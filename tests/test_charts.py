@@ -67,6 +67,9 @@ def test_log_ticks_are_powers_and_fit_side_by_side():
 def test_narrow_log_ranges_get_intermediate_or_linear_ticks():
     within = [label for _, label in Axis(Scale(10), 3, 600, 300, 0).ticks(10, False)]
     assert within == ["5", "10", "20", "50", "100", "200", "500"]
+    # Less than a decade with one 1-2-5 value inside: round linear values, still log-placed.
+    short = [label for _, label in Axis(Scale(10), 4.6, 16, 300, 0).ticks(10, False)]
+    assert short == ["6", "8", "10", "12", "14", "16"]
     ratios = [label for _, label in Axis(Scale(10), 0.78, 1.28, 0, 600).ticks(10, True)]
     assert "1" in ratios and len(ratios) >= 3  # not a lone "1" on a ratio axis
 
@@ -190,6 +193,8 @@ def test_a_histogram_counts_into_bins_standing_on_zero():
     bottoms = {round(float(r.get("y")) + h, 1) for r, h in zip(rects, heights)}
     assert len(bottoms) == 1  # every bar on the same baseline
     assert tick_labels(root, "middle") == ["1x", "2x", "4x", "8x"]  # fixed ticks, the axis widened
+    counts = tick_labels(root, "end")
+    assert counts[0] == "0" and counts[-1] == "3" and all(c.isdigit() for c in counts)
 
 
 def test_panels_in_a_grid_under_a_title_and_hidden_cells():

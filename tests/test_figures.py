@@ -153,3 +153,13 @@ def test_collective_bandwidth_one_panel_per_op(tmp_path):
     assert legend(root) == ["8 ranks DT_BF16 tier 1"] * 2 + ["4 ranks DT_BF16 tier 1"]
     assert collective_bandwidth(tmp_path / "nothing") is None
     assert collective_bandwidth(None) is None
+
+
+def test_one_case_and_equal_values_still_make_figures():
+    (single,) = [r for r in gemm_results() if r.case_id.startswith("MatMulV2-16x1536x7168")]
+    root = parse(gemm_latency([single]))
+    assert not find(root, "polyline") and sum(circles_by_fill(root).values()) == 1
+    single.bound_us = single.stats.median  # bound = median: every value on the roofline equal
+    root = parse(roofline([single]))
+    assert sum(circles_by_fill(root).values()) == 2  # one point in each panel
+    assert all(math.isfinite(float(c.get("cy"))) for c in find(root, "circle"))

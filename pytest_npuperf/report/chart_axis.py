@@ -80,7 +80,7 @@ def nice_ticks(lo: float, hi: float, count: int) -> list[float]:
 
 def _log_ticks(base: float, lo: float, hi: float, count: int) -> list[float]:
     """Powers of `base` in [lo, hi], every n-th when there are too many; with fewer than three,
-    2x and 5x a decade too (base 10); with fewer than two, round linear values."""
+    2x and 5x a decade too (base 10); still fewer than three: round linear values."""
     first, last = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
     powers = list(range(first, last + 1))
     stride = max(1, math.ceil(len(powers) / max(count, 1)))
@@ -90,7 +90,7 @@ def _log_ticks(base: float, lo: float, hi: float, count: int) -> list[float]:
                        (10.0 ** k, 2 * 10.0 ** k, 5 * 10.0 ** k) if lo <= t <= hi)
         if len(ticks) > count:
             ticks = [t for t in ticks if f"{t:e}"[0] in "15"]
-    if len(ticks) < 2:
+    if len(ticks) < 3:
         ticks = [t for t in nice_ticks(lo, hi, min(count, 5)) if t > 0]
     return ticks
 
@@ -110,13 +110,17 @@ class Axis:
         lo, hi = self.scale.forward(self.lo), self.scale.forward(self.hi)
         return self.start + (self.scale.forward(value) - lo) * (self.end - self.start) / (hi - lo)
 
-    def ticks(self, font_size: float, horizontal: bool) -> list[tuple[float, str]]:
-        """(value, label) pairs spaced so that the labels do not overlap."""
+    def ticks(self, font_size: float, horizontal: bool, whole: bool = False
+              ) -> list[tuple[float, str]]:
+        """(value, label) pairs spaced so that the labels do not overlap; `whole`: only whole
+        numbers (counts)."""
         length = abs(self.end - self.start)
         count = max(2, int(length // (font_size * 2.2 if not horizontal else font_size * 5)))
         for _ in range(8):  # fewer ticks until the widest labels fit side by side
             values = (_log_ticks(self.scale.base, self.lo, self.hi, count) if self.scale.log
                       else nice_ticks(self.lo, self.hi, count))
+            if whole and sum(v == int(v) for v in values) >= 2:
+                values = [v for v in values if v == int(v)]
             labelled = [(v, plain(v)) for v in values]
             if not horizontal or count <= 2:
                 return labelled

@@ -154,7 +154,7 @@ class Axes:
         y_axis = Axis(self.yscale, *limits(self.yscale, ys, floor=floor))
         y_axis.start = top + height - (TICK + TICK_FONT + 6 + (LABEL_FONT + 4 if self.xlabel else 0))
         y_axis.end = top + (TITLE_FONT + 10 if self.title else 8)
-        yticks = y_axis.ticks(TICK_FONT, horizontal=False)
+        yticks = y_axis.ticks(TICK_FONT, horizontal=False, whole=floor is not None)
         label_width = max((text_width(t, TICK_FONT) for _, t in yticks), default=0.0)
         x_axis = Axis(self.xscale, *limits(self.xscale, xs))
         x_axis.start = left + (LABEL_FONT + 6 if self.ylabel else 2) + label_width + TICK + 4
