@@ -95,7 +95,7 @@ def _log_ticks(base: float, lo: float, hi: float, count: int) -> list[float]:
     return ticks
 
 
-@dataclass
+@dataclass(frozen=True)
 class Axis:
     """`scale` over the data limits [lo, hi], drawn from `start` to `end` (drawing units;
     end < start for a vertical axis, whose units grow downwards)."""
@@ -103,12 +103,19 @@ class Axis:
     scale: Scale
     lo: float
     hi: float
-    start: float = 0.0
-    end: float = 1.0
+    start: float
+    end: float
+
+    def __post_init__(self) -> None:
+        # Thousands of points go through to_px: the transform's constants once.
+        low = self.scale.forward(self.lo)
+        factor = (self.end - self.start) / (self.scale.forward(self.hi) - low)
+        object.__setattr__(self, "_offset", self.start - low * factor)
+        object.__setattr__(self, "_factor", factor)
 
     def to_px(self, value: float) -> float:
-        lo, hi = self.scale.forward(self.lo), self.scale.forward(self.hi)
-        return self.start + (self.scale.forward(value) - lo) * (self.end - self.start) / (hi - lo)
+        base = self.scale.base
+        return self._offset + (math.log(value, base) if base else value) * self._factor
 
     def ticks(self, font_size: float, horizontal: bool, whole: bool = False
               ) -> list[tuple[float, str]]:

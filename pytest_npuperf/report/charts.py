@@ -29,7 +29,9 @@ TICK = 4.0  # tick mark length
 
 
 def _num(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".") if math.isfinite(value) else "0"
+    """A drawing coordinate: a tenth of a unit is finer than any screen shows."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _attr(text: str) -> str:
@@ -151,14 +153,14 @@ class Axes:
         if not self.visible:
             return ""
         xs, ys, floor = self._extent()
-        y_axis = Axis(self.yscale, *limits(self.yscale, ys, floor=floor))
-        y_axis.start = top + height - (TICK + TICK_FONT + 6 + (LABEL_FONT + 4 if self.xlabel else 0))
-        y_axis.end = top + (TITLE_FONT + 10 if self.title else 8)
+        bottom = top + height - (TICK + TICK_FONT + 6 + (LABEL_FONT + 4 if self.xlabel else 0))
+        y_axis = Axis(self.yscale, *limits(self.yscale, ys, floor=floor), bottom,
+                      top + (TITLE_FONT + 10 if self.title else 8))
         yticks = y_axis.ticks(TICK_FONT, horizontal=False, whole=floor is not None)
         label_width = max((text_width(t, TICK_FONT) for _, t in yticks), default=0.0)
-        x_axis = Axis(self.xscale, *limits(self.xscale, xs))
-        x_axis.start = left + (LABEL_FONT + 6 if self.ylabel else 2) + label_width + TICK + 4
-        x_axis.end = left + width - 14
+        x_axis = Axis(self.xscale, *limits(self.xscale, xs),
+                      left + (LABEL_FONT + 6 if self.ylabel else 2) + label_width + TICK + 4,
+                      left + width - 14)
         xticks = self.xticks if self.xticks is not None else x_axis.ticks(TICK_FONT, True)
         parts = [self._frame(x_axis, y_axis, xticks, yticks)]
         points: list[tuple[float, float]] = []
