@@ -84,7 +84,7 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "(or FASTER) only when its median moved by at least this fraction and the rank test "
      "says the difference is significant", None),
     ("no-figures", "bool", False, "draw no figures in the html reports (their tables stay): "
-     "saves matplotlib's time on very large runs", None),
+     "smaller reports for very large runs", None),
     ("shard", "str", None, "run only shard I of N (I/N, 1-based): cases are split by a "
      "stable hash of their id, so N hosts with 1/N..N/N run every case once", None),
     # Collective cases (bench/test_collectives.py; pytest_npuperf/comm).

@@ -148,7 +148,7 @@ class Publisher:
             if self.recorded else f"run not recorded in {history}"
 
     def draw_figures(self, results: list[CaseResult], outcome: BackfillOutcome | None) -> None:
-        """The report's figures (matplotlib, imported here only)."""
+        """The report's figures (SVG text, report/figures.py, imported here only)."""
         from .report.figures import draw_figures
 
         hccl = None  # the collective tables of the written database's device
@@ -156,7 +156,7 @@ class Publisher:
             hccl = Path(outcome.target).parent.parent / HCCL_DIR
         try:
             self.figures = draw_figures(results, outcome, hccl)
-        except Exception as exc:  # a bug or a broken matplotlib: say so, keep the reports
+        except Exception as exc:  # a bug in a figure: say so, keep the reports
             self.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
             self.figures = {}
 

@@ -15,9 +15,6 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-# In-process pytester runs drop the modules first imported inside them when they end: matplotlib
-# (the reports' figures) is imported here once, not again in every run that writes reports.
-import matplotlib.figure  # noqa: F401
 import pytest
 from hypothesis import settings
 

@@ -19,8 +19,8 @@ def test_kernel(npuperf_case, npuperf_replay):
 # Fast sampling for tests: the behaviour is under test here, not the numbers. Fewer samples
 # than the noise rule judges (measure/noise.py): whether this shared machine happened to be
 # quiet must not decide where a test's numbers go.
-# No figures either: matplotlib's drawing would cost more than the cases (tests of the figures
-# and the html page ask for them).
+# No figures either: the tests of the figures and of the html page ask for them (and
+# test_msprof_wrap checks that the flag is obeyed).
 FAST = ["--npuperf-device", "cpu", "--npuperf-warmup", "1", "--npuperf-min-samples", "3",
         "--npuperf-max-samples", "9", "--npuperf-budget", "0.05", "--npuperf-min-time", "0",
         "--npuperf-no-figures", "-p", "no:cacheprovider"]

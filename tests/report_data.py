@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+from pytest_npuperf.measure.compare import compare_samples
 from pytest_npuperf.measure.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 from pytest_npuperf.measure.result import (
     METHOD_PROFILER,
@@ -120,3 +121,32 @@ def session(wall_s: float = 40.0) -> SessionInfo:
 
 def with_stamp(value: BackfillOutcome, stamp: str) -> BackfillOutcome:
     return dataclasses.replace(value, stamp=stamp)
+
+
+HCOM = """message_bytes,num_devices,dtype,topology_tier,Duration(us),bandwidth_gbps,busbw_gbps
+1024,8,DT_BF16,1,20.0,0.0512,0.0896
+1048576,8,DT_BF16,1,60.0,17.47,30.58
+16777216,8,DT_BF16,1,400.0,41.94,73.4
+"""
+
+
+def gemm_results() -> list[CaseResult]:
+    """Eight MatMulV2 cases, M in 1..1024 for two (N, K), with bounds and verdicts against a
+    baseline (the two with M=128 are SLOWER)."""
+    results = []
+    for m in (1, 16, 128, 1024):
+        for n, k in ((7168, 1536), (512, 7168)):
+            r = case("MatMulV2", f"{m},{k};{n},{k}", samples=[5.0 + m * n * k / 1e9] * 12,
+                     flops=2.0 * m * n * k, nbytes=2.0 * (m * k + n * k + m * n))
+            r.case_id = f"MatMulV2-{m}x{k}x{n}-BF16-{m:04x}{n:04x}"
+            median = r.stats.median
+            r.bound_us, r.bound_by, r.memory_level = median / 3, "memory", "LLC"
+            r.compute_bound_us, r.memory_bound_us = r.flops / 1e11 * 1e6, r.bytes / 4e10 * 1e6
+            r.hbm_bound_us = r.bytes / 2e10 * 1e6
+            r.bound_us = max(r.compute_bound_us, r.memory_bound_us)
+            r.bound_by = "compute" if r.bound_us == r.compute_bound_us else "memory"
+            r.achieved_tflops = r.flops / (median * 1e-6) / 1e12
+            base = [median * 0.7] * 12 if m == 128 else [median] * 12
+            r.regression = compare_samples(base, r.samples, base_run="r0").to_dict()
+            results.append(r)
+    return results

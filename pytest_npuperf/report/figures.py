@@ -1,5 +1,5 @@
-"""The run as pictures (matplotlib, SVG text embedded in the html reports: one self-contained
-file). matplotlib is imported here, and this module only when a report is written.
+"""The run as pictures: SVG text (report/charts.py) embedded in the html reports, one
+self-contained file. Drawn only when a report is written.
 
 - latency vs M per (N, K) for the GEMM families (MatMulV2/V3/Common: the case id carries M, K, N);
 - the roofline: achieved TFLOP/s against arithmetic intensity under the device's ceilings,
@@ -14,67 +14,24 @@ Each function returns None when the run has nothing to show for it.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..db.signature import MATMUL_FAMILY
 from ..measure.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
 from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
 from ..measure.result import STATUS_SUSPECT, CaseResult
-from .regression import judged
+from .charts import DASHED, DOTTED, INK, MUTED, Figure
+from .regression import Judged, judged
 
 MAX_SERIES = 12  # lines in one plot before it stops being readable
 _GEMM_ID = re.compile(r"^(?P<type>[A-Za-z0-9_]+)-(?P<m>\d+)x(?P<k>\d+)x(?P<n>\d+)-(?P<dtype>[A-Z0-9_]+)-")
 VERDICT_COLORS = {SLOWER: "#d1242f", FASTER: "#1a7f37", SAME: "#57606a", UNCERTAIN: "#bf8700",
                   NEW: "#8250df"}
 BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "": "#57606a"}
-_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "npuperf", "font.size": 9,
-          "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-          "axes.spines.right": False}
-
-
-@contextmanager
-def _figure(width: float = 7.5, height: float = 4.2) -> Iterator:
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    with matplotlib.rc_context(_STYLE):
-        # Fixed margins: a layout engine measures every tick label's text, which costs most
-        # of a figure's time.
-        figure = Figure(figsize=(width, height))
-        figure.subplots_adjust(left=0.09, right=0.98, bottom=0.13, top=0.9, wspace=0.25,
-                               hspace=0.45)
-        yield figure
-
-
-def _log(ax, which: str = "xy", base: float = 10) -> None:
-    """Log axes with plain tick labels ("0.5", "1e+04"): matplotlib's default draws each
-    label with mathtext, ten times slower, and labels minor ticks too."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
-    for name in which:
-        axis = ax.xaxis if name == "x" else ax.yaxis
-        (ax.set_xscale if name == "x" else ax.set_yscale)("log", base=base)
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(NullFormatter())
-
-
-def to_svg(figure) -> str:
-    """The figure as an inline `<svg>` element (no XML prolog, no fixed pixel size: it scales
-    to the page)."""
-    import matplotlib
-
-    buffer = io.StringIO()
-    with matplotlib.rc_context(_STYLE):
-        figure.savefig(buffer, format="svg", metadata={"Date": None})
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
+MARKER, LINE_WIDTH = 2.0, 1.6  # series: dot radius and line width (drawing units)
 
 
 def _measured(results: list[CaseResult]) -> list[CaseResult]:
@@ -92,21 +49,21 @@ def gemm_latency(results: list[CaseResult]) -> str | None:
         return None
     ranked = sorted(series.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     shown = ranked[:MAX_SERIES]
-    with _figure() as fig:
-        ax = fig.add_subplot()
-        for (n, k, dtype), points in shown:
-            points.sort()
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
-                    linewidth=1.2, label=f"N={n} K={k} {dtype}")
-        _log(ax, "x", base=2)
-        _log(ax, "y")
-        ax.set_xlabel("M (rows)")
-        ax.set_ylabel("median latency (us)")
-        more = f" (the {MAX_SERIES} largest of {len(series)} (N, K) series)" \
-            if len(series) > MAX_SERIES else ""
-        ax.set_title(f"GEMM latency vs M per (N, K){more}")
-        ax.legend(fontsize=7, ncol=2 if len(shown) > 6 else 1)
-        return to_svg(fig)
+    fig = Figure(720, 400)
+    ax = fig.axes[0]
+    for (n, k, dtype), points in shown:
+        points.sort()
+        ax.line([p[0] for p in points], [p[1] for p in points], marker=MARKER,
+                width=LINE_WIDTH, label=f"N={n} K={k} {dtype}")
+    ax.log("x", base=2)
+    ax.log("y")
+    ax.xlabel = "M (rows)"
+    ax.ylabel = "median latency (us)"
+    more = f" (the {MAX_SERIES} largest of {len(series)} (N, K) series)" \
+        if len(series) > MAX_SERIES else ""
+    ax.title = f"GEMM latency vs M per (N, K){more}"
+    ax.legend(columns=2 if len(shown) > 6 else 1)
+    return fig.svg()
 
 
 def _ceilings(results: list[CaseResult]) -> tuple[float | None, dict[str, float]]:
@@ -127,42 +84,41 @@ def roofline(results: list[CaseResult]) -> str | None:
     if not cases:
         return None
     peak, bandwidths = _ceilings(cases)
-    with _figure(width=10.0, height=4.4) as fig:
-        left, right = fig.subplots(1, 2)
-        with_flops = [r for r in cases if r.flops and r.bytes and r.achieved_tflops]
-        if with_flops and peak:
-            intensity = [r.flops / r.bytes for r in with_flops]
-            lo, hi = min(intensity) / 4, max(intensity) * 4
-            xs = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-            for name, bw in sorted(bandwidths.items(), key=lambda kv: kv[1]):
-                left.plot(xs, [min(peak, x * bw) / 1e12 for x in xs], linewidth=1,
-                          linestyle="--", label=f"{name} {bw / 1e9:.4g} GB/s")
-            left.axhline(peak / 1e12, color="#24292f", linewidth=1,
-                         label=f"peak {peak / 1e12:.4g} TFLOP/s")
-            for bound_by in ("compute", "memory"):
-                chosen = [(x, r) for x, r in zip(intensity, with_flops) if r.bound_by == bound_by]
-                if chosen:
-                    left.scatter([x for x, _ in chosen], [r.achieved_tflops for _, r in chosen],
-                                 s=12, color=BOUND_COLORS[bound_by], label=f"{bound_by}-bound")
-            _log(left)
-            left.legend(fontsize=7)
-        left.set_xlabel("arithmetic intensity (FLOP/byte)")
-        left.set_ylabel("achieved TFLOP/s (at the median)")
-        left.set_title("Roofline")
-        times = [r.stats.median for r in cases]
-        bounds = [r.bound_us for r in cases]
-        colors = ["#d1242f" if r.status == STATUS_SUSPECT else BOUND_COLORS.get(r.bound_by, "#57606a")
-                  for r in cases]
-        right.scatter(bounds, times, s=12, c=colors)
-        lo, hi = min(bounds + times) / 2, max(bounds + times) * 2
-        right.plot([lo, hi], [lo, hi], color="#24292f", linewidth=1, label="median = bound")
-        _log(right)
-        right.set_xlabel("bound (us): compute or memory, whichever is larger")
-        right.set_ylabel("median (us)")
-        suspects = sum(1 for r in cases if r.status == STATUS_SUSPECT)
-        right.set_title(f"Achieved vs bound ({suspects} suspect, red)")
-        right.legend(fontsize=7)
-        return to_svg(fig)
+    fig = Figure(960, 420, columns=2)
+    left, right = fig.axes
+    with_flops = [r for r in cases if r.flops and r.bytes and r.achieved_tflops]
+    if with_flops and peak:
+        intensity = [r.flops / r.bytes for r in with_flops]
+        lo, hi = min(intensity) / 4, max(intensity) * 4
+        xs = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+        for name, bw in sorted(bandwidths.items(), key=lambda kv: kv[1]):
+            left.line(xs, [min(peak, x * bw) / 1e12 for x in xs], width=1.3, dash=DASHED,
+                      label=f"{name} {bw / 1e9:.4g} GB/s")
+        left.hline(peak / 1e12, color=INK, label=f"peak {peak / 1e12:.4g} TFLOP/s")
+        for bound_by in ("compute", "memory"):
+            chosen = [(x, r) for x, r in zip(intensity, with_flops) if r.bound_by == bound_by]
+            if chosen:
+                left.scatter([x for x, _ in chosen], [r.achieved_tflops for _, r in chosen],
+                             color=BOUND_COLORS[bound_by], label=f"{bound_by}-bound")
+        left.log()
+        left.legend()
+    left.xlabel = "arithmetic intensity (FLOP/byte)"
+    left.ylabel = "achieved TFLOP/s (at the median)"
+    left.title = "Roofline"
+    times = [r.stats.median for r in cases]
+    bounds = [r.bound_us for r in cases]
+    colors = ["#d1242f" if r.status == STATUS_SUSPECT else BOUND_COLORS.get(r.bound_by, MUTED)
+              for r in cases]
+    right.scatter(bounds, times, color=colors)
+    lo, hi = min(bounds + times) / 2, max(bounds + times) * 2
+    right.line([lo, hi], [lo, hi], color=INK, width=1.3, label="median = bound")
+    right.log()
+    right.xlabel = "bound (us): compute or memory, whichever is larger"
+    right.ylabel = "median (us)"
+    suspects = sum(1 for r in cases if r.status == STATUS_SUSPECT)
+    right.title = f"Achieved vs bound ({suspects} suspect, red)"
+    right.legend()
+    return fig.svg()
 
 
 def gap_distribution(outcome: BackfillOutcome | None) -> str | None:
@@ -171,19 +127,19 @@ def gap_distribution(outcome: BackfillOutcome | None) -> str | None:
     logs = [math.log2(g.ratio) for g in outcome.gaps if g.ratio > 0]
     if not logs:
         return None
-    with _figure(height=3.6) as fig:
-        ax = fig.add_subplot()
-        ax.axvspan(math.log2(GAP_LOW), math.log2(GAP_HIGH), color="#1a7f37", alpha=0.12,
-                   label=f"agreement band [{GAP_LOW:g}x, {GAP_HIGH:g}x]")
-        ax.hist(logs, bins=min(40, max(8, len(logs) // 3)), color="#0969da", alpha=0.8)
-        ticks = [t for t in range(math.floor(min(logs)) - 1, math.ceil(max(logs)) + 2)]
-        ax.set_xticks(ticks, [f"{2.0 ** t:g}x" for t in ticks])
-        hot = sum(1 for g in outcome.gaps if g.hotspot)
-        ax.set_xlabel("MicroBench / Profiling (log scale)")
-        ax.set_ylabel("rows")
-        ax.set_title(f"Duration gap: replay vs profiling ({len(logs)} rows, {hot} hotspots)")
-        ax.legend(fontsize=7)
-        return to_svg(fig)
+    fig = Figure(720, 345)
+    ax = fig.axes[0]
+    ax.vband(math.log2(GAP_LOW), math.log2(GAP_HIGH), color="#1a7f37", opacity=0.12,
+             label=f"agreement band [{GAP_LOW:g}x, {GAP_HIGH:g}x]")
+    ax.hist(logs, bins=min(40, max(8, len(logs) // 3)), color="#0969da", opacity=0.8)
+    ticks = [t for t in range(math.floor(min(logs)) - 1, math.ceil(max(logs)) + 2)]
+    ax.set_xticks(ticks, [f"{2.0 ** t:g}x" for t in ticks])
+    hot = sum(1 for g in outcome.gaps if g.hotspot)
+    ax.xlabel = "MicroBench / Profiling (log scale)"
+    ax.ylabel = "rows"
+    ax.title = f"Duration gap: replay vs profiling ({len(logs)} rows, {hot} hotspots)"
+    ax.legend()
+    return fig.svg()
 
 
 def regression_ratios(results: list[CaseResult]) -> str | None:
@@ -191,30 +147,31 @@ def regression_ratios(results: list[CaseResult]) -> str | None:
     if not items:
         return None
     threshold = items[0].comparison.threshold
-    with _figure(height=4.0) as fig:
-        ax = fig.add_subplot()
-        for verdict in (SAME, UNCERTAIN, FASTER, SLOWER):
-            chosen = [i for i in items if i.comparison.verdict == verdict]
-            if chosen:
-                ax.scatter([i.comparison.ratio for i in chosen],
-                           [-math.log10(max(i.comparison.p_value or 1.0, 1e-300)) for i in chosen],
-                           s=14, color=VERDICT_COLORS[verdict], label=f"{verdict} ({len(chosen)})")
-        for x in (1 + threshold, 1 / (1 + threshold)):
-            ax.axvline(x, color="#57606a", linewidth=0.8, linestyle="--")
-        ax.axhline(-math.log10(ALPHA), color="#57606a", linewidth=0.8, linestyle=":",
-                   label=f"p = {ALPHA:g}")
-        worst = sorted((i for i in items if i.comparison.verdict == SLOWER),
-                       key=lambda i: -i.comparison.severity)[:3]
-        for item in worst:
-            ax.annotate(item.case_id, (item.comparison.ratio,
-                                       -math.log10(max(item.comparison.p_value or 1.0, 1e-300))),
-                        fontsize=6, xytext=(4, 2), textcoords="offset points")
-        _log(ax, "x")
-        ax.set_xlabel("median / baseline median (log scale; dashed: the minimum effect)")
-        ax.set_ylabel("-log10 p (Mann-Whitney U)")
-        ax.set_title("Change against the baseline per case")
-        ax.legend(fontsize=7)
-        return to_svg(fig)
+    fig = Figure(720, 385)
+    ax = fig.axes[0]
+    for verdict in (SAME, UNCERTAIN, FASTER, SLOWER):
+        chosen = [i for i in items if i.comparison.verdict == verdict]
+        if chosen:
+            ax.scatter([i.comparison.ratio for i in chosen], [_significance(i) for i in chosen],
+                       radius=2.5, color=VERDICT_COLORS[verdict],
+                       label=f"{verdict} ({len(chosen)})")
+    for x in (1 + threshold, 1 / (1 + threshold)):
+        ax.vline(x, color=MUTED, width=1.1, dash=DASHED)
+    ax.hline(-math.log10(ALPHA), color=MUTED, width=1.1, dash=DOTTED, label=f"p = {ALPHA:g}")
+    worst = sorted((i for i in items if i.comparison.verdict == SLOWER),
+                   key=lambda i: -i.comparison.severity)[:3]
+    for item in worst:
+        ax.annotate(item.case_id, item.comparison.ratio, _significance(item))
+    ax.log("x")
+    ax.xlabel = "median / baseline median (log scale; dashed: the minimum effect)"
+    ax.ylabel = "-log10 p (Mann-Whitney U)"
+    ax.title = "Change against the baseline per case"
+    ax.legend()
+    return fig.svg()
+
+
+def _significance(item: Judged) -> float:
+    return -math.log10(max(item.comparison.p_value or 1.0, 1e-300))
 
 
 def _float(text: str | None) -> float | None:
@@ -265,23 +222,21 @@ def collective_bandwidth(hccl_dir: Path | None) -> str | None:
         return None
     columns = min(len(plotted), 2)
     rows_count = math.ceil(len(plotted) / columns)
-    with _figure(width=5.0 * columns, height=3.4 * rows_count) as fig:
-        axes = fig.subplots(rows_count, columns, squeeze=False)
-        for ax, (op, series) in zip(axes.flat, sorted(plotted.items())):
-            for (ranks, dtype, tier), points in sorted(series.items())[:MAX_SERIES]:
-                points.sort()
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                        markersize=3, linewidth=1.2, label=f"{ranks} ranks {dtype} tier {tier}")
-            _log(ax, "x", base=2)
-            ax.set_title(op)
-            ax.set_xlabel("message bytes per rank")
-            ax.set_ylabel(f"{' / '.join(sorted(kinds))} bandwidth (GB/s)")
-            ax.legend(fontsize=7)
-        for ax in list(axes.flat)[len(plotted):]:
-            ax.set_visible(False)
-        fig.suptitle("Collective bandwidth vs message size")
-        fig.subplots_adjust(top=1 - 0.45 / fig.get_figheight())
-        return to_svg(fig)
+    fig = Figure(480 * columns, 326 * rows_count + 25, rows_count, columns,
+                 title="Collective bandwidth vs message size")
+    for ax, (op, series) in zip(fig.axes, sorted(plotted.items())):
+        for (ranks, dtype, tier), points in sorted(series.items())[:MAX_SERIES]:
+            points.sort()
+            ax.line([p[0] for p in points], [p[1] for p in points], marker=MARKER,
+                    width=LINE_WIDTH, label=f"{ranks} ranks {dtype} tier {tier}")
+        ax.log("x", base=2)
+        ax.title = op
+        ax.xlabel = "message bytes per rank"
+        ax.ylabel = f"{' / '.join(sorted(kinds))} bandwidth (GB/s)"
+        ax.legend()
+    for ax in fig.axes[len(plotted):]:
+        ax.visible = False
+    return fig.svg()
 
 
 def draw_figures(results: list[CaseResult], outcome: BackfillOutcome | None,

@@ -1,0 +1,165 @@
+"""What each report figure shows (report/figures.py): its series, points, legend, titles,
+ticks and colours, the MAX_SERIES rule, and None when the run has nothing to show."""
+
+from __future__ import annotations
+
+import math
+
+from pytest_npuperf.measure.compare import compare_samples
+from pytest_npuperf.measure.result import STATUS_SUSPECT
+from pytest_npuperf.report.charts import PALETTE
+from pytest_npuperf.report.figures import (
+    BOUND_COLORS,
+    MAX_SERIES,
+    VERDICT_COLORS,
+    collective_bandwidth,
+    gap_distribution,
+    gemm_latency,
+    regression_ratios,
+    roofline,
+)
+from tests.report_data import HCOM, case, gemm_results, outcome
+from tests.test_charts import NS, find, parse, polyline_points, texts, tick_labels
+
+
+def legend(root) -> list[str]:
+    return [t.text for g in find(root, "g") if g.get("class") == "legend"
+            for t in g.iter(f"{NS}text")]
+
+
+def circles_by_fill(root) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for group in find(root, "g"):
+        dots = group.findall(f"{NS}circle") if group.get("class") != "legend" else []
+        if dots and group.get("fill"):
+            found[group.get("fill")] = found.get(group.get("fill"), 0) + len(dots)
+    return found
+
+
+def test_gemm_latency_draws_one_line_per_n_k_over_m():
+    root = parse(gemm_latency(gemm_results()))
+    lines = find(root, "polyline")
+    assert len(lines) == 2 and [len(polyline_points(x)) for x in lines] == [4, 4]
+    assert [x.get("stroke") for x in lines] == list(PALETTE[:2])
+    # Sorted by M: left to right; latency grows with M: upwards (smaller y).
+    for line in lines:
+        xs, ys = zip(*polyline_points(line))
+        assert list(xs) == sorted(xs) and list(ys) == sorted(ys, reverse=True)
+    assert legend(root) == ["N=512 K=7168 BF16", "N=7168 K=1536 BF16"]
+    labels = texts(root)
+    assert "GEMM latency vs M per (N, K)" in labels and "M (rows)" in labels
+    assert "median latency (us)" in labels
+    assert {"1", "16", "1024"} <= set(tick_labels(root, "middle"))  # log base 2 on M
+
+
+def test_gemm_latency_keeps_the_largest_series():
+    results = []
+    for index in range(MAX_SERIES + 2):
+        n = 64 * (index + 1)
+        for m in range(1, 3 + (index < MAX_SERIES)):  # the last two series have fewer points
+            r = case("MatMulV2", f"{m},128;{n},128", samples=[1.0 + m + index] * 5)
+            r.case_id = f"MatMulV2-{m}x128x{n}-BF16-{index:04x}"
+            results.append(r)
+    root = parse(gemm_latency(results))
+    assert len(find(root, "polyline")) == MAX_SERIES
+    assert (f"GEMM latency vs M per (N, K) (the {MAX_SERIES} largest of {MAX_SERIES + 2} "
+            "(N, K) series)") in texts(root)
+    shown = legend(root)
+    assert len(shown) == MAX_SERIES and f"N={64 * MAX_SERIES} K=128 BF16" in shown
+    assert f"N={64 * (MAX_SERIES + 1)} K=128 BF16" not in shown
+    assert gemm_latency([case("RmsNorm", "8,8", samples=[1.0])]) is None  # no GEMM, no figure
+
+
+def test_roofline_places_every_case_under_the_ceilings():
+    results = gemm_results()
+    results[0].status = STATUS_SUSPECT
+    root = parse(roofline(results))
+    # Left: the ceilings (slowest memory first), the peak, the cases by bound; right: the
+    # diagonal.
+    memory, llc, peak, *cases, diagonal = legend(root)
+    assert memory.startswith("main memory ") and memory.endswith(" GB/s")
+    assert llc.startswith("LLC ") and llc.endswith(" GB/s")
+    assert peak.startswith("peak ") and peak.endswith(" TFLOP/s")
+    assert cases == ["compute-bound", "memory-bound"] and diagonal == "median = bound"
+    by_fill = circles_by_fill(root)
+    bound_by = [r.bound_by for r in results]
+    # Left: every case by what bounds it; right: the same, the suspect one in red.
+    assert by_fill[BOUND_COLORS["compute"]] == bound_by.count("compute") * 2 - \
+        (results[0].bound_by == "compute")
+    assert by_fill["#d1242f"] == 1
+    assert "Achieved vs bound (1 suspect, red)" in texts(root)
+    assert {"Roofline", "arithmetic intensity (FLOP/byte)", "median (us)"} <= set(texts(root))
+    assert roofline([case("Add", "8", samples=[1.0])]) is None  # no bound: nothing to place
+
+
+def test_gap_distribution_is_a_histogram_in_the_agreement_band(tmp_path):
+    root = parse(gap_distribution(outcome(tmp_path)))
+    bars = next(g for g in find(root, "g") if g.get("fill") == "#0969da")
+    heights = [float(r.get("height")) for r in bars.findall(f"{NS}rect")]
+    unit = min(heights)
+    assert sum(round(h / unit) for h in heights) == 5  # five gap rows, each in one bar
+    assert tick_labels(root, "middle") == ["0.25x", "0.5x", "1x", "2x", "4x", "8x"]
+    assert legend(root) == ["agreement band [0.8x, 1.2x]"]
+    assert "Duration gap: replay vs profiling (5 rows, 4 hotspots)" in texts(root)
+    assert gap_distribution(None) is None
+
+
+def test_regression_ratios_by_verdict_with_the_worst_named():
+    results = gemm_results()
+    hostile = results[4]  # M=128: SLOWER
+    hostile.case_id = 'MatMulV2-<b>&"x"'
+    root = parse(regression_ratios(results))
+    assert legend(root) == ["SAME (6)", "SLOWER (2)", "p = 0.01"]
+    by_fill = circles_by_fill(root)
+    assert by_fill[VERDICT_COLORS["SAME"]] == 6 and by_fill[VERDICT_COLORS["SLOWER"]] == 2
+    notes = [t.text for t in find(root, "text") if t.get("font-size") == "8"]
+    assert sorted(notes) == sorted([hostile.case_id, results[5].case_id])  # escaped, parsed back
+    dashed = [p for p in find(root, "path") if p.get("stroke-dasharray") == "5,3"]
+    assert len(dashed) == 2  # the minimum effect either way
+    assert regression_ratios(gemm_results()[:0]) is None
+
+
+def test_regression_ratios_on_a_log_axis_around_one():
+    results = []
+    for index, ratio in enumerate((0.5, 0.9, 1.0, 1.1, 2.0)):
+        r = case("Add", f"{index},8", samples=[10.0 * ratio] * 12)
+        r.regression = compare_samples([10.0] * 12, r.samples, base_run="r0").to_dict()
+        results.append(r)
+    root = parse(regression_ratios(results))
+    xs = [float(c.get("cx")) for g in find(root, "g") if g.get("class") != "legend"
+          for c in g.findall(f"{NS}circle")]
+    assert len(xs) == 5
+    ticks = tick_labels(root, "middle")
+    assert "1" in ticks and ("0.5" in ticks or "2" in ticks)
+    # Log scale: 0.5 and 2 sit as far from 1 on either side.
+    placed = sorted(xs)
+    assert math.isclose(placed[2] - placed[0], placed[4] - placed[2], rel_tol=0.02)
+
+
+def test_collective_bandwidth_one_panel_per_op(tmp_path):
+    hccl = tmp_path / "hccl" / "v8.5"
+    hccl.mkdir(parents=True)
+    (hccl / "hcom_allReduce_.csv").write_text(HCOM)
+    (hccl / "hcom_allGather_.csv").write_text(HCOM.replace("30.58", "20.1"))
+    (hccl / "hcom_broadcast_.csv").write_text(HCOM.replace("8,DT_BF16", "4,DT_BF16"))
+    root = parse(collective_bandwidth(tmp_path / "hccl"))
+    labels = texts(root)
+    assert labels[0] == "Collective bandwidth vs message size"
+    panels = [t for t in labels if t in ("allGather", "allReduce", "broadcast")]
+    assert panels == ["allGather", "allReduce", "broadcast"]  # 2x2, the fourth cell empty
+    assert labels.count("bus bandwidth (GB/s)") == 3
+    lines = find(root, "polyline")
+    assert [len(polyline_points(x)) for x in lines] == [3, 3, 3]
+    assert legend(root) == ["8 ranks DT_BF16 tier 1"] * 2 + ["4 ranks DT_BF16 tier 1"]
+    assert collective_bandwidth(tmp_path / "nothing") is None
+    assert collective_bandwidth(None) is None
+
+
+def test_one_case_and_equal_values_still_make_figures():
+    (single,) = [r for r in gemm_results() if r.case_id.startswith("MatMulV2-16x1536x7168")]
+    root = parse(gemm_latency([single]))
+    assert not find(root, "polyline") and sum(circles_by_fill(root).values()) == 1
+    single.bound_us = single.stats.median  # bound = median: every value on the roofline equal
+    root = parse(roofline([single]))
+    assert sum(circles_by_fill(root).values()) == 2  # one point in each panel
+    assert all(math.isfinite(float(c.get("cy"))) for c in find(root, "circle"))
