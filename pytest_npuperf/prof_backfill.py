@@ -117,7 +117,7 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
     stats = group_stats(group[used], kernels.duration[used], len(targets))
     precision = group_precision(group[used], kernels.duration[used], len(targets), stats,
                                 statistic)
-    means = group_means(group[used], kernels.counters[used], len(targets))
+    means = group_means(group[used], kernels.counters, len(targets), np.flatnonzero(used))
     unmatched = int((~used).sum())
     if unmatched:
         notes.append(f"{unmatched:,} kernel launch(es) match no row of the database by kernel "

@@ -203,7 +203,7 @@ class KernelTable:
     device: np.ndarray  # int32, -1 when neither the file nor its directory says
     start: np.ndarray  # float64 us
     duration: np.ndarray  # float64 us
-    counters: np.ndarray  # float64 (n, len(COUNTERS)), NaN where absent
+    counters: np.ndarray  # float64 (n, len(COUNTERS)), column-major, NaN where absent
     identity: np.ndarray | None = None  # int32 codes into `identities`
     identities: list[tuple[str, ...]] = field(default_factory=list)  # IDENTITY_COLUMNS cells
     files: list[Path] = field(default_factory=list)
@@ -355,9 +355,10 @@ class _KernelReader:
     def table(self) -> KernelTable:
         def joined(name: str, dtype, width: int | None = None) -> np.ndarray:
             """The parts' arrays end to end, each part's released once copied (the counter
-            matrix of 10^6 rows must not exist twice)."""
+            matrix of 10^6 rows must not exist twice); a matrix column-major, as it is read
+            (a counter's mean over the cases' kernels)."""
             total = sum(len(p[name]) for p in self.parts)
-            out = np.empty((total, width) if width else total, dtype)
+            out = np.empty((total, width) if width else total, dtype, order="F")
             at = 0
             for part in self.parts:
                 size = len(part[name])

@@ -115,7 +115,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     precision = {name: group_precision(case_of, durations, groups, stats, name)
                  for name in statistics}
     noisy = noise_reasons(stats)
-    means = group_means(case_of, kernels.counters[kernel_of], groups)
+    means = group_means(case_of, kernels.counters, groups, kernel_of)
     order = np.lexsort((kernels.start[kernel_of], case_of))
     ordered = durations[order].tolist()  # per case, in launch order (for plots)
     count = stats.count.tolist()
