@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_npuperf.db.merge import format_number, format_numbers
 from pytest_npuperf.measure.groupstats import (
     group_means,
     group_precision,
@@ -55,6 +56,4 @@ def test_counter_means_skip_missing_values_per_column():
 @given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
                           st.integers(-10**12, 10**12)), max_size=30))
 def test_bulk_number_formatting_equals_the_single_formatter(values):
-    from pytest_npuperf.db.merge import format_number, format_numbers
-
     assert format_numbers(values) == [format_number(v) for v in values]
