@@ -18,7 +18,8 @@ default for every result of a block has no column. A column is one of:
   (the marker text is the case id unless msprof's limit cut it).
 Samples and tracebacks are not handed off (the profile gives the samples; the statistics
 stay as a fallback). The file is written whole, then renamed into place: a child that dies
-while writing leaves no hand-off, and the parent says so.
+while writing leaves no hand-off, and the parent says so. A damaged file, or one of another
+format, is a one-line data error (ContractError).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..db.errors import NpuperfError, os_error
+from ..db.errors import ContractError, os_error
 from .result import CaseResult
 from .stats import SampleStats
 
@@ -216,10 +217,10 @@ def _lines(path: Path) -> Iterator[tuple[int, dict]]:
                     try:
                         data = json.loads(line)
                     except json.JSONDecodeError as exc:
-                        raise NpuperfError(f"{path}: line {number} is not JSON ({exc.msg}); the "
+                        raise ContractError(f"{path}: line {number} is not JSON ({exc.msg}); the "
                                            f"hand-off is damaged") from None
                     if not isinstance(data, dict):
-                        raise NpuperfError(f"{path}: line {number} is not a JSON object; the "
+                        raise ContractError(f"{path}: line {number} is not a JSON object; the "
                                            f"hand-off is damaged")
                     yield number, data
     except OSError as exc:
@@ -235,7 +236,7 @@ def read_handoff(path: Path) -> Handoff:
                 what = (f"written by another npuperf version (schema {schema})"
                         if str(schema).startswith("npuperf-handoff/") else
                         f"not an npuperf hand-off (schema {schema!r})")
-                raise NpuperfError(f"{path}: {what}; this version reads {HANDOFF_SCHEMA}: "
+                raise ContractError(f"{path}: {what}; this version reads {HANDOFF_SCHEMA}: "
                                    f"backfill it with the npuperf version that ran it")
             handoff.session = dict(data.get("session") or {})
             continue
@@ -243,7 +244,7 @@ def read_handoff(path: Path) -> Handoff:
             handoff.results += _results(data)
         except (_Damaged, KeyError, TypeError, ValueError, IndexError) as exc:
             why = f"no {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
-            raise NpuperfError(f"{path}: line {number}: {why}; the hand-off is damaged") from None
+            raise ContractError(f"{path}: line {number}: {why}; the hand-off is damaged") from None
     return handoff
 
 
