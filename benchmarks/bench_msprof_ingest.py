@@ -144,6 +144,16 @@ def build_run(run: Path, db: Path) -> int:
     return kernels
 
 
+def _check_handoff(run: Path) -> None:
+    from pytest_npuperf.measure.msprof import HANDOFF_NAME, HANDOFF_SCHEMA
+
+    with open(run / HANDOFF_NAME, encoding="utf-8") as handle:
+        schema = json.loads(handle.readline()).get("schema")
+    if schema != HANDOFF_SCHEMA:
+        raise SystemExit(f"{run} holds a hand-off of another format ({schema}): use another "
+                         f"--keep")
+
+
 def prepare(work: Path, cases: int, *, reuse: bool) -> tuple[Path, int]:
     """The database and the run, built in `work`; with `reuse`, those a previous run of this
     script kept there (same --cases) are used again, the database as it was built (the
@@ -153,6 +163,7 @@ def prepare(work: Path, cases: int, *, reuse: bool) -> tuple[Path, int]:
     if reuse and built.is_file():
         facts = json.loads(built.read_text())
         if facts["cases"] == cases:
+            _check_handoff(work / "run")
             shutil.rmtree(work / "db", ignore_errors=True)
             shutil.copytree(pristine, work / "db")
             print(f"reusing the {facts['kernels']:,} kernel rows and the database kept in {work}")

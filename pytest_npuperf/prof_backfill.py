@@ -117,7 +117,7 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
     stats = group_stats(group[used], kernels.duration[used], len(targets))
     precision = group_precision(group[used], kernels.duration[used], len(targets), stats,
                                 statistic)
-    means = group_means(group[used], kernels.counters[used], len(targets))
+    means = group_means(group[used], kernels.counters, len(targets), np.flatnonzero(used))
     unmatched = int((~used).sum())
     if unmatched:
         notes.append(f"{unmatched:,} kernel launch(es) match no row of the database by kernel "
@@ -187,9 +187,16 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
     notes: list[str] = []
     sources = _exported(Path(prof_path), notes)
     handoffs = find_handoffs(prof_path)
-    markers = read_markers(sources)
     with ThreadPoolExecutor(1) as pool:
-        kernels = read_kernels_ahead(pool, sources, markers) if handoffs or len(markers) else None
+        # The longest read first; the markers and the hand-off are read meanwhile.
+        kernels = (read_kernels_ahead(pool, sources)
+                   if handoffs or any(s.marker_files for s in sources) else None)
+        markers = read_markers(sources)
+        if not handoffs and not len(markers) and kernels is not None:
+            # Marker files without a range: matched by signature below, which reads the
+            # kernels with their shapes; this read is let end first (memory).
+            kernels.result()
+            kernels = None
         results, how, catalog = _cases(handoffs, markers, database, statistic, sources, notes)
         if kernels is not None:
             # The kernels are freed on return, before the database is read.

@@ -17,7 +17,8 @@ can compute what the database must hold. Behaviour switches (environment):
 - MSPROF_STANDIN_DROP=<text>: no marker for cases whose id contains it
 - MSPROF_STANDIN_EXPORT=deferred: summaries only on `msprof --export=on`
 - MSPROF_STANDIN_EXIT=<n>: exit with n after writing everything
-Standard library only: the executable runs under whatever python3 is on PATH.
+Standard library and the project's hand-off reader only: the executable runs under whatever
+python3 is on PATH (the tests put their interpreter's first).
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ def _row_cells(source: Path, file: str, row: int | None) -> dict[str, str]:
 
 
 def _cases(handoff: Path) -> tuple[dict, list[dict]]:
-    lines = [json.loads(line) for line in handoff.read_text().splitlines() if line.strip()]
-    return lines[0]["session"], [x["result"] for x in lines[1:] if "result" in x]
+    from pytest_npuperf.measure.handoff import read_handoff  # the format is the product's
+
+    read = read_handoff(handoff)
+    return read.session, [r.to_dict() for r in read.results]
 
 
 def lay_down(handoff: Path, prof: Path) -> dict:

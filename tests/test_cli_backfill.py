@@ -120,3 +120,18 @@ def test_bad_paths_are_one_line_errors(tmp_path, npuperf):
     db = write_db(tmp_path / "db", {"RmsNorm": RMSNORM_ROWS})
     code, _, err = npuperf("backfill", "--prof-path", tmp_path / "none", "--database-path", db)
     assert code == 2 and err.strip().endswith("no such file or directory")
+
+
+def test_a_hand_off_of_the_first_format_is_a_one_line_error(db, tmp_path, npuperf):
+    """A run directory of an npuperf that wrote the first hand-off format (one JSON object
+    per case) names the format instead of failing deep inside."""
+    import json
+
+    k_rms = calls("RmsNorm", T0 + 10, 3, base=4.0)
+    summaries(prof_dir(tmp_path / "run"), k_rms, [])
+    (tmp_path / "run" / "npuperf_handoff.jsonl").write_text(
+        json.dumps({"schema": "npuperf-handoff/1", "session": {}}) + "\n"
+        + json.dumps({"result": {"case_id": "RmsNorm-x"}}) + "\n")
+    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "run", "--database-path", db)
+    assert code == 1 and err.count("\n") == 1, err
+    assert "another npuperf version (schema npuperf-handoff/1)" in err

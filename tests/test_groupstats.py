@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_npuperf.db.merge import format_number, format_numbers
 from pytest_npuperf.measure.groupstats import (
     group_means,
     group_precision,
@@ -46,11 +47,13 @@ def test_counter_means_skip_missing_values_per_column():
     assert means[0].tolist()[0] == 2.0 and math.isnan(means[0][1])
     assert means[1].tolist() == [5.0, 2.0]
     assert np.isnan(means[2]).all()
+    # The same over chosen rows of a larger, column-major matrix (the kernel table's).
+    table = np.asfortranarray(np.vstack([[9.0, 9.0], matrix, [7.0, 7.0]]))
+    picked = group_means(np.array([0, 0, 1]), table, 3, rows=np.array([1, 2, 3]))
+    np.testing.assert_array_equal(picked, means)
 
 
 @given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
                           st.integers(-10**12, 10**12)), max_size=30))
 def test_bulk_number_formatting_equals_the_single_formatter(values):
-    from pytest_npuperf.db.merge import format_number, format_numbers
-
     assert format_numbers(values) == [format_number(v) for v in values]

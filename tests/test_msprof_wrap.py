@@ -242,3 +242,26 @@ def test_msprof_missing_is_one_line_saying_how_to_source_cann(pytester, monkeypa
                       "source the CANN environment first, e.g. `source "
                       "/usr/local/Ascend/ascend-toolkit/set_env.sh` (or <CANN "
                       "install>/set_env.sh)"]
+
+
+def test_backfill_of_marker_files_without_a_range_matches_by_order(tmp_path, standin):
+    """The kernels are read ahead before the markers, without their shapes when marker files
+    exist; marker files that hold no range leave attribution to launch order, which reads
+    the kernels again with their shapes."""
+    from pytest_npuperf.measure.policy import METHOD_MSPROF_ORDER
+    from pytest_npuperf.prof_backfill import backfill_profile
+    from tests.msprof_standin import collect
+
+    db = write_db(tmp_path / "db", {"RmsNorm": RMSNORM_ROWS})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    _handoff(run_dir, db, [_case(db, 1.7e15)])
+    standin.setenv("NPUPERF_MSPROF_CHILD", str(run_dir / HANDOFF_NAME))
+    collect(run_dir, [sys.executable, "-c", "pass"])
+    (tx,) = run_dir.rglob("msprof_tx_*.csv")
+    tx.write_text(tx.read_text().splitlines()[0] + "\n")  # the header, no range
+    lines, code = backfill_profile(run_dir, db, reports=False)
+    assert code == 0
+    row = rows_by_file(db)["RmsNorm.csv"][0]
+    assert row["MicroBench Method"] == METHOD_MSPROF_ORDER, lines
+    assert row["MicroBench Samples"] == "2" and row["Average Duration(us)"]

@@ -10,7 +10,7 @@ import pytest
 from pytest_npuperf.db.transaction import write_frame
 
 CELLS = ['"1,128;64,128"', "1,128;64,128", 'say "hi"', "", None, np.nan, "two\nlines",
-         "\t12.5", "N/A", "  padded ", "x\r\ny"]
+         "\t12.5", "N/A", "  padded ", "x\r\ny", "a lone\rreturn"]
 
 
 @pytest.mark.parametrize("terminator", ["\n", "\r\n"])
@@ -22,6 +22,7 @@ def test_text_frame_bytes_equal_to_csv(terminator, dtype):
         "Average Duration(us)": pd.array([f"{i * 0.1:.10g}" if i % 3 else "" for i in range(rows)],
                                          dtype=dtype),
         "mixed": pd.Series([i if i % 2 else 1.5 for i in range(rows)], dtype=object),
+        "numpy floats": pd.Series([np.float64(i / 4) for i in range(rows)], dtype=object),
     })
     frame.attrs["lineterminator"] = terminator
     expected, written = io.StringIO(), io.StringIO()

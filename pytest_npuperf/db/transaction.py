@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import re
@@ -366,8 +367,38 @@ def write_frame(frame, handle) -> None:
     writer.writerow([str(c) for c in frame.columns])
     columns = [(column.fillna("") if column.hasnans else column).to_numpy(dtype=object)
                for _, column in frame.items()]
+    if len(columns) < 2:  # a row of one empty field is quoted: the csv module knows
+        for at in range(0, len(frame), _WRITE_ROWS):
+            writer.writerows(zip(*(cells[at:at + _WRITE_ROWS].tolist() for cells in columns)))
+        return
+    # Each column's cells quoted as the csv module would (QUOTE_MINIMAL), then every row
+    # joined: about half the time of its writer, which inspects every cell.
+    fields = [_csv_fields(cells.tolist(), terminator) for cells in columns]
     for at in range(0, len(frame), _WRITE_ROWS):
-        writer.writerows(zip(*(cells[at:at + _WRITE_ROWS].tolist() for cells in columns)))
+        rows = map(",".join, zip(*(cells[at:at + _WRITE_ROWS] for cells in fields)))
+        handle.write(terminator.join(rows) + terminator)
+
+
+def _csv_fields(cells: list, terminator: str) -> list[str]:
+    """A column's cells as pandas' to_csv writes them: non-texts through str (numpy's floats
+    too, which the csv module alone would write as their repr), a cell with a delimiter,
+    quote or newline quoted (quotes doubled), one with a lone carriage return as this
+    Python's csv module decides (versions differ)."""
+    try:
+        joined = "".join(cells)
+    except TypeError:  # a cell that is no text
+        cells = [c if type(c) is str else str(c) for c in cells]
+        joined = "".join(cells)
+    if "," not in joined and '"' not in joined and "\n" not in joined and "\r" not in joined:
+        return cells
+    return [f'"{c.replace(chr(34), chr(34) * 2)}"' if "," in c or '"' in c or "\n" in c
+            else _csv_cell(c, terminator) if "\r" in c else c for c in cells]
+
+
+def _csv_cell(cell: str, terminator: str) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator=terminator).writerow([cell, ""])
+    return out.getvalue()[:-len(terminator) - 1]
 
 
 def _backup(target: Path, backup: Path) -> None:

@@ -203,7 +203,7 @@ class KernelTable:
     device: np.ndarray  # int32, -1 when neither the file nor its directory says
     start: np.ndarray  # float64 us
     duration: np.ndarray  # float64 us
-    counters: np.ndarray  # float64 (n, len(COUNTERS)), NaN where absent
+    counters: np.ndarray  # float64 (n, len(COUNTERS)), column-major, NaN where absent
     identity: np.ndarray | None = None  # int32 codes into `identities`
     identities: list[tuple[str, ...]] = field(default_factory=list)  # IDENTITY_COLUMNS cells
     files: list[Path] = field(default_factory=list)
@@ -315,9 +315,9 @@ class _KernelReader:
             device = device.astype(np.int32)
         else:
             device = np.full(n, device_hint, np.int32)
-        matrix = np.full((n, len(COUNTERS)), np.nan)
-        if counters:
-            matrix[:, matrix_index] = chunk[counters].to_numpy(np.float64)
+        matrix = np.full((n, len(COUNTERS)), np.nan, order="F")  # as the table keeps it
+        for column, index in zip(counters, matrix_index):
+            matrix[:, index] = chunk[column].to_numpy(np.float64)
         keep = (type_code >= 0) & np.isfinite(start) & np.isfinite(duration) & (duration > 0)
         part = {"type_code": type_code, "start": start, "duration": duration, "device": device,
                 "counters": matrix, "source": np.full(n, source, np.int32)}
@@ -333,8 +333,9 @@ class _KernelReader:
             if self.with_identity:
                 key = np.column_stack([key, part["identity"]])
             keep &= ~_repeated_launches(key, start, type_code)
-        self.skipped += int(n - keep.sum())
-        self.parts.append({k: v[keep] for k, v in part.items()})
+        kept = int(keep.sum())
+        self.skipped += n - kept
+        self.parts.append(part if kept == n else {k: v[keep] for k, v in part.items()})
 
     @staticmethod
     def _raise_bad_number(path: Path, raw: dict[str, str], numeric: list[str]) -> None:
@@ -355,9 +356,10 @@ class _KernelReader:
     def table(self) -> KernelTable:
         def joined(name: str, dtype, width: int | None = None) -> np.ndarray:
             """The parts' arrays end to end, each part's released once copied (the counter
-            matrix of 10^6 rows must not exist twice)."""
+            matrix of 10^6 rows must not exist twice); a matrix column-major, as it is read
+            (a counter's mean over the cases' kernels)."""
             total = sum(len(p[name]) for p in self.parts)
-            out = np.empty((total, width) if width else total, dtype)
+            out = np.empty((total, width) if width else total, dtype, order="F")
             at = 0
             for part in self.parts:
                 size = len(part[name])

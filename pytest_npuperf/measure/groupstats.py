@@ -129,13 +129,17 @@ def noise_reasons(stats: GroupStats) -> dict[int, str]:
     return reasons
 
 
-def group_means(group: np.ndarray, matrix: np.ndarray, groups: int) -> np.ndarray:
-    """Per group and column, the mean of the non-NaN values (NaN where a group has none)."""
+def group_means(group: np.ndarray, matrix: np.ndarray, groups: int,
+                rows: np.ndarray | None = None) -> np.ndarray:
+    """Per group and column, the mean of the non-NaN values (NaN where a group has none);
+    `rows`: the rows of `matrix` the groups are for (all when None). Column by column: a
+    gathered copy of 10^6 rows x 25 counters would cost hundreds of MB, and a column of a
+    Fortran-ordered matrix (the kernel table's) is contiguous."""
     out = np.full((groups, matrix.shape[1]), np.nan)
     group = np.asarray(group, np.int64)
     everyone = np.bincount(group, minlength=groups)
     for column in range(matrix.shape[1]):
-        values = matrix[:, column]
+        values = matrix[:, column] if rows is None else matrix[:, column][rows]
         present = ~np.isnan(values)
         if present.all():  # the usual case: no masking, the counts shared by all columns
             total, count = np.bincount(group, weights=values, minlength=groups), everyone

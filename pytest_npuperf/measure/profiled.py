@@ -115,7 +115,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     precision = {name: group_precision(case_of, durations, groups, stats, name)
                  for name in statistics}
     noisy = noise_reasons(stats)
-    means = group_means(case_of, kernels.counters[kernel_of], groups)
+    means = group_means(case_of, kernels.counters, groups, kernel_of)
     order = np.lexsort((kernels.start[kernel_of], case_of))
     ordered = durations[order].tolist()  # per case, in launch order (for plots)
     count = stats.count.tolist()
@@ -158,12 +158,14 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     return attributed
 
 
-def read_kernels_ahead(pool: ThreadPoolExecutor, sources: list[ProfileSource],
-                       markers: MarkerTable) -> Future[KernelTable]:
-    """The kernel tables read in `pool` while the caller does other work (the hand-off, the
-    database): pandas' C parser releases the GIL, so on two cores the read costs little more
-    than the slower of the two. Pass the future's result to `attribute_results`."""
-    return pool.submit(read_kernels, sources, with_identity=not len(markers))
+def read_kernels_ahead(pool: ThreadPoolExecutor, sources: list[ProfileSource]
+                       ) -> Future[KernelTable]:
+    """The kernel tables read in `pool` while the caller does other work (the markers, the
+    hand-off): pandas' C parser releases the GIL, so on two cores the read costs little more
+    than the slower of the two. Pass the future's result to `attribute_results`. Shapes are
+    read only without marker files (attribution by order needs them)."""
+    return pool.submit(read_kernels, sources,
+                       with_identity=not any(s.marker_files for s in sources))
 
 
 def attribute_results(results: list[CaseResult], path: str | Path | list[ProfileSource], *,
@@ -180,7 +182,8 @@ def attribute_results(results: list[CaseResult], path: str | Path | list[Profile
     if markers is None:
         markers = read_markers(sources)
     use_markers = len(markers) > 0
-    if kernels is None:
+    if kernels is None or (not use_markers and kernels.identity is None):
+        # (marker files without a single range: attribution by order needs the shapes)
         kernels = read_kernels(sources, with_identity=not use_markers)
     outcome.kernels, outcome.markers = len(kernels), len(markers)
     outcome.notes += markers.notes + kernels.notes
