@@ -34,6 +34,7 @@ from .measure.attribution import kernel_signature_hashes
 from .measure.backfill import backfill
 from .measure.cases import CaseCatalog, CaseRef
 from .measure.compare import DEFAULT_THRESHOLD
+from .measure.counters import CounterMatrix
 from .measure.groupstats import group_means, group_precision, group_stats
 from .measure.msprof import find_handoffs, read_handoff, run_export
 from .measure.outcome import SessionInfo
@@ -122,6 +123,7 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
     if unmatched:
         notes.append(f"{unmatched:,} kernel launch(es) match no row of the database by kernel "
                      f"type and signature")
+    counters = CounterMatrix(COUNTERS, means).rows()
     results = []
     for index, (ref, ran) in enumerate(targets):
         result = _result(ref, statistic, METHOD_MSPROF_SIGNATURE)
@@ -129,7 +131,7 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
         value = float(precision[index])
         result.precision = value if np.isfinite(value) else None
         result.measured_kernel_type = ran
-        result.counters = {n: float(v) for n, v in zip(COUNTERS, means[index]) if not np.isnan(v)}
+        result.counters = counters[index]
         results.append(result)
     return results
 

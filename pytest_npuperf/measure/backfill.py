@@ -32,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..db.columns import (
@@ -74,6 +75,7 @@ from ..db.merge import (
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.transaction import Transaction
 from ..kernels.op_mapping import ensure_op_mapping
+from .counters import CounterMatrix, shared_rows
 from .outcome import BackfillOutcome, FileOutcome, GapRow
 from .result import (
     FAILING_STATUSES,
@@ -203,6 +205,9 @@ def _counter_columns(results: list[CaseResult]) -> dict[str, list[str | None]]:
     as `_columns`: 10^5 rows x 25 counters formatted a block of rows at a time, in one
     operation each (in the order the numbers lie in memory; only one block's temporary
     texts exist at once)."""
+    shared = shared_rows([r.counters for r in results])
+    if shared is not None:
+        return _matrix_counter_columns(results, *shared)
     measured = [i for i, r in enumerate(results) if r.counters and r.status in _RANK]
     if not measured:
         return {}
@@ -226,6 +231,32 @@ def _counter_columns(results: list[CaseResult]) -> dict[str, list[str | None]]:
                 cells[i] = text
             texts[j] = cells
     return {_counter_column(name): column for name, column in zip(names, texts)}
+
+
+def _matrix_counter_columns(results: list[CaseResult], matrix: CounterMatrix,
+                            rows: np.ndarray) -> dict[str, list[str | None]]:
+    """`_counter_columns` of results whose counters are rows of one matrix: each column
+    formatted from the matrix at once, no per-result mapping looked at."""
+    ranked = np.fromiter((r.status in _RANK for r in results), bool, len(results))
+    values = matrix.values[np.where(rows >= 0, rows, 0)]
+    measured = ranked & (rows >= 0) & ~np.isnan(values).all(axis=1)
+    if not measured.any():
+        return {}
+    values = values[measured]
+    every = bool(measured.all())
+    positions = np.flatnonzero(measured)
+    columns = {}
+    for j, name in enumerate(matrix.names):
+        column = values[:, j]
+        if np.isnan(column).all():
+            continue  # no result has this counter: the column is not touched
+        texts = format_numbers(column.tolist())  # NaN (a counter this result lacks): ""
+        if not every:
+            cells = np.full(len(results), None, object)
+            cells[positions] = texts
+            texts = cells.tolist()
+        columns[_counter_column(name)] = texts
+    return columns
 
 
 def _better(new: CaseResult, old: CaseResult | None) -> bool:

@@ -28,6 +28,7 @@ from ..ingest.msprof_tx import MarkerTable
 from ..ingest.op_summary import KernelTable, ProfileSource, find_sources, read_kernels, read_markers
 from ..kernels.catalog import entry_for
 from .attribution import Attribution, CaseSpec, attribute_by_markers, attribute_by_order
+from .counters import CounterMatrix
 from .groupstats import group_means, group_precision, group_stats, noise_reasons
 from .policy import METHOD_MSPROF, METHOD_MSPROF_ORDER
 from .result import (
@@ -123,8 +124,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     # Per group, SampleStats' arguments in order: one tuple each, built by zip in C.
     stat_rows = list(zip(count, *(getattr(stats, name).tolist() for name in _STATS_FIELDS)))
     precision = {name: values.tolist() for name, values in precision.items()}
-    counter_rows = means.tolist()
-    complete = (~np.isnan(means).any(axis=1)).tolist() if means.size else [False] * groups
+    counter_rows = CounterMatrix(COUNTERS, means).rows()  # NaN: no such counter in the profile
     attributed = 0
     for group, (index, found) in enumerate(zip(indices, attribution.cases)):
         result = results[index]
@@ -144,9 +144,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
         result.precision = value if math.isfinite(value) else None
         result.method = method
         result.measured_kernel_type = found.measured_type
-        result.counters = (dict(zip(COUNTERS, counter_rows[group])) if complete[group] else
-                           {name: v for name, v in zip(COUNTERS, counter_rows[group])
-                            if v == v})  # NaN: no such counter in the profile
+        result.counters = counter_rows[group]
         result.time_in_calls_s = sample_stats.mean * sample_stats.samples / 1e6
         result.status, result.error = STATUS_OK, ""
         if result.bound_us and sample_stats.min < BOUND_SLACK * result.bound_us:
