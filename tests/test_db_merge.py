@@ -168,3 +168,24 @@ def test_set_columns_equals_apply_updates_row_by_row(tmp_path) -> None:
                         [[i] for i in range(5)])
     assert whole["Owner"].tolist() == ["w", "x", "y", "z", "v"]
     assert whole.drop(columns="Owner").values.tolist() == frame.drop(columns="Owner").values.tolist()
+
+
+def test_row_signatures_once_per_distinct_row_outside_the_process_cache() -> None:
+    """A table's signatures: each distinct identity computed once per read (repeats share
+    the object), the process-wide cache left as it was, a bad cell an error on each of its
+    rows."""
+    from pytest_npuperf.db.merge import row_signatures
+
+    rows = [("4,128;64,128", "DT_BF16;DT_BF16", "ND;ND", "4,64", "DT_BF16"),
+            ("8,128;64,128", "DT_BF16;DT_BF16", "ND;ND", "8,64", "DT_BF16"),
+            ("4,128;64,128", "DT_BF16;DT_BF16", "ND;ND", "4,64", "DT_BF16"),
+            ("4,x;64,128", "DT_BF16;DT_BF16", "ND;ND", "4,64", "DT_BF16"),
+            ("4,x;64,128", "DT_BF16;DT_BF16", "ND;ND", "4,64", "DT_BF16")]
+    frame = pd.DataFrame(rows, columns=["Input Shapes", "Input Data Types", "Input Formats",
+                                        "Output Shapes", "Output Data Types"])
+    signature.cache_clear()
+    sigs, errors = row_signatures(frame, "MatMulV2")
+    assert signature.cache_info().currsize == 0
+    assert sigs[0] == signature("MatMulV2", *rows[0]) and sigs[0].mkn == (4, 128, 64)
+    assert sigs[2] is sigs[0] and sigs[1].mkn == (8, 128, 64)
+    assert sigs[3:] == [None, None] and [row for row, _ in errors] == [4, 5]

@@ -24,7 +24,7 @@ from .columns import (
     merge_column_order,
 )
 from .errors import CellError
-from .signature import Signature, signature
+from .signature import Signature, uncached_signature
 
 
 @dataclass(frozen=True)
@@ -88,12 +88,18 @@ def row_signatures(frame: pd.DataFrame, kernel_type: str
     columns.append(frame[ep].tolist() if ep else [""] * n)
     sigs: list[Signature | None] = []
     errors: list[tuple[int, CellError]] = []
+    # Each distinct identity computed once per read, past the process-wide cache: a table of
+    # 10^5 distinct rows would only churn it, and what it kept would outlive the table (and
+    # be torn down, object by object, at the process's exit).
+    known: dict[tuple, Signature] = {}
     for i, cells in enumerate(zip(*columns)):
-        try:
-            sigs.append(signature(kernel_type, *cells))
-        except CellError as exc:
-            sigs.append(None)
-            errors.append((i + 1, exc))
+        sig = known.get(cells)
+        if sig is None:
+            try:
+                sig = known[cells] = uncached_signature(kernel_type, *cells)
+            except CellError as exc:
+                errors.append((i + 1, exc))
+        sigs.append(sig)
     return sigs, errors
 
 

@@ -256,6 +256,10 @@ def signature(kernel_type: str, in_shapes: str, in_dtypes: str, in_formats: str,
     return sig
 
 
+uncached_signature = signature.__wrapped__
+"""`signature` without the process-wide cache (for a caller that keeps its own)."""
+
+
 def _normalize_ep(text: str) -> str:
     value = strip_cell(text)
     try:
