@@ -144,8 +144,10 @@ def _columns(results: list[CaseResult], run_id: str) -> dict[str, list[str | Non
     if any(kept):
         numbers = format_numbers([n for r in results for n in _stat_numbers(r)])
 
+        every = all(kept)
+
         def only(texts) -> list[str | None]:
-            return [t if k else None for t, k in zip(texts, kept)]
+            return list(texts) if every else [t if k else None for t, k in zip(texts, kept)]
 
         stats = [r.stats for r in results]
         columns.update({
@@ -389,7 +391,10 @@ def _durations(frame: pd.DataFrame, column: str) -> list[float | None]:
     """Valid durations of a column, None where a row has none (or no such column)."""
     if column not in frame.columns:
         return [None] * len(frame)
-    return [parse_duration(v) for v in frame[column].tolist()]
+    cells = frame[column].tolist()
+    # A column repeats few texts (empty, mostly) or is new numbers: each text parsed once.
+    parsed = {text: parse_duration(text) for text in set(cells)}
+    return [parsed[text] for text in cells]
 
 
 def _empty_rows(frame: pd.DataFrame) -> list[bool]:
