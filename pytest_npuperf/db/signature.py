@@ -157,6 +157,8 @@ def _slots(shapes_cell: str, dtypes_cell: str, formats_cell: str | None
     dtypes = _align(parse_dtypes(dtypes_cell), n, UNDEFINED_DTYPE)
     formats = _align(parse_formats(formats_cell), n, NULL_FORMAT) if formats_cell is not None \
         else ("",) * n
+    if None not in shapes:  # the usual row: every slot present, nothing to blank or trim
+        return tuple(zip(shapes, dtypes, formats))
     out = [(s, d, f) if s is not None else (None, "", "")
            for s, d, f in zip(shapes, dtypes, formats)]
     while out and out[-1][0] is None:
@@ -167,7 +169,7 @@ def _slots(shapes_cell: str, dtypes_cell: str, formats_cell: str | None
 def _generic(in_shapes: str, in_dtypes: str, in_formats: str, out_shapes: str,
              out_dtypes: str) -> Signature:
     inputs = _slots(in_shapes, in_dtypes, in_formats)
-    outputs = tuple((s, d) for s, d, _ in _slots(out_shapes, out_dtypes, None))
+    outputs = tuple([(s, d) for s, d, _ in _slots(out_shapes, out_dtypes, None)])
     return GenericSignature("generic", inputs, outputs)
 
 
