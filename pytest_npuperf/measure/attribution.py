@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,8 +38,7 @@ from ..ingest.msprof_tx import MarkerTable
 from ..ingest.op_summary import KernelTable
 
 
-@dataclass(frozen=True)
-class CaseSpec:
+class CaseSpec(NamedTuple):  # immutable, and built twice as fast as a frozen dataclass
     """What attribution needs to know about one case."""
 
     message: str  # its marker text (already cut as the marker was)
