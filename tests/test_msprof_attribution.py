@@ -130,6 +130,27 @@ def test_instant_marks_are_not_ranges_and_bad_numbers_are_one_line_errors(tmp_pa
         read_marker_file(path)
 
 
+@pytest.mark.parametrize("end, expected", [
+    (" 9.5\t", 9.5), ("9.5", 9.5), ("N/A", None), ("nan", None), ("1_000", "'1_000'")])
+def test_marker_numbers_read_as_the_cell_says_or_fail_on_its_row(tmp_path, end, expected):
+    """Plain columns take the quick path; padding, N/A (no such time: the row is no range)
+    and texts a float() would take but the profiler never writes are decided as before."""
+    from pytest_npuperf.db.errors import ContractError
+
+    path = tmp_path / "msprof_tx.csv"
+    path.write_text("Device_id,pid,tid,category,event_type,payload_type,payload_value,"
+                    "Start_time(us),End_time(us),message_type,message\n"
+                    "0,1,1,N/A,start/end,N/A,N/A,1.0,2.0,N/A,first\n"
+                    f"0,1,1,N/A,start/end,N/A,N/A,6.0,{end},N/A,case\n")
+    if isinstance(expected, str):
+        with pytest.raises(ContractError, match=f"row 2: End_time\\(us\\) {expected} is not"):
+            read_marker_file(path)
+        return
+    table = read_marker_file(path)
+    assert table.message == (["first", "case"] if expected else ["first"])
+    assert table.end.tolist() == ([2.0, expected] if expected else [2.0])
+
+
 def test_newest_export_of_a_prof_directory_is_read_once(tmp_path):
     prof = prof_dir(tmp_path)
     summaries(prof, calls("Add", T0, 2), [Range("x", T0 - 1, T0 + 100)], stamp="20260101000000")

@@ -84,6 +84,12 @@ def _numbers(frame: pd.DataFrame, column: str | None, path: Path) -> np.ndarray:
     """A column as float64 (NaN for N/A and empty); anything else is an error naming the row."""
     if column is None:
         return np.full(len(frame), math.nan)
+    try:  # the usual column, every cell a plain number: no strip, no per-cell check
+        values = pd.to_numeric(frame[column]).to_numpy(np.float64)
+        if not np.isnan(values).any():
+            return values
+    except (TypeError, ValueError):
+        pass
     text = frame[column].str.strip()
     values = pd.to_numeric(text, errors="coerce")
     bad = values.isna() & ~text.isin(_NA)
