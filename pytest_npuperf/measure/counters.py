@@ -17,12 +17,14 @@ import numpy as np
 class CounterMatrix:
     """Counter values of a group of results: `values[row, j]` is counter `names[j]`."""
 
-    __slots__ = ("column", "names", "values")
+    __slots__ = ("column", "counts", "names", "values")
 
     def __init__(self, names: Sequence[str], values: np.ndarray) -> None:
         self.names = tuple(names)
         self.values = np.asarray(values, dtype=np.float64)
         self.column = {name: j for j, name in enumerate(self.names)}
+        # Per row, how many counters it has: reports ask every result whether it has any.
+        self.counts = (~np.isnan(self.values)).sum(axis=1).tolist()
 
     def rows(self) -> list[CounterRow]:
         return [CounterRow(self, row) for row in range(len(self.values))]
@@ -51,7 +53,7 @@ class CounterRow(Mapping[str, float]):
         return iter(self._present())
 
     def __len__(self) -> int:
-        return len(self._present())
+        return self.matrix.counts[self.row]
 
     def __repr__(self) -> str:
         return repr(dict(self))
