@@ -67,6 +67,16 @@ def report(first, second, keyword: str) -> int:
           f"{100 * quantile(absolute, 0.9):.2f} %; max {100 * max(absolute):.2f} %")
     if quiet and len(quiet) < len(absolute):
         print(f"median |drift| of cases ok in both runs: {100 * median(quiet):.2f} %")
+    # A whole run slower or faster (the host's speed moved between the runs) shows as a
+    # signed median near the absolute one, and in the host reference loop timed around
+    # every CPU case (reference_us).
+    host = drifts({c: first.cases[c]["reference_us"] for c in drift
+                   if first.cases[c].get("reference_us")},
+                  {c: second.cases[c]["reference_us"] for c in drift
+                   if second.cases[c].get("reference_us")})
+    print(f"signed median drift {fmt_pct(median(list(drift.values())))}"
+          + (f"; host reference loop B against A: {fmt_pct(median(list(host.values())))}"
+             if host else ""))
     path = write_out("bench_aa.json", {
         "device": first.report["session"]["device"], "keyword": keyword,
         "runs": [first.summary(), second.summary()],
