@@ -114,6 +114,25 @@ def test_a_host_that_slowed_down_as_much_as_the_case_gives_no_verdict():
     assert compare_samples(base, new, base_reference=40.0, new_reference=41.0).verdict == SLOWER
 
 
+def test_a_host_that_sped_up_as_much_as_a_slowdown_gives_no_verdict():
+    # The case ran 9 % longer while the host ran its loop in 0.7x the time: net of the host a
+    # 1.56x slowdown, which a SAME would hide (a CI flake: an injected 1.5x read as 1.09x).
+    base, new = samples(10.0, seed=1), samples(10.9, seed=2)
+    masked = compare_samples(base, new, threshold=0.15, base_reference=40.0, new_reference=28.0)
+    assert masked.verdict == UNCERTAIN
+    assert "reference loop 0.70x" in masked.reason and "could hide a change of 1.56x" \
+        in masked.reason
+    # Within the tolerance, or net of the host still within the threshold: SAME.
+    assert compare_samples(base, new, threshold=0.15, base_reference=40.0,
+                           new_reference=37.0).verdict == SAME
+    assert compare_samples(base, samples(10.2, seed=2), threshold=0.15, base_reference=40.0,
+                           new_reference=36.0).verdict == SAME  # 1.02x net of 0.9x: 1.13x
+    # A host that slowed down can hide a speed-up the same way.
+    hidden = compare_samples(base, samples(9.5, seed=2), threshold=0.15, base_reference=40.0,
+                             new_reference=60.0)
+    assert hidden.verdict == UNCERTAIN and "could hide a change of 0.63x" in hidden.reason
+
+
 def test_severity_orders_both_directions():
     slow = compare_samples(samples(10.0), samples(20.0, seed=2))
     fast = compare_samples(samples(10.0), samples(4.0, seed=2))

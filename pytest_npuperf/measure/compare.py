@@ -22,8 +22,8 @@ once more before it fails (session.py): noise only slows a measurement down. It 
 when the ratio lies within the threshold and both sides' medians are known to better than
 the threshold; UNCERTAIN otherwise (too few samples, samples too spread to resolve the
 threshold, a flagged measurement on either side, a CPU host whose own speed changed as much
-as the case did between the two measurements (measure/reference.py), or a large but not
-significant difference).
+as the case did between the two measurements (measure/reference.py), or enough to hide a
+change beyond the threshold, or a large but not significant difference).
 """
 
 from __future__ import annotations
@@ -189,14 +189,19 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
     effect = math.log(ratio)
     if base_reference and new_reference and base_reference > 0 and new_reference > 0:
         host = math.log(new_reference / base_reference)
-        # The host itself changed speed, and that change (in the direction it went) could
-        # account for the case's: no verdict. A change beyond what the host explains stands.
-        if abs(host) >= math.log1p(HOST_TOLERANCE) and abs(effect) >= limit \
-                and effect * host > 0 and abs(effect - host) < limit:
-            return Comparison(UNCERTAIN, reason=f"the host ran its reference loop "
-                                                f"{math.exp(host):.2f}x as long as during the "
-                                                f"baseline, which accounts for the change",
-                              **found)
+        moved = f"the host ran its reference loop {math.exp(host):.2f}x as long as during " \
+                f"the baseline"
+        if abs(host) >= math.log1p(HOST_TOLERANCE):
+            # The host itself changed speed, and that change (in the direction it went) could
+            # account for the case's: no verdict. A change beyond what the host explains stands.
+            if abs(effect) >= limit and effect * host > 0 and abs(effect - host) < limit:
+                return Comparison(UNCERTAIN, reason=f"{moved}, which accounts for the change",
+                                  **found)
+            # And the other way: a host that sped up can hide a slowdown (slowed down: a
+            # speed-up) that net of it is beyond the threshold. SAME would be a guess.
+            if abs(effect) < limit <= abs(effect - host):
+                return Comparison(UNCERTAIN, reason=f"{moved}, which could hide a change of "
+                                                    f"{math.exp(effect - host):.2f}x", **found)
     significant = test.p_value < ALPHA
     if significant and effect >= limit and effect > 0:
         return Comparison(SLOWER, **found)
