@@ -97,6 +97,13 @@ def test_child_read_equals_the_in_process_read_on_real_format_data(realdata, tmp
     assert_same(child, direct)
 
 
+def test_a_table_of_no_launches_is_the_same_empty_table(realdata, tmp_path):
+    sources = find_sources(real_run(realdata, tmp_path / "run", rows=0))
+    child = ChildRead(sources, True, chunk_rows=CHUNK).result()
+    assert len(child) == 0 and child.counters.shape == (0, 25)
+    assert_same(child, read_kernels(sources, with_identity=True, chunk_rows=CHUNK))
+
+
 def test_large_tables_go_to_a_child_small_ones_stay_in_process(realdata, tmp_path,
                                                                monkeypatch):
     sources = find_sources(real_run(realdata, tmp_path / "run"))
