@@ -50,11 +50,12 @@ def build_file(source: Path, rows: int, target: Path) -> None:
             writer.writerow(row)
 
 
-def run_measured(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of a child process."""
+def run_measured(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of a child process; its output kept in `stdout`."""
     begin = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    with open(stdout or os.devnull, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - begin
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode() if proc.stderr else ""

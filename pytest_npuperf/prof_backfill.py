@@ -19,6 +19,7 @@ import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from .db.errors import NpuperfError
 from .db.layout import REPORTS_DIR, device_of
 from .db.signature import MATMUL_FAMILY
 from .devices.mstx import MSTX_MESSAGE_LIMIT
+from .ingest.kernel_child import ChildRead
 from .ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
 from .measure.attribution import kernel_signature_hashes
 from .measure.backfill import backfill
@@ -189,10 +191,12 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
     notes: list[str] = []
     sources = _exported(Path(prof_path), notes)
     handoffs = find_handoffs(prof_path)
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(1) as pool, ExitStack() as reading:
         # The longest read first; the markers and the hand-off are read meanwhile.
         kernels = (read_kernels_ahead(pool, sources)
                    if handoffs or any(s.marker_files for s in sources) else None)
+        if kernels is not None:
+            reading.callback(kernels.cancel)  # a read not waited for (an error below) ends
         markers = read_markers(sources)
         if not handoffs and not len(markers) and kernels is not None:
             # Marker files without a range: matched by signature below, which reads the
@@ -200,6 +204,9 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
             kernels.result()
             kernels = None
         results, how, catalog = _cases(handoffs, markers, database, statistic, sources, notes)
+        if isinstance(kernels, ChildRead) and catalog is None:
+            # The kernels are in the child: the database is read meanwhile.
+            catalog = CaseCatalog(database)
         if kernels is not None:
             # The kernels are freed on return, before the database is read.
             outcome = attribute_results(results, sources, markers=markers,

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..db.columns import COUNTERS
 from ..devices.mstx import mstx_message
+from ..ingest.kernel_child import CHILD_MIN_BYTES, ChildRead, table_bytes
 from ..ingest.msprof_tx import MarkerTable
 from ..ingest.op_summary import KernelTable, ProfileSource, find_sources, read_kernels, read_markers
 from ..kernels.catalog import entry_for
@@ -157,13 +158,16 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
 
 
 def read_kernels_ahead(pool: ThreadPoolExecutor, sources: list[ProfileSource]
-                       ) -> Future[KernelTable]:
-    """The kernel tables read in `pool` while the caller does other work (the markers, the
-    hand-off): pandas' C parser releases the GIL, so on two cores the read costs little more
-    than the slower of the two. Pass the future's result to `attribute_results`. Shapes are
-    read only without marker files (attribution by order needs them)."""
-    return pool.submit(read_kernels, sources,
-                       with_identity=not any(s.marker_files for s in sources))
+                       ) -> Future[KernelTable] | ChildRead:
+    """The kernel tables read while the caller does other work (the markers, the hand-off,
+    the database): large tables by a child process (pandas holds the GIL for most of a
+    parse), small ones in `pool`. Pass `.result()` to `attribute_results`; `.cancel()` ends
+    a read not waited for. Shapes are read only without marker files (attribution by order
+    needs them)."""
+    with_identity = not any(s.marker_files for s in sources)
+    if table_bytes(sources) >= CHILD_MIN_BYTES:
+        return ChildRead(sources, with_identity)
+    return pool.submit(read_kernels, sources, with_identity=with_identity)
 
 
 def attribute_results(results: list[CaseResult], path: str | Path | list[ProfileSource], *,

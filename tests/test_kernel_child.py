@@ -1,0 +1,164 @@
+"""Large kernel tables read by a child process (issue 10, ingest): the same table as the
+in-process read on real-format data, input errors as the same one-line error, a child that
+cannot start, crashes, is killed or hangs read again in-process with a note, and nothing left
+behind in the temporary directory."""
+
+from __future__ import annotations
+
+import csv
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_npuperf.db.errors import ContractError
+from pytest_npuperf.ingest.kernel_child import ChildRead
+from pytest_npuperf.ingest.op_summary import KernelTable, find_sources, read_kernels
+from pytest_npuperf.measure.profiled import read_kernels_ahead
+from tests.profile_data import prof_dir
+
+CHUNK = 64  # rows per chunk: the 600-row table below is spooled in ten parts
+
+
+@pytest.fixture(autouse=True)
+def own_tempdir(tmp_path, monkeypatch) -> Path:
+    """The child's files go to a directory of this test's, checked empty afterwards."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(spool))
+    yield spool
+    assert list(spool.iterdir()) == []
+
+
+def real_run(realdata: Path, root: Path, *, rows: int = 600, bad: str | None = None) -> Path:
+    """A PROF directory whose op_summary replicates the real CANN 8.3 sample's rows (its
+    counters, task types, block dims) under several kernel types, shapes and times, with a
+    record without a time (skipped) and one launch exported twice (dropped)."""
+    sample = next((realdata / "op_summary").glob("*_op_summary_*.csv"))
+    with open(sample, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader)
+        template = [r for r in reader if r]
+    col = {name: header.index(name) for name in header}
+    output = prof_dir(root) / "mindstudio_profiler_output"
+    output.mkdir(parents=True)
+    path = output / "op_summary_20260605161737.csv"
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for i in range(rows):
+            row = list(template[i % len(template)])
+            row[col["OP Type"]] = ("MatMulV2", "RmsNorm", "FlashAttentionScore")[i % 3]
+            row[col["Input Shapes"]] = f"{1 + i % 7},128;64,128"
+            row[col["Task ID"]] = str(i)
+            row[col["Task Start Time(us)"]] = f"{1_780_676_244_000_000.0 + 10 * i:.3f}\t"
+            row[col["Task Duration(us)"]] = f"{5 + i % 13 + 0.125 * i:.3f}"
+            if i == 17:
+                row[col["Task Start Time(us)"]] = "N/A"
+            writer.writerow(row)
+            if i == 40:
+                writer.writerow(row)  # the same launch exported twice
+        if bad is not None:
+            row[col["Task Duration(us)"]] = bad
+            writer.writerow(row)
+    (output / "msprof_tx_20260605161737.csv").write_text("")
+    return root
+
+
+def assert_same(child: KernelTable, direct: KernelTable) -> None:
+    for name in ("type_code", "source", "device", "start", "duration", "counters",
+                 "identity"):
+        a, b = getattr(child, name), getattr(direct, name)
+        if b is None:
+            assert a is None, name
+            continue
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert a.flags.f_contiguous == b.flags.f_contiguous, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert child.types == direct.types
+    assert child.identities == direct.identities
+    assert child.files == direct.files and child.skipped == direct.skipped
+    assert child.notes[:-1] == direct.notes
+    assert child.notes[-1].startswith("kernel tables read in a child process (its peak memory")
+
+
+@pytest.mark.parametrize("with_identity", [True, False])
+def test_child_read_equals_the_in_process_read_on_real_format_data(realdata, tmp_path,
+                                                                   monkeypatch, with_identity):
+    # Started from another directory, without PYTHONPATH: the child runs this checkout's code.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    sources = find_sources(real_run(realdata, tmp_path / "run"))
+    direct = read_kernels(sources, with_identity=with_identity, chunk_rows=CHUNK)
+    assert len(direct) == 599 and direct.skipped == 2 and len(direct.types) == 3
+    assert np.isfinite(direct.counters).any()
+    child = ChildRead(sources, with_identity, chunk_rows=CHUNK).result()
+    assert_same(child, direct)
+
+
+def test_a_table_of_no_launches_is_the_same_empty_table(realdata, tmp_path):
+    sources = find_sources(real_run(realdata, tmp_path / "run", rows=0))
+    child = ChildRead(sources, True, chunk_rows=CHUNK).result()
+    assert len(child) == 0 and child.counters.shape == (0, 25)
+    assert_same(child, read_kernels(sources, with_identity=True, chunk_rows=CHUNK))
+
+
+def test_large_tables_go_to_a_child_small_ones_stay_in_process(realdata, tmp_path,
+                                                               monkeypatch):
+    sources = find_sources(real_run(realdata, tmp_path / "run"))
+    with ThreadPoolExecutor(1) as pool:
+        small = read_kernels_ahead(pool, sources)
+        assert isinstance(small, Future)
+        monkeypatch.setattr("pytest_npuperf.measure.profiled.CHILD_MIN_BYTES", 1)
+        large = read_kernels_ahead(pool, sources)
+        assert isinstance(large, ChildRead) and not large.with_identity  # marker files
+        large.cancel()
+        assert small.result().identity is None
+
+
+def test_a_bad_number_is_the_in_process_reads_one_line_error(realdata, tmp_path):
+    sources = find_sources(real_run(realdata, tmp_path / "run", bad="12x5"))
+    with pytest.raises(ContractError) as direct:
+        read_kernels(sources)
+    with pytest.raises(ContractError) as child:
+        ChildRead(sources, False, chunk_rows=CHUNK).result()
+    assert str(child.value) == str(direct.value)
+    assert "op_summary_20260605161737.csv" in str(child.value) and "12x5" in str(child.value)
+    assert "\n" not in str(child.value)
+
+
+def fake_python(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("echo 'Traceback: boom' >&2; exit 3", "exit status 3: Traceback: boom"),
+    ("kill -9 $$", "exit status -9"),
+    ("exec sleep 30", "no result after 1 s"),
+    (None, "cannot start"),
+])
+def test_a_failed_child_is_read_again_in_process_with_a_note(realdata, tmp_path, body, why):
+    sources = find_sources(real_run(realdata, tmp_path / "run"))
+    python = fake_python(tmp_path, body) if body else str(tmp_path / "no-such-python")
+    read = ChildRead(sources, True, chunk_rows=CHUNK, python=python, timeout_s=1)
+    table = read.result()
+    direct = read_kernels(sources, with_identity=True)
+    np.testing.assert_array_equal(table.duration, direct.duration)
+    assert table.identities == direct.identities
+    note = table.notes[-1]
+    assert "op_summary_20260605161737.csv: the child process reading the kernel tables " \
+           f"failed ({why}" in note and note.endswith("read in this process instead")
+    assert read.proc is None or read.proc.poll() is not None  # nothing left running
+    assert not read.workdir.exists()
+
+
+def test_a_read_not_waited_for_is_ended_and_its_files_removed(realdata, tmp_path):
+    sources = find_sources(real_run(realdata, tmp_path / "run"))
+    read = ChildRead(sources, False, python=fake_python(tmp_path, "exec sleep 30"))
+    assert read.workdir.exists()
+    read.cancel()
+    assert read.proc.poll() is not None and not read.workdir.exists()
