@@ -1,9 +1,10 @@
 """The nightly loop on this CPU: run, record, run again against the baseline.
 
 A-A: the same build twice must give SAME or UNCERTAIN for most cases when the host kept its
-speed (the >= 95 % goal is a timing figure: benchmarks/bench_regression.py); an injected 1.5x slowdown of one kernel (a
-test-only conftest that spins for half the call's own time after it) must be SLOWER, fail as
-its own pytest outcome and fail the session, serially and under xdist. Small GEMMs, short
+speed (the >= 95 % goal is a timing figure: benchmarks/bench_regression.py); an injected 1.5x
+slowdown of one kernel (a test-only conftest that spins for half the call's own time after
+it) must be SLOWER, fail as its own pytest outcome and fail the session, serially and under
+xdist. Small GEMMs, short
 budgets: the statistics are under test, not the machine.
 """
 
