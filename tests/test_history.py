@@ -247,6 +247,19 @@ def test_cli_compare_history_and_merge(history, tmp_path, capsys):
         assert db.execute("SELECT count(*) FROM cases").fetchone()[0] == 7
 
 
+def test_cli_compare_names_a_shift_of_the_whole_run(tmp_path, capsys):
+    keys = [f"MatMulV2-{m}x64x64-FLOAT-{m:08x}" for m in range(1, 7)]
+    base = run_json(tmp_path / "run_base.json", "b1", dict.fromkeys(keys, 10.0))
+    moved = run_json(tmp_path / "run_moved.json", "m1", dict.fromkeys(keys, 13.0))
+    assert main(["compare", str(base), str(moved), "--history", "none"]) == 1
+    out = capsys.readouterr().out
+    assert "6 case(s): 6 SLOWER" in out
+    assert "note: the whole run moved: median ratio 1.300x over 6 compared case(s)" in out
+    one = run_json(tmp_path / "run_one.json", "o1", {**dict.fromkeys(keys, 10.0), keys[0]: 13.0})
+    assert main(["compare", str(base), str(one), "--history", "none"]) == 1
+    assert "whole run moved" not in capsys.readouterr().out
+
+
 def test_cli_errors_are_one_line(history, tmp_path, capsys):
     for argv, code, text in [
         (["compare", "last", "nope.json", "--history", str(history)], 2, "nope.json: no such file"),

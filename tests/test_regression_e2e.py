@@ -11,6 +11,7 @@ budgets: the statistics are under test, not the machine.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import statistics
@@ -34,8 +35,9 @@ ROWS = [cells(f"{m},{k};{n},{k}", "FLOAT;FLOAT", "ND;ND", f"{m},{n}", "FLOAT")
 # minimum effect of 15 %: on this shared 2-core machine two runs of the same 5-30 us kernel
 # drift by up to 10 % while each run's samples stay tight (benchmarks/bench_regression.py
 # measures the A-A at the default 5 % on `-k MatMul`); the injected slowdown is 50 %.
+THRESHOLD = 0.15
 OPTIONS = ["--npuperf-device", "cpu", "--npuperf-threads", "1", "--npuperf-warmup", "50",
-           "--npuperf-regression-threshold", "0.15",
+           "--npuperf-regression-threshold", str(THRESHOLD),
            "--npuperf-min-samples", "40", "--npuperf-max-samples", "200",
            "--npuperf-budget", "0.03", "--npuperf-min-time", "0.02", "--npuperf-no-figures",
            "-p", "no:cacheprovider"]
@@ -133,12 +135,20 @@ def test_a_a_is_same_or_uncertain_and_an_injected_slowdown_fails(gemms):
     # The false-alarm rate itself is a timing figure (benchmarks/bench_regression.py: >= 95 %
     # quiet, measured on a machine left alone): here the suite's other worker starts torchrun
     # ranks beside these runs, and a third of the cases can move 15 % between runs. What must
-    # hold on any machine: a comparison that works calls most of a same-build run quiet (a
-    # wrong unit, statistic or direction would call nearly all of it SLOWER or FASTER).
-    # Unless the host itself changed speed between the runs (its reference loop, timed around
-    # every case): then the cases really ran faster or slower, and saying so is right.
-    quiet = [cid for cid, v in found.items() if v["verdict"] in ("SAME", "UNCERTAIN")]
-    if abs(host_drift(out)) < HOST_TOLERANCE:
+    # hold on any machine: a wrong unit or statistic is off by far more than any machine, and
+    # a comparison that works sees the cases of a same-build run move alike. A machine whose
+    # load changed between the runs moves all of them together (by 0.77x in one CI run, with
+    # the host reference loop unmoved: memory traffic beside it, not the core's speed): the
+    # report names that shift, and only a run that did not shift must be mostly quiet.
+    ratios = [v["ratio"] for v in found.values()]
+    shift = statistics.median(ratios)
+    assert 0.5 < shift < 2, ratios
+    alike = [r for r in ratios if abs(math.log(r / shift)) < math.log1p(THRESHOLD)]
+    assert len(alike) >= 0.5 * len(SHAPES), ratios
+    if abs(math.log(shift)) >= math.log1p(THRESHOLD):
+        again.stdout.fnmatch_lines([f"  note: the whole run moved: median ratio {shift:.3f}x*"])
+    elif abs(host_drift(out)) < HOST_TOLERANCE:
+        quiet = [cid for cid, v in found.items() if v["verdict"] in ("SAME", "UNCERTAIN")]
         assert len(quiet) >= 0.5 * len(SHAPES), {c: (v["verdict"], v["ratio"], v["reason"])
                                                  for c, v in found.items()}
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..db.errors import NpuperfError
-from ..measure.compare import FASTER, SLOWER, UNCERTAIN, VERDICTS, Comparison, compare_samples
+from ..measure.compare import (
+    FASTER,
+    SLOWER,
+    UNCERTAIN,
+    VERDICTS,
+    Comparison,
+    compare_samples,
+    run_shift_note,
+)
 from .baseline import Baseline, RunBaseline, resolve_baseline, resolve_run
 from .records import CaseRecord, RunRecord
 from .store import HistoryStore
@@ -132,6 +140,8 @@ def render_comparison(baseline: Baseline, new_run: RunRecord, items: list[CaseCo
     lines = [f"NEW:  run {new_run.run_id} ({new_run.started_iso or '?'}, {new_run.device or '?'})",
              f"BASE: {baseline.label}",
              f"{len(items)} case(s): " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)]
+    if shift := run_shift_note([i.comparison for i in items]):
+        lines.append(f"note: {shift}")
     shown = (SLOWER, FASTER, UNCERTAIN) if not show_all else VERDICTS
     for verdict in shown:
         chosen = sorted((i for i in items if i.comparison.verdict == verdict),

@@ -29,6 +29,7 @@ change beyond the threshold, or a large but not significant difference).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -233,3 +234,23 @@ def verdict_counts(comparisons: list[Comparison]) -> dict[str, int]:
 
 def worst_first(comparisons: list[Comparison], verdict: str) -> list[Comparison]:
     return sorted((c for c in comparisons if c.verdict == verdict), key=lambda c: -c.severity)
+
+
+SHIFT_MIN_CASES = 5
+
+
+def run_shift_note(comparisons: list[Comparison]) -> str:
+    """A sentence when most of a run moved one way together (the median ratio beyond the
+    threshold): a machine-wide change (co-tenants' memory traffic, clocks, another node) or a
+    stack change moves every kernel alike, which no one case's verdict can tell; the reader
+    can. Empty otherwise."""
+    found = [c for c in comparisons if c.ratio and c.ratio > 0]
+    if len(found) < SHIFT_MIN_CASES:
+        return ""
+    shift = statistics.median(c.ratio for c in found)
+    threshold = min(c.threshold for c in found)
+    if abs(math.log(shift)) < math.log1p(threshold):
+        return ""
+    return (f"the whole run moved: median ratio {shift:.3f}x over {len(found)} compared "
+            f"case(s), beyond the {100 * threshold:g} % threshold; check the machine and the "
+            f"stack before one kernel")

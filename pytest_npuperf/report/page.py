@@ -61,6 +61,8 @@ def regression_html(results: list[CaseResult], baseline: str) -> str:
         return ""
     parts = [f"<p>Baseline: {escape(baseline or '-')}. Verdicts: "
              f"{escape(R.counts_phrase(items))}.</p>"]
+    if shift := R.run_shift(items):
+        parts.append(f"<p>Note: {escape(shift)}.</p>")
     for verdict, title in ((SLOWER, "Regressions (SLOWER)"), (FASTER, "Improvements (FASTER)")):
         found = R.worst(items, verdict)
         parts.append(f'<h3 class="v-{verdict}">{escape(title)}: {len(found)}</h3>')

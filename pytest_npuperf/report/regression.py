@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..measure.compare import FASTER, NEW, SAME, SLOWER, UNCERTAIN, VERDICTS, Comparison
+from ..measure.compare import (
+    FASTER,
+    NEW,
+    SAME,
+    SLOWER,
+    UNCERTAIN,
+    VERDICTS,
+    Comparison,
+    run_shift_note,
+)
 from ..measure.result import CaseResult
 from .tables import md_table
 
@@ -37,6 +46,10 @@ def worst(items: list[Judged], verdict: str) -> list[Judged]:
                   key=lambda i: (-i.comparison.severity, i.case_id))
 
 
+def run_shift(items: list[Judged]) -> str:
+    return run_shift_note([i.comparison for i in items])
+
+
 def counts_phrase(items: list[Judged]) -> str:
     found = counts(items)
     return ", ".join(f"{n} {verdict}" for verdict, n in found.items() if n) or "nothing compared"
@@ -65,6 +78,7 @@ def markdown_section(results: list[CaseResult], baseline: str) -> str:
         return ""
     lines = ["## Regressions vs Baseline", "", f"- Baseline: {baseline or '-'}",
              f"- Verdicts: {counts_phrase(items)}",
+             *([f"- Note: {shift}"] if (shift := run_shift(items)) else []),
              "- SLOWER/FASTER: the rank test (Mann-Whitney U) finds the samples differ and the "
              "median moved by at least the threshold; UNCERTAIN: too few or too spread "
              "samples, a flagged measurement, or not significant; NEW: not in the baseline."]
@@ -92,6 +106,8 @@ def terminal_lines(results: list[CaseResult], baseline: str, shown: int = 5) -> 
     if not baseline and not items:
         return []
     lines = [f"vs baseline {baseline or '-'}: {counts_phrase(items)}"]
+    if shift := run_shift(items):
+        lines.append(f"  note: {shift}")
     for verdict in (SLOWER, FASTER):
         for item in worst(items, verdict)[:shown]:
             c = item.comparison
@@ -100,4 +116,4 @@ def terminal_lines(results: list[CaseResult], baseline: str, shown: int = 5) -> 
 
 
 __all__ = ["FASTER", "NEW", "SAME", "SLOWER", "UNCERTAIN", "Judged", "counts", "judged",
-           "markdown_section", "terminal_lines", "worst"]
+           "markdown_section", "run_shift", "terminal_lines", "worst"]
