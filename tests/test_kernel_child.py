@@ -162,3 +162,53 @@ def test_a_read_not_waited_for_is_ended_and_its_files_removed(realdata, tmp_path
     assert read.workdir.exists()
     read.cancel()
     assert read.proc.poll() is not None and not read.workdir.exists()
+
+
+def test_a_child_whose_parent_is_killed_removes_its_files_and_ends(realdata, tmp_path,
+                                                                  own_tempdir):
+    """A parent killed mid-read (SIGKILL: no cleanup runs): the child sees at its next chunk
+    that its parent is gone, removes its directory and ends."""
+    import subprocess
+    import sys
+    import time
+
+    run = real_run(realdata, tmp_path / "run", rows=6000)
+    parent = (f"import os, sys, tempfile; tempfile.tempdir = {str(own_tempdir)!r}\n"
+              "from pytest_npuperf.ingest.kernel_child import ChildRead\n"
+              "from pytest_npuperf.ingest.op_summary import find_sources\n"
+              f"read = ChildRead(find_sources({str(run)!r}), False, chunk_rows={CHUNK})\n"
+              "print(read.workdir, read.proc.pid, flush=True)\n"
+              "os.kill(os.getpid(), 9)\n")
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert done.returncode == -9, done.stderr
+    workdir = Path(done.stdout.split()[0])
+    assert workdir.parent == own_tempdir and workdir.name.startswith("npuperf_kernels_")
+    deadline = time.monotonic() + 60
+    while workdir.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not workdir.exists()
+
+
+def test_directories_of_dead_parents_are_removed_by_the_next_read(realdata, tmp_path,
+                                                                  own_tempdir):
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)  # exited and reaped: no such process now
+    stale = own_tempdir / f"npuperf_kernels_{dead_pid}_abc123"
+    live = own_tempdir / f"npuperf_kernels_{os.getpid()}_def456"
+    other = own_tempdir / "npuperf_kernels_notapid"
+    for path in (stale, live, other):
+        path.mkdir()
+        (path / "start").write_bytes(b"\0" * 64)
+    sources = find_sources(real_run(realdata, tmp_path / "run"))
+    table = ChildRead(sources, False, chunk_rows=CHUNK).result()
+    assert len(table) == 599
+    assert not stale.exists() and live.exists() and other.exists()
+    for path in (live, other):  # the fixture checks the directory is left empty
+        (path / "start").unlink()
+        path.rmdir()

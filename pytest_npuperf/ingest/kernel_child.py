@@ -13,6 +13,11 @@ peak shows. A child that fails with an input error gives that one-line error; on
 otherwise (cannot start, crashes, is killed, runs past its time limit) is read again
 in-process, with a note saying so. Small tables are read in-process: starting a child costs
 about half a second.
+
+Nothing outlives a parent that is killed (SIGKILL, a CI job's timeout): the child checks at
+every chunk that its parent is still the process that started it, and else removes its
+directory and ends; a directory left by a parent killed after its child finished carries the
+parent's pid in its name and is removed by the next read on the machine once that pid is gone.
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ CHILD_TIMEOUT_S = 900.0
 _ARRAYS = {"type_code": np.int32, "source": np.int32, "device": np.int32, "start": np.float64,
            "duration": np.float64, "counters": np.float64, "identity": np.int32}
 _META = "meta.json"
+_PREFIX = "npuperf_kernels_"
+
+
+class _Orphaned(Exception):
+    """The child's parent is gone: nobody will read what it writes."""
 
 
 def table_bytes(sources: list[ProfileSource]) -> int:
@@ -71,10 +81,12 @@ class ChildRead:
         spec = {"with_identity": with_identity, "chunk_rows": chunk_rows,
                 "sources": [[[str(p), d] for p, d in s.kernel_files] for s in sources]}
         try:
-            self.workdir = Path(tempfile.mkdtemp(prefix="npuperf_kernels_"))
+            remove_stale_workdirs()
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}_"))
             (self.workdir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
             self.proc = subprocess.Popen(
-                [python, "-m", __name__, str(self.workdir / "spec.json"), str(self.workdir)],
+                [python, "-m", __name__, str(self.workdir / "spec.json"), str(self.workdir),
+                 str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 env=_child_env())
         except OSError as exc:
@@ -118,6 +130,29 @@ class ChildRead:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_stale_workdirs() -> list[Path]:
+    """Remove the child directories in the temporary directory whose parent process is gone
+    (killed before it could clean up); a pid that is alive, even reused, keeps its directory."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*_*"):
+            owner = path.name[len(_PREFIX):].split("_", 1)[0]
+            if owner.isdigit() and path.is_dir() and not _alive(int(owner)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
 
 
 def _child_env() -> dict[str, str]:
@@ -166,11 +201,13 @@ class _Spool:
     """Stands for the reader's list of parts in the child: each part's arrays appended to
     their files as it is read, so the child never holds the whole table."""
 
-    def __init__(self, out: Path) -> None:
-        self.out = out
+    def __init__(self, out: Path, parent: int | None = None) -> None:
+        self.out, self.parent = out, parent
         self.handles: dict[str, object] = {}
 
     def append(self, part: dict[str, np.ndarray]) -> None:
+        if self.parent is not None and os.getppid() != self.parent:
+            raise _Orphaned
         for name, array in part.items():
             array = array.astype(_ARRAYS[name], copy=False)
             if array.ndim == 2:
@@ -205,15 +242,19 @@ class _Spool:
                     column.unlink()
 
 
-def _child(spec_path: Path, out: Path) -> int:
+def _child(spec_path: Path, out: Path, parent: int | None = None) -> int:
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     reader = _KernelReader(spec["with_identity"], spec["chunk_rows"])
-    spool = reader.parts = _Spool(out)
+    spool = reader.parts = _Spool(out, parent)
     meta: dict = {}
     try:
         for index, files in enumerate(spec["sources"]):
             for path, device in files:
                 reader.add(Path(path), index, device)
+    except _Orphaned:
+        spool.close()
+        shutil.rmtree(out, ignore_errors=True)
+        return 3
     except NpuperfError as exc:
         meta = {"error": str(exc), "exit_code": exc.exit_code}
     else:
@@ -234,4 +275,5 @@ def _child(spec_path: Path, out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(Path(sys.argv[1]), Path(sys.argv[2])))
+    sys.exit(_child(Path(sys.argv[1]), Path(sys.argv[2]),
+                    int(sys.argv[3]) if len(sys.argv) > 3 else None))
