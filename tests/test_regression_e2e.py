@@ -208,7 +208,7 @@ def test_a_slower_case_fails_under_xdist_and_the_controller_records_it(gemms):
     pytester, db = gemms
     out = pytester.path / "out"
     pytester.makeconftest(SLOWDOWN_CONFTEST)
-    result, found, _ = measure_slowdown(pytester, db, out, "-n", "2", attempts=1)
+    result, found, _ = measure_slowdown(pytester, db, out, "-n", "2", attempts=2)
     report = run_json(out)
     assert report["session"]["workers"] == 2
     victim = slowed_id(found)
