@@ -35,9 +35,7 @@ def kernel_type_counts(results: Iterable[CaseResult]) -> dict[str, dict[str, int
 
 
 def time_in_calls(results: Iterable[CaseResult]) -> float:
-    isfinite = math.isfinite  # inline `finite`: one call per result of 10^5 counts here
-    return math.fsum(t for t in (r.time_in_calls_s for r in results)
-                     if isinstance(t, (int, float)) and isfinite(t))
+    return math.fsum(r.time_in_calls_s for r in results if finite(r.time_in_calls_s))
 
 
 DUTY_CYCLE_DEFINITION = ("time inside measured calls / (wall time of the whole command, from "
@@ -106,9 +104,7 @@ def host_warnings(results: list[CaseResult], session: SessionInfo) -> list[str]:
 
 def slowest(results: Iterable[CaseResult], n: int) -> list[CaseResult]:
     """The cases that took the most wall time: where the session's time went."""
-    isfinite = math.isfinite  # inline `finite`, as time_in_calls
-    timed = [r for r in results
-             if isinstance(r.wall_s, (int, float)) and isfinite(r.wall_s) and r.wall_s > 0]
+    timed = [r for r in results if finite(r.wall_s) and r.wall_s > 0]
     return sorted(timed, key=lambda r: -r.wall_s)[:n]
 
 
