@@ -25,8 +25,8 @@ from timing import timed
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pytest_npuperf.harness.options import DEFAULT_DB  # noqa: E402
 from pytest_npuperf.measure.policy import SamplingPolicy  # noqa: E402
-from pytest_npuperf.options import DEFAULT_DB  # noqa: E402
 
 GOAL_S = 600.0
 

@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_npuperf.measure.compare import compare_samples  # noqa: E402
-from pytest_npuperf.measure.outcome import BackfillOutcome, GapRow  # noqa: E402
+from pytest_npuperf.history.compare import compare_samples  # noqa: E402
 from pytest_npuperf.measure.result import STATUS_SUSPECT, CaseResult  # noqa: E402
+from pytest_npuperf.replay.outcome import BackfillOutcome, GapRow  # noqa: E402
 
 M_VALUES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, 8192)
 HCOM_HEADER = "message_bytes,num_devices,dtype,topology_tier,Duration(us),busbw_gbps\n"

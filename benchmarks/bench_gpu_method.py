@@ -100,7 +100,7 @@ def references(run, keyword: str) -> tuple[str, dict[str, float], dict[str, str]
     from pytest_npuperf.devices.cuda import CudaBackend
     from pytest_npuperf.kernels.case import case_from_row
     from pytest_npuperf.kernels.registry import spec_for
-    from pytest_npuperf.measure.cases import CaseCatalog
+    from pytest_npuperf.replay.cases import CaseCatalog
 
     label, timer = _reference_timer()
     catalog = CaseCatalog(Path(run.report["database"]["source"]))
@@ -132,8 +132,8 @@ def fallback_check() -> dict:
     import torch
 
     from pytest_npuperf.devices.cuda import CudaBackend
-    from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
     from pytest_npuperf.measure.sampler import SamplingPolicy
+    from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
 
     runner = CaseRunner(CudaBackend(0), RunnerOptions(policy=SamplingPolicy(),
                                                       method="graph"))

@@ -32,10 +32,10 @@ from timing import timed  # noqa: E402
 
 from pytest_npuperf.db.columns import contract_columns_for  # noqa: E402
 from pytest_npuperf.db.table import write_table  # noqa: E402
-from pytest_npuperf.measure.backfill import backfill  # noqa: E402
-from pytest_npuperf.measure.cases import CaseCatalog  # noqa: E402
+from pytest_npuperf.harness.options import DEFAULT_DB  # noqa: E402
 from pytest_npuperf.measure.result import CaseResult  # noqa: E402
-from pytest_npuperf.options import DEFAULT_DB  # noqa: E402
+from pytest_npuperf.replay.cases import CaseCatalog  # noqa: E402
+from pytest_npuperf.replay.writeback import backfill  # noqa: E402
 
 DEVICE_DIR = Path("ATLAS_800_A3_752T_128G_DIE") / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
 _DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 5120, 7168]

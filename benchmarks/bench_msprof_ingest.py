@@ -93,10 +93,10 @@ def build_database(root: Path, per_file: int) -> Path:
 
 def build_run(run: Path, db: Path) -> int:
     """The wrapped run's directory; returns the number of kernel rows."""
-    from pytest_npuperf.measure.cases import CaseCatalog
-    from pytest_npuperf.measure.msprof import HANDOFF_NAME, write_handoff
-    from pytest_npuperf.measure.profiled import profile_record
     from pytest_npuperf.measure.result import CaseResult
+    from pytest_npuperf.profiling.handoff import HANDOFF_NAME, write_handoff
+    from pytest_npuperf.profiling.profiled import profile_record
+    from pytest_npuperf.replay.cases import CaseCatalog
 
     header, template = _sample()
     col = {name: header.index(name) for name in header}
@@ -148,7 +148,7 @@ def build_run(run: Path, db: Path) -> int:
 
 
 def _check_handoff(run: Path) -> None:
-    from pytest_npuperf.measure.msprof import HANDOFF_NAME, HANDOFF_SCHEMA
+    from pytest_npuperf.profiling.handoff import HANDOFF_NAME, HANDOFF_SCHEMA
 
     with open(run / HANDOFF_NAME, encoding="utf-8") as handle:
         schema = json.loads(handle.readline()).get("schema")
@@ -207,7 +207,7 @@ def main() -> int:
         base_wall, base_rss = run_measured(
             [sys.executable, "-c", f"import pandas; pandas.read_csv({str(op_summary)!r})"])
         # The ingest on its own: read, attribute, write the database (no reports).
-        ingest = ("import sys; from pytest_npuperf.prof_backfill import backfill_profile; "
+        ingest = ("import sys; from pytest_npuperf.run.from_profile import backfill_profile; "
                   "print(*backfill_profile(sys.argv[1], sys.argv[2], reports=False)[0], "
                   "sep='\\n')")
         # A kernel table read by a child process: its peak is added to the command's (each

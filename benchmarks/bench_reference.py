@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_npuperf.measure.compare import HOST_TOLERANCE
+from pytest_npuperf.history.compare import HOST_TOLERANCE
 from pytest_npuperf.measure.reference import reference_samples
 
 SLOW = 0.15

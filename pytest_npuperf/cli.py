@@ -72,8 +72,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from .prof_backfill import FinishOptions, backfill_profile
-    from .publish import history_path
+    from .run.finish import history_path
+    from .run.from_profile import FinishOptions, backfill_profile
 
     finish = FinishOptions(history=history_path(args.history), baseline=args.baseline,
                            threshold=args.regression_threshold, figures=not args.no_figures)
@@ -180,7 +180,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_comm_validate(args: argparse.Namespace) -> int:
-    from .comm.validate import render_markdown, validate_dir
+    from .comm.model_check import render_markdown, validate_dir
 
     result = validate_dir(args.csv_dir, args.tolerance)
     text = render_markdown(result)
@@ -193,7 +193,7 @@ def cmd_comm_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_import_nccl_tests(args: argparse.Namespace) -> int:
-    from .comm.cli import import_logs
+    from .comm.log_import import import_logs
 
     print(import_logs(args.logs, args.database_path, op=args.op, num_devices=args.num_devices,
                       topology_tier=args.topology_tier, grid_shape=args.grid_shape,

@@ -15,9 +15,9 @@ import pytest
 
 from .comm.launch import rank_env, relaunch, xdist_in_use
 from .comm.ops import OP_NAMES
-from .comm_settings import read_comm_settings
-from .options import add_options, check_usage, option_value
-from .state import (
+from .harness.comm_options import read_comm_settings
+from .harness.options import add_options, check_usage, option_value
+from .harness.stash import (
     RESULT_PROPERTY,
     comm_session,
     existing_comm,
@@ -27,8 +27,8 @@ from .state import (
 )
 
 if TYPE_CHECKING:
-    from .measure.cases import CaseRef
     from .measure.result import CaseResult
+    from .replay.cases import CaseRef
 
 _RESULT = pytest.StashKey["CaseResult"]()
 # A replay case's node id ends in its case id, `<type>-<shape>-<dtype>-<8 hex>[-dupN]`
@@ -75,7 +75,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
                                     "drop -n / --dist (xdist)")
         params = config.invocation_params
         return relaunch(int(nproc), params.args, params.dir)
-    from .wrap import run_wrapped, should_wrap
+    from .profiling.msprof_parent import run_wrapped, should_wrap
 
     return run_wrapped(config) if should_wrap(config) else None
 
@@ -103,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if env.rank > 0:
             config.option.verbose = min(config.option.verbose, -1)  # rank 0 reports
     if config.pluginmanager.hasplugin("html"):
-        from . import html_hooks
+        from .harness import html as html_hooks
 
         config.pluginmanager.register(html_hooks, "npuperf-html")
     check_usage(config)  # a UsageError from here is one line
@@ -166,7 +166,7 @@ def _case_of(item: pytest.Item) -> CaseRef | None:
     value = callspec.params.get("npuperf_case") if callspec else None
     if value is None or existing_session(item.config) is None:
         return None  # not a replay case (none was parametrized in this process)
-    from .measure.cases import CaseRef
+    from .replay.cases import CaseRef
 
     return value if isinstance(value, CaseRef) else None
 

@@ -78,7 +78,7 @@ def _row_cells(source: Path, file: str, row: int | None) -> dict[str, str]:
 
 
 def _cases(handoff: Path) -> tuple[dict, list[dict]]:
-    from pytest_npuperf.measure.handoff import read_handoff  # the format is the product's
+    from pytest_npuperf.profiling.handoff import read_handoff  # the format is the product's
 
     read = read_handoff(handoff)
     return read.session, [r.to_dict() for r in read.results]

@@ -7,8 +7,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from pytest_npuperf.measure.compare import compare_samples
-from pytest_npuperf.measure.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
+from pytest_npuperf.history.compare import compare_samples
 from pytest_npuperf.measure.result import (
     METHOD_PROFILER,
     STATUS_ERROR,
@@ -19,6 +18,7 @@ from pytest_npuperf.measure.result import (
     STATUS_TIMEOUT,
     CaseResult,
 )
+from pytest_npuperf.replay.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 
 ASCEND = "ATLAS_800_A3_752T_128G_DIE"
 VERSION = "vllm0.18.0_torch2.9.0_cann8.5"

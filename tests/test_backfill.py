@@ -10,7 +10,6 @@ import pytest
 from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
-from pytest_npuperf.measure.backfill import backfill
 from pytest_npuperf.measure.result import (
     STATUS_FAILED,
     STATUS_NOISY,
@@ -18,6 +17,7 @@ from pytest_npuperf.measure.result import (
     STATUS_SUSPECT,
     CaseResult,
 )
+from pytest_npuperf.replay.writeback import backfill
 from tests.replay_project import cells, tree_digest, write_db
 
 V2_ROWS = [
@@ -277,7 +277,7 @@ def test_a_failed_rename_in_native_mode_leaves_every_file_as_it_was(db, monkeypa
 
 
 def test_a_file_changed_after_collection_is_matched_by_signature(db):
-    from pytest_npuperf.measure.cases import CaseCatalog
+    from pytest_npuperf.replay.cases import CaseCatalog
 
     catalog = CaseCatalog(db)
     result = result_for(db, "MatMulV2.csv", 1)
@@ -298,7 +298,7 @@ def test_counter_columns_block_by_block_equal_one_cell_at_a_time(monkeypatch) ->
     leaves its row alone, a counter it lacks (or NaN) is cleared."""
     from pytest_npuperf.db.columns import COUNTERS, microbench_counter
     from pytest_npuperf.db.merge import format_number
-    from pytest_npuperf.measure import backfill as module
+    from pytest_npuperf.replay import writeback as module
 
     monkeypatch.setattr(module, "_COUNTER_BLOCK", 3)
     results = []

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from pytest_npuperf.measure.cases import CaseCatalog
+from pytest_npuperf.replay.cases import CaseCatalog
 from tests.conftest import read_rows, tree_digest
 from tests.msprof_standin import COUNTERS
 from tests.profile_data import Range, calls, counters_for, prof_dir, summaries

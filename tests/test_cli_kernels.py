@@ -8,7 +8,7 @@ import textwrap
 import torch
 
 from pytest_npuperf.kernels import catalog, registry
-from pytest_npuperf.kernels.layout import KernelEntry, SlotLayout
+from pytest_npuperf.kernels.entry import KernelEntry, SlotLayout
 from pytest_npuperf.kernels.overview import describe
 
 

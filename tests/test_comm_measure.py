@@ -12,10 +12,15 @@ import pytest
 import torch
 
 from pytest_npuperf.comm.channel import Channel
+from pytest_npuperf.comm.collective_result import (
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    CommResult,
+)
 from pytest_npuperf.comm.lockstep import compare_selection
 from pytest_npuperf.comm.measure import CaseMeasurement, decide, next_round, plan
 from pytest_npuperf.comm.ops import OPS
-from pytest_npuperf.comm.result import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, CommResult
 from pytest_npuperf.comm.runtime import CommFault
 from pytest_npuperf.comm.sweep import CommPoint
 from pytest_npuperf.devices.cpu import CpuBackend

@@ -107,7 +107,7 @@ def test_reductions_other_than_sum_are_not_imported(tmp_path):
     path = tmp_path / "all_reduce_perf.txt"
     path.write_text(text)
     with pytest.raises(Exception, match="no row to import"):
-        from pytest_npuperf.comm.cli import import_logs
+        from pytest_npuperf.comm.log_import import import_logs
         import_logs([path], tmp_path / "out")
 
 
@@ -216,7 +216,7 @@ def test_import_nccl_tests_names_the_tables_in_the_op_mapping_of_the_kernel_data
 
     from pytest_npuperf.cli import main
     from pytest_npuperf.db.transaction import Transaction
-    from pytest_npuperf.kernels.op_mapping import ensure_op_mapping
+    from pytest_npuperf.kernels.mapping_writer import ensure_op_mapping
 
     device = tmp_path / "CUDA_NVIDIA_H100"
     sibling = device / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_npuperf.measure.compare import (
+from pytest_npuperf.history.compare import (
     FASTER,
     NEW,
     SAME,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_npuperf.measure.compare import compare_samples
+from pytest_npuperf.history.compare import compare_samples
 from pytest_npuperf.measure.result import STATUS_SUSPECT
 from pytest_npuperf.report.charts import PALETTE
 from pytest_npuperf.report.figures import (

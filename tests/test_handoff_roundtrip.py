@@ -8,10 +8,10 @@ import json
 import pytest
 
 from pytest_npuperf.db.errors import NpuperfError
-from pytest_npuperf.measure import handoff as handoff_module
-from pytest_npuperf.measure.handoff import HANDOFF_NAME, read_handoff, write_handoff
-from pytest_npuperf.measure.profiled import profile_record
 from pytest_npuperf.measure.result import STATUS_FAILED, CaseResult
+from pytest_npuperf.profiling import handoff as handoff_module
+from pytest_npuperf.profiling.handoff import HANDOFF_NAME, read_handoff, write_handoff
+from pytest_npuperf.profiling.profiled import profile_record
 
 
 def _results(count: int = 3) -> list[CaseResult]:

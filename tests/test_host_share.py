@@ -9,17 +9,17 @@ import torch
 
 import pytest_npuperf
 import pytest_npuperf.devices as devices
-import pytest_npuperf.session as session_module
+import pytest_npuperf.harness.session as session_module
 from pytest_npuperf.devices import CpuBackend
+from pytest_npuperf.harness.session import ReplaySession
 from pytest_npuperf.measure import clock
-from pytest_npuperf.measure import runner as runner_module
-from pytest_npuperf.measure.cases import CaseRef
 from pytest_npuperf.measure.host import available_cores, default_threads, worker_cores
-from pytest_npuperf.measure.outcome import SessionInfo
-from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
 from pytest_npuperf.measure.sampler import SamplingPolicy
+from pytest_npuperf.replay import runner as runner_module
+from pytest_npuperf.replay.cases import CaseRef
+from pytest_npuperf.replay.outcome import SessionInfo
+from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
 from pytest_npuperf.report.summary import host_warnings
-from pytest_npuperf.session import ReplaySession
 
 ROW = {"Input Shapes": "16,64;32,64", "Input Data Types": "DT_FLOAT;DT_FLOAT",
        "Input Formats": "ND;ND", "Output Shapes": "16,32", "Output Data Types": "DT_FLOAT"}

@@ -15,7 +15,7 @@ import pytest
 from pytest_npuperf.db.errors import ContractError
 from pytest_npuperf.ingest.kernel_child import ChildRead
 from pytest_npuperf.ingest.op_summary import KernelTable, find_sources, read_kernels
-from pytest_npuperf.measure.profiled import read_kernels_ahead
+from pytest_npuperf.profiling.profiled import read_kernels_ahead
 from tests.profile_data import prof_dir
 
 CHUNK = 64  # rows per chunk: the 600-row table below is spooled in ten parts
@@ -110,7 +110,7 @@ def test_large_tables_go_to_a_child_small_ones_stay_in_process(realdata, tmp_pat
     with ThreadPoolExecutor(1) as pool:
         small = read_kernels_ahead(pool, sources)
         assert isinstance(small, Future)
-        monkeypatch.setattr("pytest_npuperf.measure.profiled.CHILD_MIN_BYTES", 1)
+        monkeypatch.setattr("pytest_npuperf.profiling.profiled.CHILD_MIN_BYTES", 1)
         large = read_kernels_ahead(pool, sources)
         assert isinstance(large, ChildRead) and not large.with_identity  # marker files
         large.cancel()

@@ -17,7 +17,7 @@ from pytest_npuperf.grid.config import PACKAGED_CONFIGS, load_config
 from pytest_npuperf.grid.generators import GENERATORS
 from pytest_npuperf.ingest import fia_runtime
 from pytest_npuperf.kernels import catalog, registry
-from pytest_npuperf.kernels.layout import KernelEntry, SlotLayout
+from pytest_npuperf.kernels.entry import KernelEntry, SlotLayout
 from pytest_npuperf.kernels.spec import KernelSpec
 from tests.test_grid_config import CONTRACT_KERNELS
 from tests.test_grid_generators import MODELS, runtime
@@ -156,7 +156,7 @@ def test_a_registered_spec_enters_the_catalog_and_becomes_replayable(scratch_cat
 def test_collection_and_the_catalog_need_no_torch():
     code = ("import sys\n"
             "from pytest_npuperf.kernels import catalog\n"
-            "import pytest_npuperf.measure.cases, pytest_npuperf.grid.template\n"
+            "import pytest_npuperf.replay.cases, pytest_npuperf.grid.template\n"
             "assert catalog.replayable('MatMulV3') and not catalog.replayable('NoSuchKernel')\n"
             "assert catalog.slot_layout('RmsNorm')[1][1].dtype == 'DT_FLOAT'\n"
             "print('torch' in sys.modules)\n")

@@ -15,22 +15,17 @@ from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
 from pytest_npuperf.devices import CpuBackend
-from pytest_npuperf.kernels import (  # noqa: F401
-    attention,
+from pytest_npuperf.kernels import (
     catalog,
-    matmul,
-    moe,
-    quant,
     registry,
-    sparse_attention,
 )
-from pytest_npuperf.kernels.layout import SlotLayout
+from pytest_npuperf.kernels.entry import SlotLayout
 from pytest_npuperf.kernels.spec import KernelSpec, ReplaySkipped, implemented
-from pytest_npuperf.measure.backfill import backfill
-from pytest_npuperf.measure.cases import CaseRef
 from pytest_npuperf.measure.policy import SamplingPolicy
 from pytest_npuperf.measure.result import STATUS_OK, STATUS_SKIPPED, CaseResult
-from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
+from pytest_npuperf.replay.cases import CaseRef
+from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
+from pytest_npuperf.replay.writeback import backfill
 from tests.kernel_rows import prepare, row, slots
 from tests.replay_project import BENCH, FAST, VERSION, write_db
 

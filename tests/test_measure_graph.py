@@ -11,9 +11,6 @@ import pytest
 
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.devices.base import CaptureError, DeviceGraphs, GraphReplay
-from pytest_npuperf.measure import runner as runner_module
-from pytest_npuperf.measure.backfill import _values
-from pytest_npuperf.measure.cases import CaseRef
 from pytest_npuperf.measure.graph import MAX_CALLS, calls_for, capture_batch, sample_graph
 from pytest_npuperf.measure.result import (
     METHOD_EVENTS,
@@ -23,8 +20,11 @@ from pytest_npuperf.measure.result import (
     STATUS_OK,
     STATUS_TIMEOUT,
 )
-from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
 from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy
+from pytest_npuperf.replay import runner as runner_module
+from pytest_npuperf.replay.cases import CaseRef
+from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
+from pytest_npuperf.replay.writeback import _values
 
 ROW = {"Input Shapes": "16,64;32,64", "Input Data Types": "DT_FLOAT;DT_FLOAT",
        "Input Formats": "ND;ND", "Output Shapes": "16,32", "Output Data Types": "DT_FLOAT"}

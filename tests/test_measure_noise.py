@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_npuperf.measure.backfill import _values
 from pytest_npuperf.measure.noise import noise_reason
 from pytest_npuperf.measure.result import STATUS_NOISY, STATUS_OK, CaseResult
-from pytest_npuperf.measure.runner import CaseRunner
+from pytest_npuperf.replay.runner import CaseRunner
+from pytest_npuperf.replay.writeback import _values
 
 RNG = np.random.default_rng(7)
 

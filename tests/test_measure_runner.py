@@ -6,10 +6,10 @@ import pytest
 
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.devices.base import Peak
-from pytest_npuperf.measure.cases import CaseRef
 from pytest_npuperf.measure.result import STATUS_OK, STATUS_SKIPPED, STATUS_SUSPECT
-from pytest_npuperf.measure.runner import CaseRunner, RunnerOptions
 from pytest_npuperf.measure.sampler import SamplingPolicy
+from pytest_npuperf.replay.cases import CaseRef
+from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
 
 ROW = {"Input Shapes": "16,64;32,64", "Input Data Types": "DT_FLOAT;DT_FLOAT",
        "Input Formats": "ND;ND", "Output Shapes": "16,32", "Output Data Types": "DT_FLOAT"}

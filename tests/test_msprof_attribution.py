@@ -14,12 +14,8 @@ from pytest_npuperf.devices.mstx import mstx_message
 from pytest_npuperf.ingest.msprof_tx import read_marker_file
 from pytest_npuperf.ingest.op_summary import find_sources, read_kernels
 from pytest_npuperf.measure.policy import METHOD_MSPROF, METHOD_MSPROF_ORDER
-from pytest_npuperf.measure.profiled import attribute_results
-from pytest_npuperf.measure.result import (
-    STATUS_OK,
-    STATUS_UNATTRIBUTED,
-    CaseResult,
-)
+from pytest_npuperf.measure.result import STATUS_OK, STATUS_UNATTRIBUTED, CaseResult
+from pytest_npuperf.profiling.profiled import attribute_results
 from tests.msprof_standin import COUNTERS
 from tests.profile_data import (
     OLD_OP_SUMMARY_HEADER,

@@ -17,11 +17,11 @@ import pytest
 # twice into one process): import the heavy ones here.
 import torch  # noqa: F401
 
-import pytest_npuperf.wrap  # noqa: F401
+import pytest_npuperf.profiling.msprof_parent  # noqa: F401
 from pytest_npuperf.history.store import HistoryStore
-from pytest_npuperf.measure.msprof import HANDOFF_NAME, read_handoff, write_handoff
 from pytest_npuperf.measure.result import STATUS_OK, CaseResult
-from pytest_npuperf.wrap import ParentRun, should_wrap
+from pytest_npuperf.profiling.handoff import HANDOFF_NAME, read_handoff, write_handoff
+from pytest_npuperf.profiling.msprof_parent import ParentRun, should_wrap
 from tests.msprof_standin import COUNTERS, counter_value, kernel_duration
 from tests.replay_project import BENCH, FAST, MATMUL_ROWS, RMSNORM_ROWS, VERSION, write_db
 
@@ -132,7 +132,7 @@ def test_wrapped_run_attributes_backfills_reports_and_backfill_reads_it_again(
     # `npuperf backfill` of the kept output: the same numbers into another database, judged
     # against the wrapped run (the same samples: no case is SLOWER) and recorded. Its kernel
     # table is read by a child process (as a large one is), the wrapped run's in-process.
-    standin.setattr("pytest_npuperf.measure.profiled.CHILD_MIN_BYTES", 1)
+    standin.setattr("pytest_npuperf.profiling.profiled.CHILD_MIN_BYTES", 1)
     other = write_db(pytester.path / "again", {"MatMulV2": MATMUL_ROWS,
                                                "MatMulV3": [MATMUL_ROWS[0]],
                                                "RmsNorm": RMSNORM_ROWS})
@@ -167,8 +167,8 @@ def _handoff(run_dir: Path, db: Path, results: list[CaseResult]) -> None:
 
 
 def _case(db: Path, begin: float, *, calls: int = 3) -> CaseResult:
-    from pytest_npuperf.measure.cases import CaseCatalog
-    from pytest_npuperf.measure.profiled import profile_record
+    from pytest_npuperf.profiling.profiled import profile_record
+    from pytest_npuperf.replay.cases import CaseCatalog
 
     ref = next(r for r in CaseCatalog(db).cases() if r.kernel_type == "RmsNorm")
     result = CaseResult(case_id=ref.case_id, nodeid="n", kernel_type="RmsNorm", file=ref.file,
@@ -252,7 +252,7 @@ def test_backfill_of_marker_files_without_a_range_matches_by_order(tmp_path, sta
     exist; marker files that hold no range leave attribution to launch order, which reads
     the kernels again with their shapes."""
     from pytest_npuperf.measure.policy import METHOD_MSPROF_ORDER
-    from pytest_npuperf.prof_backfill import backfill_profile
+    from pytest_npuperf.run.from_profile import backfill_profile
     from tests.msprof_standin import collect
 
     db = write_db(tmp_path / "db", {"RmsNorm": RMSNORM_ROWS})

@@ -20,9 +20,9 @@ from pytest_npuperf.db.op_mapping import (
 )
 from pytest_npuperf.db.transaction import Transaction
 from pytest_npuperf.kernels import catalog
-from pytest_npuperf.kernels.layout import VECTOR, KernelEntry, SlotLayout
-from pytest_npuperf.kernels.op_mapping import ensure_op_mapping
-from pytest_npuperf.measure.backfill import backfill
+from pytest_npuperf.kernels.entry import VECTOR, KernelEntry, SlotLayout
+from pytest_npuperf.kernels.mapping_writer import ensure_op_mapping
+from pytest_npuperf.replay.writeback import backfill
 
 from .conftest import kd_row, write_kernel_details
 from .replay_project import MATMUL_ROWS, VERSION, write_db

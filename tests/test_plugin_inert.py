@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_npuperf import plugin
+from pytest_npuperf.harness.stash import existing_session
+from pytest_npuperf.plugin import _CASE_NODEID
 
 # Imported here, not first inside a pytester test: pytester drops the modules a test imported
 # when it ends, and numpy (under pandas) cannot be imported twice into one process.
-from pytest_npuperf.measure.cases import CaseCatalog
-from pytest_npuperf.plugin import _CASE_NODEID
-from pytest_npuperf.state import existing_session
+from pytest_npuperf.replay.cases import CaseCatalog
 from tests.replay_project import BENCH, FAST, MATMUL_ROWS, default_tables, write_db
 
 HEAVY = ("torch", "pandas", "numpy")
@@ -47,7 +47,7 @@ NO_SECTION = re.compile(r"=+ npuperf =+")
 
 
 def test_loading_the_plugin_imports_neither_torch_nor_pandas():
-    code = ("import sys, pytest_npuperf.plugin, pytest_npuperf.html_hooks; "
+    code = ("import sys, pytest_npuperf.plugin, pytest_npuperf.harness.html; "
             f"print([m for m in {HEAVY!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

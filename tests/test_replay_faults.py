@@ -143,7 +143,7 @@ def test_a_case_whose_worker_crashed_is_marked_crashed_and_fails_the_session(pro
 
 
 def test_ctrl_c_during_the_backfill_leaves_every_database_and_says_so(project, monkeypatch):
-    import pytest_npuperf.session as session
+    import pytest_npuperf.harness.session as session
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -160,7 +160,7 @@ def test_ctrl_c_during_the_backfill_leaves_every_database_and_says_so(project, m
 
 
 def test_prune_says_which_rows_it_deleted(project, monkeypatch):
-    from pytest_npuperf.measure.runner import CaseRunner
+    from pytest_npuperf.replay.runner import CaseRunner
 
     def always_suspect(self, result):
         result.status, result.error = "suspect", "faster than the device allows (test)"

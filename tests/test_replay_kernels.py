@@ -19,7 +19,7 @@ from tests.replay_project import BENCH, DEVICE, FAST, VERSION, cells, run_json, 
 DEMO_KERNELS = '''
 import torch
 
-from pytest_npuperf.kernels.layout import KernelEntry, SlotLayout
+from pytest_npuperf.kernels.entry import KernelEntry, SlotLayout
 from pytest_npuperf.kernels.spec import KernelSpec
 
 
@@ -164,7 +164,7 @@ import types
 
 import torch
 
-import pytest_npuperf.session as session
+import pytest_npuperf.harness.session as session
 from pytest_npuperf.devices import CpuBackend
 
 

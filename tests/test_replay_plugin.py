@@ -462,7 +462,7 @@ def test_a_missing_grid_config_or_database_stops_collection_with_a_clear_error(p
 
 
 NPU_STANDIN_CONFTEST = '''
-import pytest_npuperf.session as session
+import pytest_npuperf.harness.session as session
 from pytest_npuperf.devices import CpuBackend
 
 
@@ -503,7 +503,7 @@ def test_on_an_npu_the_ascend_database_is_its_own_and_is_updated_in_place(projec
 
 
 def test_the_embedded_default_database_replays_on_this_cpu_and_stays_unchanged(pytester):
-    from pytest_npuperf.options import DEFAULT_DB
+    from pytest_npuperf.harness.options import DEFAULT_DB
 
     embedded = Path(__file__).resolve().parents[1] / DEFAULT_DB
     before = tree_digest(embedded)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from pytest_npuperf.measure.outcome import GapRow
+from pytest_npuperf.replay.outcome import GapRow
 from pytest_npuperf.report import GAP_COLUMNS, gap_rows_csv
 
 from .report_data import outcome

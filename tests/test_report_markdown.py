@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from pytest_npuperf.measure.outcome import BackfillOutcome
+from pytest_npuperf.replay.outcome import BackfillOutcome
 from pytest_npuperf.report import render_markdown
 from pytest_npuperf.report.tables import md_cell, md_table
 

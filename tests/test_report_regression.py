@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_npuperf.measure.compare import FASTER, SAME, SLOWER, Comparison, compare_samples
-from pytest_npuperf.report.regression import (
-    Judged,
-    markdown_section,
-    run_shift,
-    terminal_lines,
-)
+from pytest_npuperf.history.compare import FASTER, SAME, SLOWER, Comparison, compare_samples
+from pytest_npuperf.report.regression import Judged, markdown_section, run_shift, terminal_lines
 from tests.report_data import case
 
 

@@ -11,7 +11,7 @@ from pytest_npuperf.devices import cpu_peak as cpu_peak_module
 from pytest_npuperf.devices.base import MemoryLevel, Peak
 from pytest_npuperf.devices.peaks import ascend_peak, cuda_peak
 from pytest_npuperf.measure.roofline import DATASHEET_SLACK, MEASURED_SLACK, roofline
-from pytest_npuperf.measure.shard import in_shard, shard_of
+from pytest_npuperf.replay.shard import in_shard, shard_of
 
 MB = 1 << 20
 

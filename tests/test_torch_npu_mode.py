@@ -81,7 +81,7 @@ def test_strict_stack_refuses_a_database_of_another_stack_before_any_case(npu_se
 
 
 def test_stack_and_custom_op_checks():
-    from pytest_npuperf.measure.preflight import custom_op_problems, stack_mismatches
+    from pytest_npuperf.replay.preflight import custom_op_problems, stack_mismatches
 
     running = {"vllm": "0.18.0", "torch": "2.9.0+cpu", "cann": "8.5"}
     assert stack_mismatches("vllm0.18.0_torch2.9.0_cann8.5", running) == []

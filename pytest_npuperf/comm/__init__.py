@@ -15,5 +15,5 @@ need torch (`channel`, `runtime`, `buffers`, `measure`, `lockstep`) or pandas (`
 - `model`, `validate`: the analytic model and `npuperf comm-validate`
 - `importers`, `cli`: nccl-tests and HCCL Test output, `npuperf import-nccl-tests`
 
-The pytest session that drives them is `pytest_npuperf/comm_session.py`.
+The pytest session that drives them is `pytest_npuperf/harness/comm.py`.
 """

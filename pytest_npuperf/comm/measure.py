@@ -37,13 +37,7 @@ from ..measure.policy import SamplingPolicy
 from ..measure.sampler import STOP_BUDGET, STOP_MAX_SAMPLES, STOP_PRECISION
 from ..measure.stats import relative_precision
 from .buffers import Buffers
-from .result import (
-    STATUS_FAILED,
-    STATUS_OK,
-    STATUS_SKIPPED,
-    CommResult,
-    RankTimes,
-)
+from .collective_result import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, CommResult, RankTimes
 from .runtime import CommFault, Fabric
 from .sweep import CommPoint
 

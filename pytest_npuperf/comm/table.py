@@ -24,7 +24,7 @@ from ..db.op_mapping import version_dirs_for_hccl
 from ..db.shapes import normalize_dtype
 from ..db.table import empty_table, read_table
 from ..db.transaction import FileStamp, Transaction
-from ..kernels.op_mapping import ensure_op_mapping
+from ..kernels.mapping_writer import ensure_op_mapping
 
 CONTRACT_COLUMNS = ("message_bytes", "num_devices", "dtype", "topology_tier", "Duration(us)",
                     "bandwidth_gbps")

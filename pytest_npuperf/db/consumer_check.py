@@ -38,7 +38,12 @@ from .columns import (
 )
 from .errors import NpuperfError
 from .layout import OP_MAPPING_FILE
-from .op_mapping import COLLECTIVE_PREFIX, default_hccl_dir, load_op_mapping, referenced_kernel_types
+from .op_mapping import (
+    COLLECTIVE_PREFIX,
+    default_hccl_dir,
+    load_op_mapping,
+    referenced_kernel_types,
+)
 from .shapes import normalize_format, profiler_dtype, split_list
 
 try:  # the cell texts pandas.read_csv turns into NaN by default

@@ -11,13 +11,13 @@ See config.py for the configuration schema and models.py for model descriptions.
 
 from .config import DEFAULT_MAX_HBM_GB, DEFAULT_ROWS, DEFAULT_SEED, PACKAGED_CONFIGS, load_config
 from .errors import (
-                     BudgetError,
-                     ConfigError,
-                     ExpressionError,
-                     GridError,
-                     UnknownKernelError,
-                     UnknownModelError,
-                     UnsafeExpressionError,
+    BudgetError,
+    ConfigError,
+    ExpressionError,
+    GridError,
+    UnknownKernelError,
+    UnknownModelError,
+    UnsafeExpressionError,
 )
 from .job import GridSummary, candidate_row, generate_rows, resolve_settings, run_grid
 from .models import BUILTIN_MODELS, Model, ModelRegistry, load_model_file

@@ -44,7 +44,7 @@ from ..kernels.catalog import (
     FIA_SEQ_LENS,
     FIA_VALUE,
 )
-from ..kernels.layout import SlotLayout
+from ..kernels.entry import SlotLayout
 from .models import Model
 
 Values = Sequence

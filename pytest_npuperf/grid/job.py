@@ -36,7 +36,7 @@ from ..db.signature import Signature, generic_signature, signature
 from ..db.table import check_writable_dir
 from ..db.transaction import recover_if_free
 from ..kernels import catalog
-from ..kernels.op_mapping import ensure_op_mapping
+from ..kernels.mapping_writer import ensure_op_mapping
 from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (
     DEFAULT_MAX_HBM_GB,

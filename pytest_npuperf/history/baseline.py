@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..db.errors import NpuperfError
-from ..measure.compare import NEW, Comparison, compare_samples
 from ..measure.result import CaseResult
+from .compare import NEW, Comparison, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
 from .store import HistoryStore, is_history_file

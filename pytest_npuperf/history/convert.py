@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ..comm.result import CommResult
+from ..comm.collective_result import CommResult
 from ..db.errors import ContractError, NpuperfError
 from ..db.samples import samples_from_text
 from ..measure.result import CaseResult

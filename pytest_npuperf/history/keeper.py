@@ -17,9 +17,9 @@ from pathlib import Path
 
 from ..db.errors import NpuperfError
 from ..db.table import check_writable_dir
-from ..measure.compare import Comparison
 from ..measure.result import CaseResult
 from .baseline import Baseline, judge, resolve_baseline
+from .compare import Comparison
 from .records import CaseRecord, RunRecord
 from .store import HistoryStore
 

@@ -24,7 +24,14 @@ from typing import Any
 
 from ..db.errors import ContractError, NpuperfError
 from ..db.samples import SAMPLES_ENCODING, decode_samples, encode_samples
-from .records import CASE_COLUMNS, JSON_FIELDS, MEASURED_STATUSES, RUN_COLUMNS, CaseRecord, RunRecord
+from .records import (
+    CASE_COLUMNS,
+    JSON_FIELDS,
+    MEASURED_STATUSES,
+    RUN_COLUMNS,
+    CaseRecord,
+    RunRecord,
+)
 
 APPLICATION = "npuperf-history"
 _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock briefly

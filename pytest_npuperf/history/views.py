@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..db.errors import NpuperfError
-from ..measure.compare import (
+from .baseline import Baseline, RunBaseline, resolve_baseline, resolve_run
+from .compare import (
     FASTER,
     SLOWER,
     UNCERTAIN,
@@ -17,7 +18,6 @@ from ..measure.compare import (
     compare_samples,
     run_shift_note,
 )
-from .baseline import Baseline, RunBaseline, resolve_baseline, resolve_run
 from .records import CaseRecord, RunRecord
 from .store import HistoryStore
 

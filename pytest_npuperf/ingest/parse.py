@@ -36,7 +36,7 @@ from ..db.op_mapping import KEPT
 from ..db.progress import Progress
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
-from ..kernels.op_mapping import ensure_op_mapping
+from ..kernels.mapping_writer import ensure_op_mapping
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details

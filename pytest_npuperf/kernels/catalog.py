@@ -24,7 +24,7 @@ from .entries import (
     FIA_SEQ_LENS,
     FIA_VALUE,
 )
-from .layout import CORES, CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, SlotLayout
 
 _BY_TYPE: dict[str, KernelEntry] = {}
 

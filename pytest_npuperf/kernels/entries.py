@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..db.columns import DISPATCH_FFN_COMBINE, FIA_KERNEL
 from ..db.signature import MATMUL_FAMILY
-from .layout import CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+from .entry import CUBE, MIX, VECTOR, KernelEntry, SlotLayout
 
 S = SlotLayout
 BF16, FLOAT, INT8, INT32, INT64, BOOL = (
@@ -162,13 +162,13 @@ SOFTMAX = KernelEntry(
     replay=f"{_REPLAYS}.vector:SoftmaxV2")
 SORT = KernelEntry(
     ("Sort",), "sampling", VECTOR, (S("x"),), (S("values"), S("indices", INT64)),
-    "torch.sort(x, dim=-1)", replay=f"{_REPLAYS}.sampling:Sort")
+    "torch.sort(x, dim=-1)", replay=f"{_REPLAYS}.decode_sampling:Sort")
 ARGMAX = KernelEntry(
     ("ArgMaxV2",), "sampling", VECTOR, **_x_to_y(y_dtype=INT64),
-    npu_api="torch.argmax(x, dim=-1)", replay=f"{_REPLAYS}.sampling:ArgMaxV2")
+    npu_api="torch.argmax(x, dim=-1)", replay=f"{_REPLAYS}.decode_sampling:ArgMaxV2")
 MASKED_FILL = KernelEntry(
     ("MaskedFill",), "elementwise", VECTOR, (S("x"), S("mask", BOOL)), (S("y"),),
-    "x.masked_fill_(mask, value)", replay=f"{_REPLAYS}.sampling:MaskedFill")
+    "x.masked_fill_(mask, value)", replay=f"{_REPLAYS}.decode_sampling:MaskedFill")
 
 # -- elementwise, data movement -------------------------------------------------------------
 ADD = KernelEntry(

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from ..db.errors import NpuperfError
 from . import catalog
-from .layout import KernelEntry
+from .entry import KernelEntry
 
 ENTRY_POINT_GROUP = "pytest_npuperf.kernels"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from . import catalog
-from .layout import KernelEntry, SlotLayout
+from .entry import KernelEntry, SlotLayout
 from .spec import KernelSpec
 
 # Specs built so far, one instance per entry, under each kernel type it covers.

@@ -19,7 +19,7 @@ import torch
 from . import catalog
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
-from .layout import SlotLayout
+from .entry import SlotLayout
 from .tensors import generator_for, input_tensor
 
 __all__ = ["KernelSpec", "NpuOnly", "Prepared", "ReplaySkipped", "SameCall", "SlotLayout",

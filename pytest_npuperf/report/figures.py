@@ -20,9 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..db.signature import MATMUL_FAMILY
-from ..measure.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
-from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
+from ..history.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
 from ..measure.result import STATUS_SUSPECT, CaseResult
+from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
 from .charts import DASHED, DOTTED, INK, MUTED, Figure
 from .regression import Judged, judged
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..measure.outcome import BackfillOutcome
+from ..replay.outcome import BackfillOutcome
 
 GAP_COLUMNS = ("Operator", "CSV Name", "MicroBench(us)", "Profiling(us)", "Abs Diff(us)",
                "MB/Profile", "Shape")

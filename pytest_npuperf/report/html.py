@@ -10,8 +10,8 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
+from ..replay.outcome import BackfillOutcome, SessionInfo
 from . import summary as S
 from .plots import samples_svg
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..measure.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 from ..measure.result import STATUS_SKIPPED, CaseResult
+from ..replay.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 from . import summary as S
 from .attribution import attribution_section, profiled
 from .names import gap_csv_name, html_name, run_json_name

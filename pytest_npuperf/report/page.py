@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from html import escape
 
-from ..measure.compare import FASTER, SLOWER, UNCERTAIN
-from ..measure.outcome import BackfillOutcome, SessionInfo
+from ..history.compare import FASTER, SLOWER, UNCERTAIN
 from ..measure.result import CaseResult
+from ..replay.outcome import BackfillOutcome, SessionInfo
 from . import regression as R
 from . import summary as S
 from .html import html_summary

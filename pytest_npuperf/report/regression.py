@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..measure.compare import (
+from ..history.compare import (
     FASTER,
     NEW,
     SAME,

@@ -11,8 +11,8 @@ from pathlib import PurePath
 from typing import Any
 
 from ..db.samples import samples_text
-from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
+from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 from . import summary as S
 
 SCHEMA = "npuperf-run/1"

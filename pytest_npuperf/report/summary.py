@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ..db.layout import device_of
-from ..measure.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 from ..measure.result import FAILING_STATUSES, STATUS_NOISY, STATUS_SUSPECT, STATUSES, CaseResult
+from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 
 PROBLEM_STATUSES = FAILING_STATUSES  # failed, error, timeout, crashed
 GAP_THRESHOLD_TEXT = f"microbench/profiling not in [{GAP_LOW:.2f}x, {GAP_HIGH:.2f}x]"

@@ -3,8 +3,8 @@ with the paths needed to find everything else."""
 
 from __future__ import annotations
 
-from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
+from ..replay.outcome import BackfillOutcome, SessionInfo
 from . import summary as S
 from .regression import terminal_lines as regression_lines
 from .writer import ReportPaths

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..db.table import WriteBatch
-from ..measure.outcome import BackfillOutcome, SessionInfo
 from ..measure.result import CaseResult
+from ..replay.outcome import BackfillOutcome, SessionInfo
 from .gaps import gap_rows_csv
 from .markdown import render_markdown
 from .names import check_stamp, gap_csv_name, html_name, markdown_name, run_json_name

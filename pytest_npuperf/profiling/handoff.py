@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..db.errors import ContractError, os_error
-from .result import CaseResult
-from .stats import SampleStats
+from ..measure.result import CaseResult
+from ..measure.stats import SampleStats
 
 HANDOFF_NAME = "npuperf_handoff.jsonl"
 HANDOFF_SCHEMA = "npuperf-handoff/2"

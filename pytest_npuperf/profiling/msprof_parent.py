@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from .measure.policy import PROFILER_AUTO, PROFILER_MSPROF
-from .measure.profiler_mode import CHILD_ENV, resolve_profiler
-from .options import DEFAULT_OUT, _value
+from ..harness.options import DEFAULT_OUT, _value
+from ..measure.policy import PROFILER_AUTO, PROFILER_MSPROF
+from .mode import CHILD_ENV, resolve_profiler
 
 FIXTURE = "npuperf_case"
 MSPROF_DIR = "msprof"
@@ -91,8 +91,10 @@ def run_wrapped(config: pytest.Config) -> int:
     import subprocess
     import uuid
 
-    from .db.errors import NpuperfError
-    from .measure.msprof import HANDOFF_NAME, find_msprof, msprof_command
+    from ..db.errors import NpuperfError
+    from .handoff import HANDOFF_NAME
+    from .mode import find_msprof
+    from .msprof import msprof_command
 
     started = time.time()
     try:
@@ -141,14 +143,14 @@ class ParentRun:
         self.problem = False  # something went wrong: the raw output is kept
 
     def finish(self) -> int:
-        from .measure.profiled import gc_paused
+        from .profiled import gc_paused
 
         with gc_paused():
             return self._finish()
 
     def _finish(self) -> int:
-        from .db.errors import NpuperfError
-        from .measure.msprof import HANDOFF_NAME, read_handoff
+        from ..db.errors import NpuperfError
+        from .handoff import HANDOFF_NAME, read_handoff
 
         handoff_path = self.run_dir / HANDOFF_NAME
         if not handoff_path.is_file():
@@ -179,9 +181,9 @@ class ParentRun:
 
     def _sources(self):
         """msprof's run directories, exported where msprof did not export them itself."""
-        from .db.errors import NpuperfError
-        from .ingest.op_summary import find_sources
-        from .measure.msprof import run_export
+        from ..db.errors import NpuperfError
+        from ..ingest.op_summary import find_sources
+        from .msprof import run_export
 
         try:
             sources = find_sources(self.run_dir)
@@ -198,9 +200,9 @@ class ParentRun:
         return find_sources(self.run_dir) if exported else sources
 
     def _attribute(self, results) -> None:
-        from .db.errors import NpuperfError
-        from .measure.profiled import attribute_results, case_specs
-        from .measure.result import STATUS_UNATTRIBUTED
+        from ..db.errors import NpuperfError
+        from ..measure.result import STATUS_UNATTRIBUTED
+        from .profiled import attribute_results, case_specs
 
         if self.child_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             self.notes.append(f"the session under msprof exited with status "
@@ -250,11 +252,11 @@ def publish(session: dict, results, notes: list[str], wall_s: float,
     its baseline, or the history or the reports were not written."""
     import dataclasses
 
-    from .db.errors import NpuperfError
-    from .measure.backfill import backfill
-    from .measure.outcome import BackfillOutcome, SessionInfo
-    from .publish import Publisher, RunFacts
-    from .report.terminal import terminal_lines
+    from ..db.errors import NpuperfError
+    from ..replay.outcome import BackfillOutcome, SessionInfo
+    from ..replay.writeback import backfill
+    from ..report.terminal import terminal_lines
+    from ..run.finish import Publisher, RunFacts
 
     info = SessionInfo(**{k: v for k, v in (session.get("info") or {}).items()
                           if k in SessionInfo.__dataclass_fields__})

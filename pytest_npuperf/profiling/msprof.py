@@ -1,6 +1,6 @@
-"""The msprof wrap, the parts without pytest: which profiler a session uses, the msprof
-command lines (the hand-off between the child that measures and the parent that writes is
-in handoff.py).
+"""The msprof command lines: the collection that wraps a pytest run, and the export of a PROF
+directory (the hand-off between the child that measures and the parent that writes is in
+handoff.py, which profiler a session uses in mode.py).
 
 The msprof command line (CANN "Profiling" guide, `msprof [options] <app>`; CANN 8.x/9.x
 pages atlasprofiling_16_0011 "采集AI任务运行性能数据" and atlasprofiling_16_0015 "采集msproftx
@@ -23,15 +23,6 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-
-from .handoff import HANDOFF_NAME as HANDOFF_NAME
-from .handoff import HANDOFF_SCHEMA as HANDOFF_SCHEMA
-from .handoff import Handoff as Handoff
-from .handoff import find_handoffs as find_handoffs
-from .handoff import read_handoff as read_handoff
-from .handoff import write_handoff as write_handoff
-from .profiler_mode import CHILD_ENV as CHILD_ENV
-from .profiler_mode import find_msprof as find_msprof
 
 MSPROF_SWITCHES = ("--task-time=l1", "--ai-core=on", "--aic-metrics=PipeUtilization",
                    "--msproftx=on")

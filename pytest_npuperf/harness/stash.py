@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import pytest
 
 if TYPE_CHECKING:
-    from .comm_session import CommSession
+    from .comm import CommSession
     from .session import ReplaySession
 
 RESULT_PROPERTY = "npuperf_result"
@@ -55,7 +55,7 @@ def existing_comm(config: pytest.Config) -> CommSession | None:
 def comm_session(config: pytest.Config) -> CommSession:
     """The run's collective session, created on first use (no torch until cases run)."""
     def create() -> CommSession:
-        from .comm_session import CommSession
+        from .comm import CommSession
 
         return CommSession(config)
     return _created(config, COMM_KEY, create)

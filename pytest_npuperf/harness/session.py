@@ -15,19 +15,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .db.database import Database
-from .db.errors import NpuperfError
-from .db.layout import REPORTS_DIR, check_component, database_dir, device_of
-from .db.lock import DatabaseLock
-from .db.table import check_writable_dir
-from .db.transaction import check_inside
-from .devices import BackendError, check_workers, select_backend
-from .measure.backfill import backfill
-from .measure.cases import CaseCatalog, CaseRef, marker_name
-from .measure.clock import process_start
-from .measure.host import available_cores, default_threads, host_load, worker_cores
-from .measure.outcome import BackfillOutcome, SessionInfo
-from .measure.result import (
+from ..db.database import Database
+from ..db.errors import NpuperfError
+from ..db.layout import REPORTS_DIR, check_component, database_dir, device_of
+from ..db.lock import DatabaseLock
+from ..db.table import check_writable_dir
+from ..db.transaction import check_inside
+from ..devices import BackendError, check_workers, select_backend
+from ..measure.clock import process_start
+from ..measure.host import available_cores, default_threads, host_load, worker_cores
+from ..measure.result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
     METHOD_PROFILER,
@@ -36,21 +33,24 @@ from .measure.result import (
     STATUS_SKIPPED,
     CaseResult,
 )
-from .measure.shard import in_shard
+from ..replay.cases import CaseCatalog, CaseRef, marker_name
+from ..replay.outcome import BackfillOutcome, SessionInfo
+from ..replay.shard import in_shard
+from ..replay.writeback import backfill
+from ..report.writer import ReportPaths
+from ..run.finish import Publisher, RunFacts
 from .options import Settings, check_db_dir, read_settings
-from .publish import Publisher, RunFacts
-from .report.writer import ReportPaths
-from .state import RESULT_PROPERTY as RESULT_PROPERTY
-from .state import SESSION_KEY as SESSION_KEY
-from .state import replay_session as replay_session
-from .state import started_at
+from .stash import RESULT_PROPERTY as RESULT_PROPERTY
+from .stash import SESSION_KEY as SESSION_KEY
+from .stash import replay_session as replay_session
+from .stash import started_at
 
 if TYPE_CHECKING:  # torch: imported when the first case runs, not when cases are collected
-    from .devices import Backend
-    from .history.keeper import HistoryKeeper
-    from .measure.compare import Comparison
-    from .measure.runner import CaseRunner
-    from .session_profiler import SessionProfiler
+    from ..devices import Backend
+    from ..history.compare import Comparison
+    from ..history.keeper import HistoryKeeper
+    from ..profiling.session_profiler import SessionProfiler
+    from ..replay.runner import CaseRunner
 
 
 def _worker_index(config: pytest.Config) -> int | None:
@@ -118,7 +118,7 @@ class ReplaySession:
     def profiler(self) -> SessionProfiler:
         """The session's device profiler (--npuperf-profiler): see session_profiler.py."""
         if self._profiler is None:
-            from .session_profiler import SessionProfiler
+            from ..profiling.session_profiler import SessionProfiler
 
             self._profiler = SessionProfiler(self.settings.profiler, self.settings.device,
                                              self.settings.out, self.run_id)
@@ -133,7 +133,7 @@ class ReplaySession:
                                          self.settings.device_name)
             except BackendError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            from .devices.npu import same_family
+            from ..devices.npu import same_family
 
             self._share_host(backend)
             if not self.settings.dry_run:  # a CPU measures its peaks once per host
@@ -247,7 +247,7 @@ class ReplaySession:
     def _register_user_kernels(self) -> None:
         """Kernels of installed entry points, then of `pytest_npuperf_register_kernels` hooks:
         known before any row becomes a case."""
-        from .kernels.extensions import load_entry_points, register
+        from ..kernels.extensions import load_entry_points, register
 
         try:
             load_entry_points()
@@ -256,7 +256,7 @@ class ReplaySession:
             raise pytest.UsageError(f"npuperf: {exc}") from None
 
     def _grid_catalog(self) -> CaseCatalog:
-        from .grid import generate_rows
+        from ..grid import generate_rows
 
         config = None if self.settings.grid == "default" else self.settings.grid
         try:
@@ -355,7 +355,7 @@ class ReplaySession:
         selected kernel types, said before the first case."""
         if self.settings.grid or self.backend.kind != "npu":
             return
-        from .measure.preflight import custom_op_problems, stack_mismatches
+        from ..replay.preflight import custom_op_problems, stack_mismatches
 
         mismatches = stack_mismatches(self.source.name)
         if mismatches and self.settings.strict_stack:
@@ -380,7 +380,7 @@ class ReplaySession:
     @property
     def runner(self) -> CaseRunner:
         if self._runner is None:
-            from .measure.runner import CaseRunner, RunnerOptions
+            from ..replay.runner import CaseRunner, RunnerOptions
 
             profiler = self.profiler
             self._runner = CaseRunner(self.backend, RunnerOptions(
@@ -393,7 +393,7 @@ class ReplaySession:
     @property
     def keeper(self) -> HistoryKeeper:
         if self._keeper is None:
-            from .history.keeper import HistoryKeeper
+            from ..history.keeper import HistoryKeeper
 
             settings = self.settings
             self._keeper = HistoryKeeper(

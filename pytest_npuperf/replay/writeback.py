@@ -74,10 +74,9 @@ from ..db.merge import (
 )
 from ..db.signature import MATMUL_FAMILY, Signature
 from ..db.transaction import Transaction
-from ..kernels.op_mapping import ensure_op_mapping
-from .counters import CounterMatrix, shared_rows
-from .outcome import BackfillOutcome, FileOutcome, GapRow
-from .result import (
+from ..kernels.mapping_writer import ensure_op_mapping
+from ..measure.counters import CounterMatrix, shared_rows
+from ..measure.result import (
     FAILING_STATUSES,
     STATUS_NOISY,
     STATUS_OK,
@@ -86,6 +85,7 @@ from .result import (
     STATUS_UNATTRIBUTED,
     CaseResult,
 )
+from .outcome import BackfillOutcome, FileOutcome, GapRow
 
 _STATUS_MAX = 300
 _EXAMPLES = 3

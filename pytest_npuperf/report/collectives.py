@@ -8,9 +8,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .model import predict_us, verdict
-from .result import STATUS_OK, CommResult
-from .table import UpsertStats, ranks_cell
+from ..comm.collective_result import STATUS_OK, CommResult
+from ..comm.model import predict_us, verdict
+from ..comm.table import UpsertStats, ranks_cell
 
 SCHEMA = "npuperf-comm-run/1"
 

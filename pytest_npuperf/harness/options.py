@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from .db.errors import NpuperfError
-from .db.files import is_lfs_pointer
-from .db.layout import check_device
-from .devices import KINDS
-from .measure.policy import DEFAULT_REGRESSION_THRESHOLD as DEFAULT_THRESHOLD
-from .measure.policy import (
+from ..db.errors import NpuperfError
+from ..db.files import is_lfs_pointer
+from ..db.layout import check_device
+from ..devices import KINDS
+from ..measure.policy import DEFAULT_REGRESSION_THRESHOLD as DEFAULT_THRESHOLD
+from ..measure.policy import (
     METHOD_EVENTS,
     METHOD_GRAPH,
     METHOD_PROFILER,

@@ -27,19 +27,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .comm.launch import rank_env
-from .comm.ops import OPS
-from .comm.result import FAILING, STATUS_FAULT, STATUS_SKIPPED, CommResult
-from .comm.sweep import CommPoint, build_points
-from .comm_settings import read_comm_settings
-from .db.errors import NpuperfError
-from .db.layout import database_dir, detect_cann_version, device_of, hccl_dir
+from ..comm.collective_result import FAILING, STATUS_FAULT, STATUS_SKIPPED, CommResult
+from ..comm.launch import rank_env
+from ..comm.ops import OPS
+from ..comm.sweep import CommPoint, build_points
+from ..db.errors import NpuperfError
+from ..db.layout import database_dir, detect_cann_version, device_of, hccl_dir
+from .comm_options import read_comm_settings
 from .options import read_settings
 
 if TYPE_CHECKING:
-    from .comm.guard import Guard
-    from .comm.runtime import TorchFabric
-    from .devices import Backend
+    from ..comm.guard import Guard
+    from ..comm.runtime import TorchFabric
+    from ..devices import Backend
 
 PARAM = "npuperf_comm_case"
 NEEDS_RANKS = ("collective cases run across ranks: torchrun --nproc-per-node N -m pytest ..., "
@@ -103,8 +103,8 @@ class CommSession:
         if not self.env.launched or self.config.option.collectonly:
             return
         self.start()
-        from .comm.lockstep import compare_selection
-        from .comm.runtime import CommFault
+        from ..comm.lockstep import compare_selection
+        from ..comm.runtime import CommFault
 
         try:
             self.guard.arm("comparing the selected cases", self._stall_limit())
@@ -125,10 +125,10 @@ class CommSession:
     def start(self) -> None:
         if self.fabric is not None:
             return
-        from .comm.guard import Guard
-        from .comm.runtime import TorchFabric
-        from .devices import BackendError, select_backend
-        from .measure.host import available_cores, default_threads
+        from ..comm.guard import Guard
+        from ..comm.runtime import TorchFabric
+        from ..devices import BackendError, select_backend
+        from ..measure.host import available_cores, default_threads
 
         env, base = self.env, self.base
         try:
@@ -136,7 +136,7 @@ class CommSession:
         except BackendError as exc:
             raise pytest.UsageError(str(exc)) from None
         if device.kind == "npu" and not base.device_name:
-            from .devices.npu import same_family
+            from ..devices.npu import same_family
 
             source = device_of(base.db)
             if same_family(device.device_name(), source):
@@ -199,8 +199,8 @@ class CommSession:
 
     # -- cases ----------------------------------------------------------------------------------
     def run_case(self, point: CommPoint, nodeid: str) -> CommResult:
-        from .comm.measure import CaseMeasurement
-        from .comm.runtime import CommFault
+        from ..comm.measure import CaseMeasurement
+        from ..comm.runtime import CommFault
 
         if self.fabric is None:
             raise pytest.UsageError("npuperf: collective case outside a job (no torchrun)")
@@ -242,8 +242,8 @@ class CommSession:
         ref = self.base.baseline
         if not ref or not result.measured or not result.samples or self._baseline is False:
             return
-        from .history.baseline import judge_samples, resolve_baseline
-        from .history.records import KIND_COLLECTIVE, collective_key
+        from ..history.baseline import judge_samples, resolve_baseline
+        from ..history.records import KIND_COLLECTIVE, collective_key
 
         if self._baseline is None:
             try:
@@ -273,7 +273,7 @@ class CommSession:
         if result.status in FAILING:
             pytest.fail(f"{result.status}: {result.error}", pytrace=False)
         if result.regression is not None:
-            from .measure.compare import SLOWER, Comparison
+            from ..history.compare import SLOWER, Comparison
 
             if result.regression.get("verdict") == SLOWER:
                 pytest.fail(Comparison.from_dict(result.regression).describe(), pytrace=False)
@@ -320,10 +320,10 @@ class CommSession:
             self._write_lock.release()
 
     def _write(self) -> None:
-        from .comm.report import RunInfo, render_json, render_markdown
-        from .comm.table import measured_row, write_tables
-        from .db.layout import OP_MAPPING_FILE
-        from .db.op_mapping import KEPT
+        from ..comm.table import measured_row, write_tables
+        from ..db.layout import OP_MAPPING_FILE
+        from ..db.op_mapping import KEPT
+        from ..report.collectives import RunInfo, render_json, render_markdown
 
         rows: dict[str, list[dict[str, str]]] = {}
         for result in self.results:
@@ -366,7 +366,7 @@ class CommSession:
         run. A session that also replays kernels records them in its own run."""
         if not self.env.is_root or self.base.dry_run:
             return []
-        from .history.convert import collective_record
+        from ..history.convert import collective_record
 
         return [collective_record(r) for r in self.results]
 
@@ -377,8 +377,8 @@ class CommSession:
         history = self.base.history
         if not cases or history is None or self.device is None:
             return None
-        from .history.convert import run_record
-        from .history.store import HistoryStore
+        from ..history.convert import run_record
+        from ..history.store import HistoryStore
 
         run = run_record(run_id=self.run_id, started=self.started, started_iso=self.started_iso,
                          device=self.device.describe(),
@@ -404,7 +404,7 @@ class CommSession:
         return self._last - self._first
 
     def terminal_lines(self) -> list[str]:
-        from .comm.report import terminal_lines
+        from ..report.collectives import terminal_lines
 
         lines = [f"note: {n}" for n in self.notes]
         lines += terminal_lines(self.results)

@@ -23,13 +23,12 @@ from ..devices.base import Backend, CaptureError
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
 from ..kernels.spec import ReplaySkipped
-from .cases import CaseRef
-from .graph import sample_graph
-from .host import available_cores, host_load
-from .noise import noise_reason
-from .profiler import ProfilerSession
-from .reference import reference_samples, reference_us
-from .result import (
+from ..measure.graph import sample_graph
+from ..measure.host import available_cores, host_load
+from ..measure.noise import noise_reason
+from ..measure.profiler import ProfilerSession
+from ..measure.reference import reference_samples, reference_us
+from ..measure.result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
     METHOD_PROFILER,
@@ -42,10 +41,11 @@ from .result import (
     STATUS_TIMEOUT,
     CaseResult,
 )
-from .roofline import roofline
-from .sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample, warm_up
-from .stats import relative_precision
-from .verify import Verifier
+from ..measure.roofline import roofline
+from ..measure.sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample, warm_up
+from ..measure.stats import relative_precision
+from ..measure.verify import Verifier
+from .cases import CaseRef
 
 # CaseResult fields taken from the roofline.
 ROOFLINE_FIELDS = ("bound_us", "compute_bound_us", "memory_bound_us", "memory_level",
@@ -223,7 +223,7 @@ class CaseRunner:
     def _record_profile(self, result: CaseResult, measured: Measured) -> None:
         """What ties the profiler's kernels to this case: every call inside the range (the
         warmup calls first) launched the spec's kernels once."""
-        from .profiled import profile_record
+        from ..profiling.profiled import profile_record
 
         run = measured.run
         result.profile = profile_record(

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from .db.errors import NpuperfError
-from .measure.msprof import write_handoff
-from .measure.policy import METHOD_TORCH_NPU, PROFILER_MSPROF, PROFILER_NONE, PROFILER_TORCH_NPU
-from .measure.profiler_mode import CHILD_ENV, SOURCE_CANN, resolve_profiler, torch_npu_present
-from .measure.result import CaseResult
+from ..db.errors import NpuperfError
+from ..measure.policy import METHOD_TORCH_NPU, PROFILER_MSPROF, PROFILER_NONE, PROFILER_TORCH_NPU
+from ..measure.result import CaseResult
+from .handoff import write_handoff
+from .mode import CHILD_ENV, SOURCE_CANN, resolve_profiler, torch_npu_present
 
 MODE_CHILD = "child"
 TORCH_NPU_DIR = "torch_npu"
@@ -68,14 +68,14 @@ class SessionProfiler:
         profiler session itself."""
         self.check(backend.kind)
         if self.mode == MODE_CHILD and backend.kind == "npu":
-            from .devices.mstx import MstxUnavailable
+            from ..devices.mstx import MstxUnavailable
 
             try:
                 backend.use_cann_markers()
             except MstxUnavailable as exc:
                 raise pytest.UsageError(f"npuperf under msprof: {exc}") from None
         if self.mode == PROFILER_TORCH_NPU and self._profile is None:
-            from .measure.torch_npu_profiler import TorchNpuProfile
+            from .torch_npu import TorchNpuProfile
 
             self._profile = TorchNpuProfile(backend.torch_npu, self.trace_root, backend.index)
 
@@ -94,8 +94,8 @@ class SessionProfiler:
         roots = sorted({r.profile[TRACE_KEY] for r in results if r.profile.get(TRACE_KEY)})
         if self.mode != PROFILER_TORCH_NPU or not roots:
             return []
-        from .ingest.op_summary import find_sources
-        from .measure.profiled import attribute_results
+        from ..ingest.op_summary import find_sources
+        from .profiled import attribute_results
 
         notes: list[str] = []
         sources = []

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .state import RESULT_PROPERTY, existing_session
+from .stash import RESULT_PROPERTY, existing_session
 
 if TYPE_CHECKING:
-    from .measure.result import CaseResult
+    from ..measure.result import CaseResult
 
 
 def _result(report) -> CaseResult | None:
     for name, value in getattr(report, "user_properties", ()):
         if name == RESULT_PROPERTY and isinstance(value, dict):
-            from .measure.result import CaseResult
+            from ..measure.result import CaseResult
 
             return CaseResult.from_dict(value)
     return None
@@ -35,7 +35,7 @@ def pytest_runtest_makereport(item, call):
         return
     import pytest_html
 
-    from .report.html import html_extra
+    from ..report.html import html_extra
 
     extras = list(getattr(report, "extras", []) or [])
     extras.append(pytest_html.extras.html(html_extra(result)))
@@ -44,14 +44,14 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_header(cells) -> None:
-    from .report.html import html_header_cells
+    from ..report.html import html_header_cells
 
     cells.extend(html_header_cells())
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report, cells) -> None:
-    from .report.html import html_row_cells
+    from ..report.html import html_row_cells
 
     cells.extend(html_row_cells(_result(report)))
 
@@ -61,7 +61,7 @@ def pytest_html_results_summary(prefix, summary, postfix, session) -> None:
     replay = existing_session(session.config)
     if replay is not None and replay.active and not replay.is_worker \
             and replay.outcome is not None:
-        from .report.html import html_summary
+        from ..report.html import html_summary
 
         prefix.append(html_summary(replay.outcome, replay.results, replay.session_info(),
                                    replay.paths, figures=replay.figures,

@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .db.errors import NpuperfError
-from .db.layout import HCCL_DIR
-from .db.transaction import check_inside
-from .measure.compare import DEFAULT_THRESHOLD, SLOWER
+from ..db.errors import NpuperfError
+from ..db.layout import HCCL_DIR
+from ..db.transaction import check_inside
+from ..history.compare import DEFAULT_THRESHOLD, SLOWER
 
 if TYPE_CHECKING:
-    from .history.keeper import HistoryKeeper
-    from .history.records import CaseRecord
-    from .measure.outcome import BackfillOutcome, SessionInfo
-    from .measure.result import CaseResult
-    from .report.writer import ReportPaths
+    from ..history.keeper import HistoryKeeper
+    from ..history.records import CaseRecord
+    from ..measure.result import CaseResult
+    from ..replay.outcome import BackfillOutcome, SessionInfo
+    from ..report.writer import ReportPaths
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Publisher:
     def __init__(self, facts: RunFacts, *, device: Callable[[], str],
                  keeper: HistoryKeeper | None = None, notes: list[str] | None = None,
                  dry_run: bool = False) -> None:
-        from .history.keeper import HistoryKeeper
+        from ..history.keeper import HistoryKeeper
 
         self.facts = facts
         self.keeper = keeper or HistoryKeeper(
@@ -124,7 +124,7 @@ class Publisher:
         keeper = self.keeper
         if keeper.history is None or outcome is None:
             return True
-        from .history.convert import case_record, run_record
+        from ..history.convert import case_record, run_record
 
         facts = self.facts
         cases = [case_record(r) for r in results] + list(extra_cases)
@@ -149,7 +149,7 @@ class Publisher:
 
     def draw_figures(self, results: list[CaseResult], outcome: BackfillOutcome | None) -> None:
         """The report's figures (SVG text, report/figures.py, imported here only)."""
-        from .report.figures import draw_figures
+        from ..report.figures import draw_figures
 
         hccl = None  # the collective tables of the written database's device
         if outcome is not None and outcome.target is not None:
@@ -164,7 +164,7 @@ class Publisher:
                       info: SessionInfo, reports_dir: Path, *, inside: Path | None = None
                       ) -> bool:
         """`inside`: the directory no symlink may lead the reports out of."""
-        from .report.writer import write_reports
+        from ..report.writer import write_reports
 
         def write() -> None:
             if inside is not None:

@@ -25,27 +25,28 @@ from pathlib import Path
 
 import numpy as np
 
-from .db.columns import COUNTERS
-from .db.errors import NpuperfError
-from .db.layout import REPORTS_DIR, device_of
-from .db.signature import MATMUL_FAMILY
-from .devices.mstx import MSTX_MESSAGE_LIMIT
-from .ingest.kernel_child import ChildRead
-from .ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
-from .measure.attribution import kernel_signature_hashes
-from .measure.backfill import backfill
-from .measure.cases import CaseCatalog, CaseRef
-from .measure.compare import DEFAULT_THRESHOLD
-from .measure.counters import CounterMatrix
-from .measure.groupstats import group_means, group_precision, group_stats
-from .measure.msprof import find_handoffs, read_handoff, run_export
-from .measure.outcome import SessionInfo
-from .measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
-from .measure.profiled import attribute_results, gc_paused, launches_of, read_kernels_ahead
-from .measure.result import STATUS_OK, CaseResult
-from .options import check_db_dir
-from .publish import Publisher, RunFacts
-from .report.terminal import terminal_lines
+from ..db.columns import COUNTERS
+from ..db.errors import NpuperfError
+from ..db.layout import REPORTS_DIR, device_of
+from ..db.signature import MATMUL_FAMILY
+from ..devices.mstx import MSTX_MESSAGE_LIMIT
+from ..harness.options import check_db_dir
+from ..history.compare import DEFAULT_THRESHOLD
+from ..ingest.kernel_child import ChildRead
+from ..ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
+from ..measure.counters import CounterMatrix
+from ..measure.groupstats import group_means, group_precision, group_stats
+from ..measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
+from ..measure.result import STATUS_OK, CaseResult
+from ..profiling.attribution import kernel_signature_hashes
+from ..profiling.handoff import find_handoffs, read_handoff
+from ..profiling.msprof import run_export
+from ..profiling.profiled import attribute_results, gc_paused, launches_of, read_kernels_ahead
+from ..replay.cases import CaseCatalog, CaseRef
+from ..replay.outcome import SessionInfo
+from ..replay.writeback import backfill
+from ..report.terminal import terminal_lines
+from .finish import Publisher, RunFacts
 
 
 def _exported(prof_path: Path, notes: list[str]) -> list[ProfileSource]:

@@ -19,7 +19,7 @@ from ..db.database import Database, Table, kernel_csvs
 from ..db.layout import kernel_file_name, kernel_type_of_file
 from ..db.signature import Signature, short_hash, signature_text
 from ..kernels.catalog import replayable as has_replay
-from .policy import UPDATE_MODES
+from ..measure.policy import UPDATE_MODES
 
 __all__ = ["UPDATE_MODES", "CaseCatalog", "CaseRef", "kernel_csvs", "marker_name"]
 

@@ -28,11 +28,10 @@ from ..ingest.kernel_child import CHILD_MIN_BYTES, ChildRead, table_bytes
 from ..ingest.msprof_tx import MarkerTable
 from ..ingest.op_summary import KernelTable, ProfileSource, find_sources, read_kernels, read_markers
 from ..kernels.catalog import entry_for
-from .attribution import Attribution, CaseSpec, attribute_by_markers, attribute_by_order
-from .counters import CounterMatrix
-from .groupstats import group_means, group_precision, group_stats, noise_reasons
-from .policy import METHOD_MSPROF, METHOD_MSPROF_ORDER
-from .result import (
+from ..measure.counters import CounterMatrix
+from ..measure.groupstats import group_means, group_precision, group_stats, noise_reasons
+from ..measure.policy import METHOD_MSPROF, METHOD_MSPROF_ORDER
+from ..measure.result import (
     MAX_KEPT_SAMPLES,
     STATUS_NOISY,
     STATUS_OK,
@@ -40,7 +39,8 @@ from .result import (
     STATUS_UNATTRIBUTED,
     CaseResult,
 )
-from .stats import SampleStats
+from ..measure.stats import SampleStats
+from .attribution import Attribution, CaseSpec, attribute_by_markers, attribute_by_order
 
 BOUND_SLACK = 0.95  # as the runner: timer granularity slack below the physical bound
 # SampleStats fields after `samples`, in its order.

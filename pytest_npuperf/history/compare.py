@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from .policy import DEFAULT_REGRESSION_THRESHOLD
-from .stats import median_ci_halfwidth
+from ..measure.policy import DEFAULT_REGRESSION_THRESHOLD
+from ..measure.stats import median_ci_halfwidth
 
 SLOWER, FASTER, SAME, UNCERTAIN = "SLOWER", "FASTER", "SAME", "UNCERTAIN"
 NEW = "NEW"  # no baseline measurement of this case: nothing to compare with

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from .comm.launch import RankEnv
-from .comm.ops import dtype_named, op_named, parse_size
-from .comm.sweep import MAX_TIER, SweepSpec, check_grid, default_grid, power_sizes
+from ..comm.launch import RankEnv
+from ..comm.ops import dtype_named, op_named, parse_size
+from ..comm.sweep import MAX_TIER, SweepSpec, check_grid, default_grid, power_sizes
 from .options import option_value
 
 _SPLIT = re.compile(r"[,\s]+")

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Callable
 
 from ..db.errors import NpuperfError
-from .policy import PROFILER_AUTO, PROFILER_MSPROF, PROFILER_NONE, PROFILER_TORCH_NPU
+from ..measure.policy import PROFILER_AUTO, PROFILER_MSPROF, PROFILER_NONE, PROFILER_TORCH_NPU
 
 CHILD_ENV = "NPUPERF_MSPROF_CHILD"  # set in the child: the path of its hand-off file
 SOURCE_CANN = ("source the CANN environment first, e.g. `source "

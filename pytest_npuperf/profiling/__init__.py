@@ -1,0 +1,1 @@
+"""The device-profiler path: modes, the msprof parent, the hand-off, attribution to cases."""
