@@ -9,9 +9,10 @@ import torch
 
 import pytest_npuperf
 import pytest_npuperf.devices as devices
-import pytest_npuperf.harness.session as session_module
+import pytest_npuperf.harness.context as session_module
 from pytest_npuperf.devices import CpuBackend
-from pytest_npuperf.harness.session import ReplaySession
+from pytest_npuperf.harness.context import RunContext
+from pytest_npuperf.harness.owner import Owner
 from pytest_npuperf.measure import clock
 from pytest_npuperf.measure.host import available_cores, default_threads, worker_cores
 from pytest_npuperf.measure.sampler import SamplingPolicy
@@ -35,14 +36,14 @@ def torch_threads():
     torch.set_num_threads(before)
 
 
-def session(pytester, *args, workerinput=None, workers=0) -> ReplaySession:
+def session(pytester, *args, workerinput=None, workers=0) -> RunContext:
     # Without the plugin whose unconfigure collects garbage five times (a second per test).
     config = pytester.parseconfigure("-p", "no:unraisableexception", *args)
     if workerinput is not None:
         config.workerinput = workerinput
     if workers:  # what xdist's controller holds for `-n N`
         config.option.tx, config.option.dist = ["popen"] * workers, "load"
-    return ReplaySession(config)
+    return RunContext(config)
 
 
 def test_the_default_share_is_the_available_cores_over_the_workers():
@@ -109,7 +110,7 @@ def gpus(monkeypatch):
 
 
 def test_more_workers_than_gpus_is_refused_before_any_case(pytester, gpus):
-    controller = session(pytester, "--npuperf-device", "cuda", workers=2)
+    controller = Owner(session(pytester, "--npuperf-device", "cuda", workers=2))
     with pytest.raises(pytest.UsageError, match=r"2 xdist workers but 1 CUDA device\(s\) on "
                                                 r"this host.*use -n 1 or fewer"):
         controller.prepare_writes()

@@ -17,11 +17,12 @@ import pytest
 # twice into one process): import the heavy ones here.
 import torch  # noqa: F401
 
-import pytest_npuperf.profiling.msprof_parent  # noqa: F401
+import pytest_npuperf.profiling.profiled  # noqa: F401  (patched below, after such a run)
+from pytest_npuperf.harness.wrap import end_wrapped, should_wrap
 from pytest_npuperf.history.store import HistoryStore
 from pytest_npuperf.measure.result import STATUS_OK, CaseResult
 from pytest_npuperf.profiling.handoff import HANDOFF_NAME, read_handoff, write_handoff
-from pytest_npuperf.profiling.msprof_parent import ParentRun, should_wrap
+from pytest_npuperf.profiling.msprof_parent import ParentRun
 from tests.msprof_standin import COUNTERS, counter_value, kernel_duration
 from tests.replay_project import BENCH, FAST, MATMUL_ROWS, RMSNORM_ROWS, VERSION, write_db
 
@@ -142,7 +143,7 @@ def test_wrapped_run_attributes_backfills_reports_and_backfill_reads_it_again(
     assert code == 0, err
     assert "matched by the runs' hand-off files" in text
     assert "kernel tables read in a child process" in text
-    assert f"vs baseline {recorded.run_id}" in text and "SLOWER" not in text
+    assert f"vs baseline run {recorded.run_id}" in text and "SLOWER" not in text
     page = next((other / "reports").glob("report_*.html")).read_text()
     assert "<svg" in page and "GEMM latency vs M" in page
     with HistoryStore(out / "history.sqlite", readonly=True) as store:
@@ -194,7 +195,8 @@ def test_deferred_export_new_marker_form_and_a_failing_msprof(tmp_path, standin)
     standin.setenv("NPUPERF_MSPROF_CHILD", str(run_dir / HANDOFF_NAME))
     collect(run_dir, [sys.executable, "-c", "pass"])  # what msprof left: PROF, not exported
     assert not list(run_dir.rglob("op_summary_*.csv"))
-    code = ParentRun(run_dir, str(STANDIN_BIN / "msprof"), 3, keep=False, started=0.0).finish()
+    code = end_wrapped(ParentRun(run_dir, str(STANDIN_BIN / "msprof"), 3, keep=False,
+                                  started=0.0))
     assert code == 3
     assert list(run_dir.rglob("op_summary_*.csv"))  # exported by the parent
     row = rows_by_file(db)["RmsNorm.csv"][0]
@@ -209,7 +211,7 @@ def test_no_summaries_says_which_kernel_types_ran_and_keeps_the_rows(tmp_path, c
     run_dir = tmp_path / "run"
     (run_dir / "PROF_1" / "device_0" / "data").mkdir(parents=True)
     _handoff(run_dir, db, [_case(db, 1.7e15)])
-    code = ParentRun(run_dir, "/nonexistent/msprof", 0, keep=False, started=0.0).finish()
+    code = end_wrapped(ParentRun(run_dir, "/nonexistent/msprof", 0, keep=False, started=0.0))
     assert code == 0
     row = rows_by_file(db)["RmsNorm.csv"][0]
     assert row["Average Duration(us)"] == ""  # no kernel time: the latency is not replaced

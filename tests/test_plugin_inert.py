@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_npuperf import plugin
-from pytest_npuperf.harness.stash import existing_session
-from pytest_npuperf.plugin import _CASE_NODEID
+from pytest_npuperf.harness.collect import CASE_NODEID
+from pytest_npuperf.harness.stash import existing_context
 
 # Imported here, not first inside a pytester test: pytester drops the modules a test imported
 # when it ends, and numpy (under pandas) cannot be imported twice into one process.
@@ -70,7 +70,7 @@ def test_the_xdist_controller_reads_no_database_for_ids_that_are_not_cases(pytes
     node = SimpleNamespace(config=config)
     plugin.pytest_xdist_node_collection_finished(
         node, ["test_x.py::test_a[1]", "test_x.py::test_b[foo-bar]", "test_x.py::test_c"])
-    assert existing_session(config) is None
+    assert existing_context(config) is None
     with pytest.raises(pytest.UsageError, match="no such directory"):
         plugin.pytest_xdist_node_collection_finished(
             node, ["bench/test_kernels.py::test_kernel[MatMulV2-16x64x32-BF16-0a1b2c3d]"])
@@ -82,7 +82,7 @@ def test_an_unrelated_run_creates_no_replay_session(pytester):
     reprec.assertoutcome(passed=4)
     config = reprec.getcalls("pytest_sessionfinish")[0].session.config
     assert config.pluginmanager.hasplugin("npuperf")
-    assert existing_session(config) is None
+    assert existing_context(config) is None
     assert not (pytester.path / "npuperf-out").exists()
 
 
@@ -108,7 +108,7 @@ def test_options_stay_in_help_and_bad_values_are_still_usage_errors(pytester):
     ("tests/test_x.py::test_a", False),
 ])
 def test_only_case_ids_make_the_xdist_controller_read_the_database(nodeid, is_case):
-    assert bool(_CASE_NODEID.search(nodeid)) is is_case
+    assert bool(CASE_NODEID.search(nodeid)) is is_case
 
 
 def test_every_case_id_the_catalog_makes_is_recognised_as_one(tmp_path):
@@ -116,7 +116,7 @@ def test_every_case_id_the_catalog_makes_is_recognised_as_one(tmp_path):
     tables["MatMulV2"] = [*MATMUL_ROWS, MATMUL_ROWS[0]]  # a duplicate row: its id gets -dup2
     ids = [ref.case_id for ref in CaseCatalog(write_db(tmp_path, tables)).cases()]
     assert any(i.endswith("-dup2") for i in ids)
-    assert all(_CASE_NODEID.search(f"bench/test_kernels.py::test_kernel[{i}]") for i in ids), ids
+    assert all(CASE_NODEID.search(f"bench/test_kernels.py::test_kernel[{i}]") for i in ids), ids
 
 
 def test_collecting_replay_cases_needs_no_torch(pytester):

@@ -143,12 +143,12 @@ def test_a_case_whose_worker_crashed_is_marked_crashed_and_fails_the_session(pro
 
 
 def test_ctrl_c_during_the_backfill_leaves_every_database_and_says_so(project, monkeypatch):
-    import pytest_npuperf.harness.session as session
+    import pytest_npuperf.replay.writeback as writeback
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(session, "backfill", interrupted)  # the run is in this process
+    monkeypatch.setattr(writeback, "backfill", interrupted)  # the run is in this process
     pytester, db = project
     before = tree_digest(db)
     result = run(pytester, db, "-k", "RmsNorm")

@@ -164,7 +164,7 @@ import types
 
 import torch
 
-import pytest_npuperf.harness.session as session
+import pytest_npuperf.harness.context as session
 from pytest_npuperf.devices import CpuBackend
 
 

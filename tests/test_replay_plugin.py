@@ -462,7 +462,7 @@ def test_a_missing_grid_config_or_database_stops_collection_with_a_clear_error(p
 
 
 NPU_STANDIN_CONFTEST = '''
-import pytest_npuperf.harness.session as session
+import pytest_npuperf.harness.context as session
 from pytest_npuperf.devices import CpuBackend
 
 

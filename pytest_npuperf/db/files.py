@@ -40,3 +40,22 @@ def check_not_lfs(path: str | Path) -> None:
         raise LfsPointerError(
             f"{path}: this is a Git LFS pointer, not CSV data; fetch the real file "
             f"(git lfs pull) and try again")
+
+
+def check_database_dir(path: Path, option: str) -> None:
+    """An NpuperfError unless `path` is a directory, saying what it is instead; `option` names
+    where the path came from (`--npuperf-db`, `--database-path`)."""
+    if path.is_dir():
+        return
+    if not path.exists():
+        problem = "no such directory"
+    else:
+        try:
+            lfs = is_lfs_pointer(path)
+        except NpuperfError:
+            lfs = False
+        problem = ("a Git LFS pointer file, not a database directory (git lfs pull)" if lfs
+                   else "a file, not a database directory")
+    raise NpuperfError(
+        f"{option}: {path}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ with "
+        f"<KernelType>.csv files)")

@@ -18,10 +18,10 @@ under torchrun) imports it and joins the job.
 
 from __future__ import annotations
 
-import datetime as _dt
+import dataclasses
 import threading
 import time
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from ..comm.ops import OPS
 from ..comm.sweep import CommPoint, build_points
 from ..db.errors import NpuperfError
 from ..db.layout import database_dir, detect_cann_version, device_of, hccl_dir
+from ..measure.clock import mint_run
 from .comm_options import read_comm_settings
 from .options import read_settings
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..comm.guard import Guard
     from ..comm.runtime import TorchFabric
     from ..devices import Backend
+    from ..run.finish import RunEnd, RunFacts
 
 PARAM = "npuperf_comm_case"
 NEEDS_RANKS = ("collective cases run across ranks: torchrun --nproc-per-node N -m pytest ..., "
@@ -63,12 +65,8 @@ class CommSession:
         self.settings = read_comm_settings(config, self.env)
         self.base = read_settings(config)  # device, names, out, db, dry run, sampling policy
         self.points, self.notes = build_points(self.settings.spec, self.env.world)
-        now = _dt.datetime.now()
-        self.started = now.timestamp()
-        self.history_note = ""
-        self.started_iso = now.isoformat(timespec="seconds")
-        self.stamp = now.strftime("%Y%m%d_%H%M%S")
-        self.run_id = f"{self.stamp}-{uuid.uuid4().hex[:8]}"
+        self.identity = mint_run()
+        self.end: RunEnd | None = None
         self.results: list[CommResult] = []
         self.selected: list[CommPoint] = []
         self.broken: str | None = None  # why the groups are unusable
@@ -140,7 +138,7 @@ class CommSession:
 
             source = device_of(base.db)
             if same_family(device.device_name(), source):
-                device.database_device_name = source  # see ReplaySession.backend
+                device.database_device_name = source  # see RunContext.backend
         if device.kind == "cpu":
             # Threads split between the node's ranks, but no core pinning: gloo's transport
             # threads pinned beside the rank's own on one core made a 1 KiB all_reduce 5x
@@ -249,7 +247,7 @@ class CommSession:
             try:
                 self._baseline = resolve_baseline(
                     ref, history=self.base.history, device=self.device.database_device(),
-                    before=self.started, exclude=(self.run_id,))
+                    before=self.identity.started, exclude=(self.identity.run_id,))
             except NpuperfError as exc:
                 self._baseline = False
                 self.notes.append(f"baseline {ref} not opened: {exc}")
@@ -261,6 +259,15 @@ class CommSession:
             KIND_COLLECTIVE, key, result.samples, self._baseline,
             self.base.regression_threshold, status=result.status,
             median=result.duration_us).to_dict()
+
+    def runner(self, request: pytest.FixtureRequest) -> Callable[[CommPoint], CommResult]:
+        """The `npuperf_collective` fixture's function: measure a point on every rank and
+        give the test its outcome."""
+        def run(point: CommPoint) -> CommResult:
+            result = self.run_case(point, request.node.nodeid)
+            self.outcome(result, request.session)
+            return result
+        return run
 
     def outcome(self, result: CommResult, session: pytest.Session) -> None:
         """The pytest outcome of a case: skip, fail, or pass (and end the session after a
@@ -279,16 +286,24 @@ class CommSession:
                 pytest.fail(Comparison.from_dict(result.regression).describe(), pytrace=False)
 
     # -- the end --------------------------------------------------------------------------------
-    def finish(self) -> str | None:
-        """Rank 0 writes; then every rank meets the others once more (so that none exits while
-        rank 0 writes: torchrun would stop it), and leaves the job. Returns a problem, if any."""
-        problem = None
+    def join_run(self, run_id: str) -> None:
+        """The kernel run of the same session: its id names the hcom rows too."""
+        self.identity = dataclasses.replace(self.identity, run_id=run_id)
+
+    def finish(self, *, record: bool, exit_status: int | None) -> bool:
+        """Rank 0 ends its run (finish.py: the tables, and the history unless `record` is
+        off: a kernel run of the same session records these cases); then every rank meets
+        the others once more (so that none exits while rank 0 writes: torchrun would stop
+        it), and leaves the job. True when rank 0 failed to write or record."""
+        failed = False
         if self.env.is_root and self.results and not self.base.dry_run:
-            try:
-                self._write_once(None)
-            except NpuperfError as exc:
-                problem = f"collective results not written: {exc}"
-                self.notes.append(problem)
+            from ..run.finish import finish_run
+
+            self.end = finish_run(
+                self._facts(), self.results, _Tables(self), info=self._info,
+                notes=self.notes, record=record and self.device is not None,
+                reports=False, exit_status=exit_status)
+            failed = not self.end.ok
         if self.fabric is not None:
             healthy = self.broken is None
             if healthy:
@@ -300,7 +315,27 @@ class CommSession:
                 finally:
                     self.guard.disarm()
             self.fabric.close(healthy)
-        return problem
+        return failed
+
+    def _facts(self) -> RunFacts:
+        from ..run.finish import RunFacts
+
+        base = self.base
+        facts = RunFacts.of(self.identity, source=str(base.db), options={
+            "spec": vars(self.settings.spec), "world": self.env.world,
+            "backend": self.fabric.backend_name if self.fabric else ""},
+            root=Path(self.config.rootpath))
+        facts.history = base.history
+        return facts
+
+    def _info(self):
+        from ..replay.outcome import SessionInfo
+
+        identity = self.identity
+        return SessionInfo(run_id=identity.run_id, started=identity.started_iso,
+                           wall_s=time.time() - identity.started,
+                           device=self.device.describe() if self.device is not None else {},
+                           options={})
 
     def _write_when_stuck(self, reason: str) -> None:
         """The watchdog's last act on rank 0: write what was measured."""
@@ -329,15 +364,16 @@ class CommSession:
         for result in self.results:
             if result.measured:
                 rows.setdefault(OPS[result.point.op].file_name, []).append(
-                    measured_row(result, self.run_id))
+                    measured_row(result, self.identity.run_id))
         directory = self.table_dir
-        stamp = self.stamp
+        stamp = self.identity.stamp
         n = 1
         while any((directory / "reports" / f"comm_{kind}_{stamp}.{ext}").exists()
                   for kind, ext in (("report", "md"), ("run", "json"))):
             n += 1
-            stamp = f"{self.stamp}_{n}"
-        info = RunInfo(run_id=self.run_id, stamp=stamp, started=self.started_iso,
+            stamp = f"{self.identity.stamp}_{n}"
+        info = RunInfo(run_id=self.identity.run_id, stamp=stamp,
+                       started=self.identity.started_iso,
                        device=self.device.database_device(), device_desc=self.device.describe(),
                        backend=self.fabric.backend_name, world=self.env.world,
                        grid=self.settings.spec.grid,
@@ -354,48 +390,17 @@ class CommSession:
             return {report: render_markdown(self.results, info),
                     run: render_json(self.results, info)}
 
-        stats = write_tables(directory, rows, purpose=f"pytest collectives {self.run_id}",
+        stats = write_tables(directory, rows, purpose=f"pytest collectives {self.identity.run_id}",
                              texts=texts, version_dirs=[self.version_dir])
         self.written = [directory / name for name in rows] + [report, run]
         self.written += [d / OP_MAPPING_FILE for d, done in stats.op_mappings.items()
                          if done != KEPT]
 
     # -- history --------------------------------------------------------------------------------
-    def history_cases(self) -> list:
-        """Rank 0's cases as history records (`kind="collective"`); none elsewhere or in a dry
-        run. A session that also replays kernels records them in its own run."""
-        if not self.env.is_root or self.base.dry_run:
-            return []
-        from ..history.convert import collective_record
-
-        return [collective_record(r) for r in self.results]
-
-    def record_history(self, exitstatus: int | None) -> str | None:
-        """A collectives-only session: its run, whole, in the history (rank 0). Returns a
-        problem, if any."""
-        cases = self.history_cases()
-        history = self.base.history
-        if not cases or history is None or self.device is None:
-            return None
-        from ..history.convert import run_record
-        from ..history.store import HistoryStore
-
-        run = run_record(run_id=self.run_id, started=self.started, started_iso=self.started_iso,
-                         device=self.device.describe(),
-                         options={"spec": vars(self.settings.spec), "world": self.env.world,
-                                  "backend": self.fabric.backend_name if self.fabric else ""},
-                         source=str(self.base.db), target=str(self.table_dir or ""),
-                         cases=len(cases), exit_status=exitstatus,
-                         root=Path(self.config.rootpath))
-        try:
-            with HistoryStore(history) as store:
-                count = store.record(run, cases)
-        except NpuperfError as exc:
-            problem = f"history not recorded: {exc}"
-            self.notes.append(problem)
-            return problem
-        self.history_note = f"run {self.run_id} recorded in {history} ({count} case(s))"
-        return None
+    def root_results(self) -> list[CommResult]:
+        """Rank 0's results, for the history of the session's kernel run (none elsewhere or
+        in a dry run)."""
+        return list(self.results) if self.env.is_root and not self.base.dry_run else []
 
     @property
     def sweep_wall_s(self) -> float:
@@ -403,15 +408,19 @@ class CommSession:
             return 0.0
         return self._last - self._first
 
-    def terminal_lines(self) -> list[str]:
+    def summary_lines(self) -> list[str]:
+        """Rank 0's terminal summary of a run under torchrun ([] elsewhere)."""
+        if not (self.env.launched and self.env.is_root and (self.results or self.notes)):
+            return []
         from ..report.collectives import terminal_lines
 
         lines = [f"note: {n}" for n in self.notes]
         lines += terminal_lines(self.results)
         if self.written:
             lines.append(f"written: {', '.join(map(str, self.written))}")
-        if self.history_note:
-            lines.append(self.history_note)
+        history = self.end.history_line() if self.end is not None and self.end.recorded else ""
+        if history:
+            lines.append(history)
         elif self.results and self.base.dry_run:
             lines.append("dry run: nothing written")
         return lines
@@ -423,3 +432,25 @@ class CommSession:
         if self.guard is not None:
             self.guard.uninstall()
             self.guard = None
+
+
+class _Tables:
+    """The collective tables of a run, with their reports (the target of its finish)."""
+
+    reports_dir = None  # the reports are written with the tables, in one transaction
+    inside = None
+    failed = "collective results not written"
+    interrupted = "interrupted while writing the collective tables: nothing was written"
+
+    def __init__(self, session: CommSession) -> None:
+        self.session = session
+
+    def write(self, results: list, facts: RunFacts) -> _Written:
+        self.session._write_once(None)
+        return _Written(self.session.table_dir)
+
+
+@dataclasses.dataclass
+class _Written:
+    target: Path | None
+    notes: list[str] = dataclasses.field(default_factory=list)

@@ -1,37 +1,26 @@
 """pytest-html hooks, registered only when pytest-html is installed.
 
 Each replay case's row shows its statistics and a small plot of its samples; a summary of
-the session heads the report. The report modules are imported only when pytest-html asks
-for them (an html report is being written).
+the run heads the report. The report modules are imported only when pytest-html asks for
+them (an html report is being written).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
-from .stash import RESULT_PROPERTY, existing_session
-
-if TYPE_CHECKING:
-    from ..measure.result import CaseResult
-
-
-def _result(report) -> CaseResult | None:
-    for name, value in getattr(report, "user_properties", ()):
-        if name == RESULT_PROPERTY and isinstance(value, dict):
-            from ..measure.result import CaseResult
-
-            return CaseResult.from_dict(value)
-    return None
+from .stash import RESULT_KEY, RESULT_PROPERTY, existing_owner, result_of
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    result = _result(report)
-    if result is None or report.when not in ("call", "setup"):
+    if report.when not in ("call", "setup") or not any(
+            name == RESULT_PROPERTY for name, _ in report.user_properties):
+        return
+    result = item.stash.get(RESULT_KEY, None)  # the object itself, in the measuring process
+    if result is None:
         return
     import pytest_html
 
@@ -53,16 +42,13 @@ def pytest_html_results_table_header(cells) -> None:
 def pytest_html_results_table_row(report, cells) -> None:
     from ..report.html import html_row_cells
 
-    cells.extend(html_row_cells(_result(report)))
+    cells.extend(html_row_cells(result_of(report)))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_summary(prefix, summary, postfix, session) -> None:
-    replay = existing_session(session.config)
-    if replay is not None and replay.active and not replay.is_worker \
-            and replay.outcome is not None:
-        from ..report.html import html_summary
-
-        prefix.append(html_summary(replay.outcome, replay.results, replay.session_info(),
-                                   replay.paths, figures=replay.figures,
-                                   baseline=replay.keeper.label))
+    run_owner = existing_owner(session.config)
+    summary_html = run_owner.html_summary() if run_owner is not None and run_owner.active \
+        else None
+    if summary_html is not None:
+        prefix.append(summary_html)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..db.errors import NpuperfError
-from ..db.files import is_lfs_pointer
+from ..db.files import check_database_dir
 from ..db.layout import check_device
 from ..devices import KINDS
 from ..measure.policy import DEFAULT_REGRESSION_THRESHOLD as DEFAULT_THRESHOLD
@@ -215,20 +215,10 @@ def check_usage(config: pytest.Config) -> None:
 
 def check_db_dir(path: Path) -> None:
     """A UsageError unless `path` is a directory (say what it is instead)."""
-    if path.is_dir():
-        return
-    if not path.exists():
-        problem = "no such directory"
-    else:
-        try:
-            lfs = is_lfs_pointer(path)
-        except NpuperfError:
-            lfs = False
-        problem = ("a Git LFS pointer file, not a database directory (git lfs pull)" if lfs
-                   else "a file, not a database directory")
-    raise pytest.UsageError(
-        f"--npuperf-db: {path}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ with "
-        f"<KernelType>.csv files)")
+    try:
+        check_database_dir(path, "--npuperf-db")
+    except NpuperfError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -251,7 +241,7 @@ class Settings:
     regression_threshold: float = DEFAULT_THRESHOLD
     shard: tuple[int, int] | None = None  # (i, n), 1-based
     figures: bool = True
-    profiler: str = PROFILER_AUTO  # as requested; ReplaySession.profiler resolves it
+    profiler: str = PROFILER_AUTO  # as requested; RunContext.profiler resolves it
     keep_prof: bool = False
     strict_stack: bool = False
 

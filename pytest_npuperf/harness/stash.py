@@ -1,7 +1,14 @@
-"""Where a pytest run keeps its replay session, created with the run's first replay case.
+"""Where a pytest run keeps its roles and their objects, and how a case's result travels on
+its test report.
+
+The roles are chosen once, at configure time (`choose_roles`), the way pytest-xdist splits
+its controller from its workers: the process that *owns* the run (the serial process, or the
+xdist controller) receives every result and writes at the end; a process that *measures*
+(the serial process, or an xdist worker) runs cases. Their objects (`Owner`, `Measurer`,
+over one `RunContext`) are created with the run's first replay case.
 
 Light on purpose: the plugin loads this in every pytest run, and a run without replay cases
-must cost nothing. The session module, and torch, pandas and the database behind it, are
+must cost nothing. The role modules, and torch, pandas and the database behind them, are
 imported only when a run has a replay case.
 """
 
@@ -9,19 +16,52 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
+from ..comm.launch import xdist_in_use
+
 if TYPE_CHECKING:
+    from ..measure.result import CaseResult
     from .comm import CommSession
-    from .session import ReplaySession
+    from .context import RunContext
+    from .measurer import Measurer
+    from .owner import Owner
 
 RESULT_PROPERTY = "npuperf_result"
-SESSION_KEY = pytest.StashKey["ReplaySession"]()
+CONTEXT_KEY = pytest.StashKey["RunContext"]()
+OWNER_KEY = pytest.StashKey["Owner"]()
+MEASURER_KEY = pytest.StashKey["Measurer"]()
 COMM_KEY = pytest.StashKey["CommSession"]()
+RESULT_KEY = pytest.StashKey["CaseResult"]()  # on an item: the result of its case
+_ROLES = pytest.StashKey["Roles"]()
 _STARTED = pytest.StashKey[float]()
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Roles:
+    owns: bool  # receives every result, writes the database, the history and the reports
+    measures: bool  # runs cases
+
+    @property
+    def crosses(self) -> bool:
+        """Whether results cross to another process (an xdist worker's go to the controller)."""
+        return not self.owns
+
+
+def choose_roles(config: pytest.Config) -> Roles:
+    worker = hasattr(config, "workerinput")
+    controller = not worker and xdist_in_use(config.option)
+    roles = config.stash[_ROLES] = Roles(owns=not worker, measures=not controller)
+    return roles
+
+
+def roles(config: pytest.Config) -> Roles:
+    roles = config.stash.get(_ROLES, None)
+    return roles if roles is not None else choose_roles(config)
 
 
 def mark_start(config: pytest.Config) -> None:
@@ -33,18 +73,47 @@ def started_at(config: pytest.Config) -> float:
     return config.stash.get(_STARTED, time.time())
 
 
-def existing_session(config: pytest.Config) -> ReplaySession | None:
-    """The run's replay session if one was created (a replay case was collected or reported)."""
-    return config.stash.get(SESSION_KEY, None)
+def existing_context(config: pytest.Config) -> RunContext | None:
+    """The run's replay context if one was created (a replay case was collected or reported)."""
+    return config.stash.get(CONTEXT_KEY, None)
 
 
-def replay_session(config: pytest.Config) -> ReplaySession:
-    """The run's replay session, created (with the heavy imports) on first use."""
-    def create() -> ReplaySession:
-        from .session import ReplaySession
+def context(config: pytest.Config) -> RunContext:
+    """The run's replay context, created (with the heavy imports) on first use."""
+    def create() -> RunContext:
+        from .context import RunContext
 
-        return ReplaySession(config)
-    return _created(config, SESSION_KEY, create)
+        return RunContext(config)
+    return _created(config, CONTEXT_KEY, create)
+
+
+def existing_owner(config: pytest.Config) -> Owner | None:
+    return config.stash.get(OWNER_KEY, None)
+
+
+def owner(config: pytest.Config) -> Owner | None:
+    """The owner of the run, in the process that owns it (None elsewhere)."""
+    if not roles(config).owns:
+        return None
+
+    def create() -> Owner:
+        from .owner import Owner
+
+        return Owner(context(config))
+    return _created(config, OWNER_KEY, create)
+
+
+def existing_measurer(config: pytest.Config) -> Measurer | None:
+    return config.stash.get(MEASURER_KEY, None)
+
+
+def measurer(config: pytest.Config) -> Measurer:
+    """The measurer of a process that runs cases."""
+    def create() -> Measurer:
+        from .measurer import Measurer
+
+        return Measurer(context(config))
+    return _created(config, MEASURER_KEY, create)
 
 
 def existing_comm(config: pytest.Config) -> CommSession | None:
@@ -66,3 +135,27 @@ def _created(config: pytest.Config, key: pytest.StashKey, create: Callable[[], T
     if value is None:
         value = config.stash[key] = create()
     return value
+
+
+# -- a case's result on its report ------------------------------------------------------------
+def attach_result(item: pytest.Item, report: pytest.TestReport, result: CaseResult) -> None:
+    """Put a case's result on its report: the object itself where the owner is this process,
+    its dictionary where it crosses to the xdist controller (the only crossing)."""
+    item.stash[RESULT_KEY] = result
+    value = result.to_dict() if roles(item.config).crosses else result
+    report.user_properties.append((RESULT_PROPERTY, value))
+
+
+def result_of(report: pytest.TestReport) -> CaseResult | None:
+    """The result a report carries (a dictionary from a worker is read once, then kept)."""
+    properties = getattr(report, "user_properties", None) or []
+    for index, (name, value) in enumerate(properties):
+        if name != RESULT_PROPERTY:
+            continue
+        if isinstance(value, dict):
+            from ..measure.result import CaseResult
+
+            value = CaseResult.from_dict(value)
+            properties[index] = (name, value)
+        return value
+    return None

@@ -84,7 +84,7 @@ def case_record(result: CaseResult) -> CaseRecord:
 
 
 def collective_record(result: CommResult) -> CaseRecord:
-    """A collective case (a size-sweep point; comm/result.py): its time is the straggler
+    """A collective case (a size-sweep point; comm/collective_result.py): its time is the straggler
     rank's statistic, its samples the straggler's per-op times."""
     point = result.point
     worst = result.slowest()
@@ -115,6 +115,11 @@ def collective_record(result: CommResult) -> CaseRecord:
         baseline_run=str(regression.get("base_run") or ""),
         extra={k: v for k, v in extra.items() if v not in (None, "", [])},
         samples=[float(s) for s in result.samples])
+
+
+def history_record(result: CaseResult | CommResult) -> CaseRecord:
+    """The history record of a kernel case or a collective case."""
+    return collective_record(result) if isinstance(result, CommResult) else case_record(result)
 
 
 def run_record(*, run_id: str, started: float, started_iso: str, device: dict[str, Any],

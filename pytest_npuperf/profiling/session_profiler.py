@@ -52,6 +52,11 @@ class SessionProfiler:
         self._profile = None
 
     @property
+    def hands_off(self) -> bool:
+        """The msprof child: its results go to the parent, which writes."""
+        return self.mode == MODE_CHILD
+
+    @property
     def profiled(self) -> bool:
         return self.mode in (MODE_CHILD, PROFILER_TORCH_NPU)
 

@@ -20,6 +20,7 @@ from ..db.layout import kernel_file_name, kernel_type_of_file
 from ..db.signature import Signature, short_hash, signature_text
 from ..kernels.catalog import replayable as has_replay
 from ..measure.policy import UPDATE_MODES
+from ..measure.result import CaseResult
 
 __all__ = ["UPDATE_MODES", "CaseCatalog", "CaseRef", "kernel_csvs", "marker_name"]
 
@@ -39,6 +40,15 @@ class CaseRef:
     def row_number(self) -> int:
         """1-based data row, as validate and error messages count."""
         return self.position + 1
+
+
+def result_for(ref: CaseRef, nodeid: str, status: str, error: str) -> CaseResult:
+    """The result of a case that measured nothing (skipped, crashed, or standing for a file
+    that could not be read: that one names no row)."""
+    return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
+                      file=ref.file, signature=ref.signature,
+                      row=None if ref.problem else ref.row_number, status=status, error=error,
+                      method="")
 
 
 def marker_name(kernel_type: str) -> str:

@@ -1,14 +1,17 @@
-"""The end of a run, after its backfill: one pipeline for a pytest session, the msprof parent
-(wrap.py) and `npuperf backfill` (prof_backfill.py).
+"""How every run ends, whoever started it: `finish_run`, called by the pytest session's owner,
+the msprof parent, `npuperf backfill` and the collective sessions alike.
 
-1. cases that have no verdict yet are judged against the baseline (the msprof parent and
-   `npuperf backfill` learn the durations only now);
-2. the run and its cases are recorded in the history, whole or not at all;
-3. the figures are drawn (a plotting failure costs the figures, never the reports);
-4. the reports are written: markdown, gap CSV, run JSON and the standalone html page.
+1. cases that have no verdict yet are judged against the baseline (`judge`: the msprof parent
+   and `npuperf backfill` learn the durations only now);
+2. the results are written to the run's target (a database, nothing for grid cases, the
+   collective tables), all or nothing;
+3. the run and its cases are recorded in the history, whole or not at all;
+4. the figures are drawn (a plotting failure costs the figures, never the reports);
+5. the reports are written: markdown, gap CSV, run JSON and the standalone html page.
 
 A failing step becomes a note (nothing half written) and the run fails; Ctrl-C during a step
-is noted the same way and leaves `interrupted` set.
+is noted the same way and leaves `interrupted` set. Notes made before the write go into the
+reports; `summary_lines` is the one terminal summary of a finished run.
 """
 
 from __future__ import annotations
@@ -19,18 +22,17 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..db.errors import NpuperfError
 from ..db.layout import HCCL_DIR
 from ..db.transaction import check_inside
 from ..history.compare import DEFAULT_THRESHOLD, SLOWER
+from ..measure.clock import RunIdentity
 
 if TYPE_CHECKING:
     from ..history.keeper import HistoryKeeper
-    from ..history.records import CaseRecord
-    from ..measure.result import CaseResult
-    from ..replay.outcome import BackfillOutcome, SessionInfo
+    from ..replay.outcome import SessionInfo
     from ..report.writer import ReportPaths
 
 
@@ -39,6 +41,7 @@ class RunFacts:
     """What the history and the reports say about a run besides its results."""
 
     run_id: str
+    stamp: str  # YYYYmmdd_HHMMSS: report file names
     started: float  # epoch seconds
     started_iso: str
     source: str
@@ -50,19 +53,29 @@ class RunFacts:
     root: Path | None = None  # the suite's checkout: the git commit of the run
 
     @classmethod
-    def from_options(cls, options: dict, *, run_id: str, started_iso: str, source: str,
-                     root: Path | None = None) -> RunFacts:
-        """From a session's `Settings.as_dict()` (what a hand-off file carries)."""
-        try:
-            started = _dt.datetime.fromisoformat(started_iso).timestamp()
-        except (TypeError, ValueError):
-            started = 0.0
+    def of(cls, identity: RunIdentity, *, source: str, options: dict,
+           root: Path | None = None) -> RunFacts:
+        """From a run's identity and its options (a session's `Settings.as_dict()`, what a
+        hand-off file carries, or a command's own)."""
         history = options.get("history")
-        return cls(run_id=run_id, started=started, started_iso=started_iso, source=source,
-                   options=dict(options), history=Path(history) if history else None,
+        return cls(run_id=identity.run_id, stamp=identity.stamp, started=identity.started,
+                   started_iso=identity.started_iso, source=source, options=dict(options),
+                   history=Path(history) if history else None,
                    baseline=options.get("baseline") or None,
                    threshold=float(options.get("regression_threshold") or DEFAULT_THRESHOLD),
                    figures=bool(options.get("figures", True)), root=root)
+
+    @classmethod
+    def from_handoff(cls, session: dict, info: SessionInfo) -> RunFacts:
+        """The facts of the run a wrapped child measured (its hand-off header)."""
+        try:
+            started = _dt.datetime.fromisoformat(info.started).timestamp()
+        except (TypeError, ValueError):
+            started = 0.0
+        identity = RunIdentity(str(session.get("run_id")), str(session.get("stamp")), started,
+                               info.started)
+        return cls.of(identity, source=str(session["source"]), options=info.options or {},
+                      root=Path(session["root"]) if session.get("root") else None)
 
 
 def history_path(text: str | None) -> Path | None:
@@ -70,125 +83,207 @@ def history_path(text: str | None) -> Path | None:
     return None if not text or text.lower() == "none" else Path(text)
 
 
-class Publisher:
-    def __init__(self, facts: RunFacts, *, device: Callable[[], str],
-                 keeper: HistoryKeeper | None = None, notes: list[str] | None = None,
-                 dry_run: bool = False) -> None:
-        from ..history.keeper import HistoryKeeper
+class Outcome(Protocol):
+    """What a target's write did, as far as the end of a run needs it."""
 
-        self.facts = facts
-        self.keeper = keeper or HistoryKeeper(
-            None if dry_run else facts.history, facts.baseline, facts.threshold,
-            run_id=facts.run_id, started=facts.started, device=device)
-        self.notes = notes if notes is not None else []
-        self.interrupted = False
-        self.recorded = 0
-        self.figures: dict[str, str] = {}
-        self.paths: ReportPaths | None = None
-        self.info: SessionInfo | None = None  # as the reports were written (finish)
+    target: Path | None  # what was written (None: nothing)
+    notes: list[str]
+
+
+class Target(Protocol):
+    """Where a run's results are written: `write` does it all or nothing (an NpuperfError
+    leaves the target as it was)."""
+
+    reports_dir: Path | None  # None: the target writes its own reports
+    inside: Path | None  # the directory no symlink may lead the reports out of
+    failed: str  # the note of a failed write, before the error
+    interrupted: str  # the note of a write interrupted by Ctrl-C
+
+    def write(self, results: list, facts: RunFacts) -> Outcome: ...
+
+
+@dataclass
+class RunEnd:
+    """A finished run: what was written, recorded and reported, and what went wrong."""
+
+    facts: RunFacts
+    results: list
+    info: SessionInfo | None
+    notes: list[str]  # every note of the run, in order
+    outcome: Outcome | None = None  # None: the write failed (or was not reached)
+    reported: int = 0  # notes[:reported] are in the reports; the rest came after them
+    paths: ReportPaths | None = None
+    figures: dict[str, str] = field(default_factory=dict)
+    recorded: int = 0  # cases recorded in the history
+    history: Path | None = None
+    baseline: str = ""  # what the baseline is, for the reports
+    slower: list = field(default_factory=list)  # cases judged SLOWER here
+    ok: bool = True  # written, recorded and reported as asked
+    interrupted: bool = False
+
+    @property
+    def code(self) -> int:
+        """0, or 1 when the run must fail: a step failed or a case was judged SLOWER here."""
+        return 0 if self.ok and not self.slower else 1
+
+    def history_line(self) -> str:
+        if self.history is None:
+            return ""
+        return f"run {self.facts.run_id} recorded in {self.history} ({self.recorded} case(s))" \
+            if self.recorded else f"run not recorded in {self.history}"
+
+
+class _Steps:
+    """The steps of `finish_run` on one `RunEnd`."""
+
+    def __init__(self, end: RunEnd, keeper: HistoryKeeper) -> None:
+        self.end = end
+        self.keeper = keeper
 
     def attempt(self, step: Callable[[], object], failed: str, interrupted: str) -> bool:
         """Run a writing step; a failure or Ctrl-C becomes a note (nothing half written)."""
         try:
             step()
         except NpuperfError as exc:
-            self.notes.append(f"{failed}: {exc}")
+            self.end.notes.append(f"{failed}: {exc}")
             return False
         except KeyboardInterrupt:
-            self.interrupted = True
-            self.notes.append(interrupted)
+            self.end.interrupted = True
+            self.end.notes.append(interrupted)
             return False
         return True
 
-    # -- the steps ------------------------------------------------------------------------------
-    def judge(self, results: Iterable[CaseResult]) -> list[CaseResult]:
-        """Cases without a verdict judged now (the durations came after the cases ran);
-        returns the SLOWER ones, which a note names (the run must fail)."""
-        slower = []
-        for result in results:
-            if self.facts.baseline and result.regression is None:
-                self.keeper.judge(result)
+    def judge(self) -> None:
+        """Cases without a verdict judged now (the durations came after the cases ran); the
+        SLOWER ones are named in a note (the run must fail)."""
+        end, keeper = self.end, self.keeper
+        for result in end.results:
+            if end.facts.baseline and result.regression is None:
+                keeper.judge(result)
             if (result.regression or {}).get("verdict") == SLOWER:
-                slower.append(result)
-        if self.keeper.baseline_error:
-            self.notes.append(f"baseline not opened: {self.keeper.baseline_error}")
-        if slower:
-            self.notes.append(f"{len(slower)} case(s) SLOWER than the baseline: "
-                              + ", ".join(r.case_id for r in slower[:10]))
-        return slower
+                end.slower.append(result)
+        if keeper.baseline_error:
+            end.notes.append(f"baseline not opened: {keeper.baseline_error}")
+        if end.slower:
+            end.notes.append(f"{len(end.slower)} case(s) SLOWER than the baseline: "
+                             + ", ".join(r.case_id for r in end.slower[:10]))
 
-    def record_history(self, outcome: BackfillOutcome | None, results: list[CaseResult],
-                       info: SessionInfo, exit_status: int | None,
-                       extra_cases: Iterable[CaseRecord] = ()) -> bool:
+    def record_history(self, exit_status: int | None, extra: Iterable) -> bool:
         """The run, whole, in the history (nothing on failure: a note says why)."""
-        keeper = self.keeper
-        if keeper.history is None or outcome is None:
+        end, keeper = self.end, self.keeper
+        if keeper.history is None:
             return True
-        from ..history.convert import case_record, run_record
+        from ..history.convert import history_record, run_record
 
-        facts = self.facts
-        cases = [case_record(r) for r in results] + list(extra_cases)
+        facts = end.facts
+        cases = [history_record(r) for r in [*end.results, *extra]]
         run = run_record(run_id=facts.run_id, started=facts.started,
-                         started_iso=facts.started_iso, device=info.device,
+                         started_iso=facts.started_iso, device=end.info.device,
                          options=facts.options, source=facts.source,
-                         target="" if outcome.target is None else str(outcome.target),
+                         target="" if end.outcome.target is None else str(end.outcome.target),
                          cases=len(cases), exit_status=exit_status,
                          baseline=facts.baseline or "", root=facts.root)
 
         def record() -> None:
-            self.recorded = keeper.record(run, cases)
+            end.recorded = keeper.record(run, cases)
         return self.attempt(record, "history not recorded", "interrupted while recording the "
                                                             "history: nothing was recorded")
 
-    def history_line(self) -> str:
-        history = self.keeper.history
-        if history is None:
-            return ""
-        return f"run {self.facts.run_id} recorded in {history} ({self.recorded} case(s))" \
-            if self.recorded else f"run not recorded in {history}"
-
-    def draw_figures(self, results: list[CaseResult], outcome: BackfillOutcome | None) -> None:
+    def draw_figures(self) -> None:
         """The report's figures (SVG text, report/figures.py, imported here only)."""
         from ..report.figures import draw_figures
 
+        end = self.end
         hccl = None  # the collective tables of the written database's device
-        if outcome is not None and outcome.target is not None:
-            hccl = Path(outcome.target).parent.parent / HCCL_DIR
+        if end.outcome.target is not None:
+            hccl = Path(end.outcome.target).parent.parent / HCCL_DIR
         try:
-            self.figures = draw_figures(results, outcome, hccl)
+            end.figures = draw_figures(end.results, end.outcome, hccl)
         except Exception as exc:  # a bug in a figure: say so, keep the reports
-            self.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
-            self.figures = {}
+            end.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
+            end.figures = {}
 
-    def write_reports(self, outcome: BackfillOutcome, results: list[CaseResult],
-                      info: SessionInfo, reports_dir: Path, *, inside: Path | None = None
-                      ) -> bool:
-        """`inside`: the directory no symlink may lead the reports out of."""
+    def write_reports(self, reports_dir: Path, inside: Path | None) -> bool:
         from ..report.writer import write_reports
+
+        end = self.end
 
         def write() -> None:
             if inside is not None:
                 check_inside(inside, Path(reports_dir) / "report")
-            self.paths = write_reports(outcome, results, info, Path(reports_dir),
-                                       figures=self.figures, baseline=self.keeper.label,
-                                       history=self.history_line())
+            end.paths = write_reports(end.outcome, end.results, end.info, Path(reports_dir),
+                                      figures=end.figures, baseline=end.baseline,
+                                      history=end.history_line())
         return self.attempt(write, "reports not written", "interrupted while writing the "
                                                           "reports: none was written")
 
-    def finish(self, outcome: BackfillOutcome, results: list[CaseResult], info: SessionInfo,
-               reports_dir: Path, *, exit_status: int | None,
-               extra_cases: Iterable[CaseRecord] = (), inside: Path | None = None) -> bool:
-        """History, figures, reports (after the backfill, not in a dry run). False when the
-        history or the reports were not written."""
+
+def finish_run(facts: RunFacts, results: list, target: Target, *,
+               info: Callable[[], SessionInfo], keeper: HistoryKeeper | None = None,
+               notes: list[str] | None = None, judge: bool = False, record: bool = True,
+               reports: bool = True, extra_cases: Iterable = (), exit_status: int | None = None,
+               device: Callable[[], str] = str, write_errors: str = "note") -> RunEnd:
+    """End a run: judge (if asked), write, record, draw, report.
+
+    `info` is called once the target is written (the wall time runs to it); `keeper`: the
+    run's history keeper when it has one open (the session's), else one is opened here and
+    closed at the end; `notes`: the run's notes so far (appended to, in place); `record` /
+    `reports`: whether the run goes into the history / its reports (neither in a dry run);
+    `extra_cases`: results of other kinds recorded with the run (collectives of a kernel
+    session); `write_errors`: "note" makes a failed write a note and a failed run, "raise"
+    lets the error out (a command's one-line error)."""
+    from ..history.keeper import HistoryKeeper
+
+    own_keeper = keeper is None
+    if keeper is None:
+        keeper = HistoryKeeper(facts.history if record else None, facts.baseline,
+                               facts.threshold, run_id=facts.run_id, started=facts.started,
+                               device=device)
+    end = RunEnd(facts, results, None, notes if notes is not None else [],
+                 history=keeper.history if record else None)
+    steps = _Steps(end, keeper)
+    try:
+        if judge:
+            steps.judge()
+
+        def write() -> None:
+            end.outcome = target.write(results, facts)
+        if write_errors == "raise":
+            write()
+        elif not steps.attempt(write, target.failed, target.interrupted):
+            end.ok = False
+            return end
+        end.outcome.notes[:0] = end.notes
+        end.reported = len(end.notes)
+        end.info = info()
+        if not (record or reports):
+            return end
         entered = time.time()
-        recorded = self.record_history(outcome, results, info, exit_status, extra_cases)
-        if self.facts.figures:
-            self.draw_figures(results, outcome)
+        status = 1 if end.slower else exit_status  # the run fails on a case judged here
+        recorded = steps.record_history(status, extra_cases) if record else True
+        if reports and target.reports_dir is not None and facts.figures:
+            steps.draw_figures()
         # The duty cycle's wall time runs to the reports (issue 7: one definition): history
         # and figures count, only the writing of the report files themselves is left out.
-        self.info = dataclasses.replace(info, wall_s=info.wall_s + time.time() - entered)
-        written = self.write_reports(outcome, results, self.info, reports_dir, inside=inside)
-        return recorded and written
+        end.info = dataclasses.replace(end.info, wall_s=end.info.wall_s + time.time() - entered)
+        end.baseline = keeper.label
+        written = (steps.write_reports(target.reports_dir, target.inside)
+                   if reports and target.reports_dir is not None else True)
+        end.ok = recorded and written
+        return end
+    finally:
+        end.baseline = keeper.label
+        if own_keeper:
+            keeper.close()
 
-    def close(self) -> None:
-        self.keeper.close()
+
+def summary_lines(end: RunEnd) -> list[str]:
+    """The terminal summary of a finished run: the notes the reports do not hold (those
+    made after them, or all of them when nothing was written), then the summary."""
+    lines = list(end.notes[end.reported:])
+    if end.outcome is not None and end.info is not None:
+        from ..report.terminal import terminal_lines
+
+        lines += terminal_lines(end.outcome, end.results, end.info, end.paths,
+                                baseline=end.baseline, history=end.history_line())
+    return lines

@@ -14,10 +14,9 @@ What the output holds decides how kernels reach rows:
 
 from __future__ import annotations
 
-import datetime as _dt
+import dataclasses
 import shutil
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,14 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from ..db.columns import COUNTERS
-from ..db.errors import NpuperfError
+from ..db.files import check_database_dir
 from ..db.layout import REPORTS_DIR, device_of
 from ..db.signature import MATMUL_FAMILY
 from ..devices.mstx import MSTX_MESSAGE_LIMIT
-from ..harness.options import check_db_dir
 from ..history.compare import DEFAULT_THRESHOLD
 from ..ingest.kernel_child import ChildRead
 from ..ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
+from ..measure.clock import mint_run
 from ..measure.counters import CounterMatrix
 from ..measure.groupstats import group_means, group_precision, group_stats
 from ..measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
@@ -44,9 +43,8 @@ from ..profiling.msprof import run_export
 from ..profiling.profiled import attribute_results, gc_paused, launches_of, read_kernels_ahead
 from ..replay.cases import CaseCatalog, CaseRef
 from ..replay.outcome import SessionInfo
-from ..replay.writeback import backfill
-from ..report.terminal import terminal_lines
-from .finish import Publisher, RunFacts
+from .finish import RunEnd, RunFacts, finish_run, summary_lines
+from .target import DatabaseTarget, NoDatabase
 
 
 def _exported(prof_path: Path, notes: list[str]) -> list[ProfileSource]:
@@ -141,7 +139,7 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
 
 @dataclass
 class FinishOptions:
-    """The end of the run, as a session's (publish.py): history, baseline, figures."""
+    """The end of the run, as a session's (finish.py): history, baseline, figures."""
 
     history: Path | None = None  # None: no history kept
     baseline: str | None = None
@@ -185,10 +183,7 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
                       ) -> tuple[list[str], int]:
     started = time.time()
     database = Path(database)
-    try:
-        check_db_dir(database)
-    except Exception as exc:  # pytest's UsageError: say it as this command's error
-        raise NpuperfError(str(exc).replace("--npuperf-db", "--database-path")) from None
+    check_database_dir(database, "--database-path")
     notes: list[str] = []
     sources = _exported(Path(prof_path), notes)
     handoffs = find_handoffs(prof_path)
@@ -231,38 +226,55 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
         notes.append(f"missing-only: {len(results) - len(keep)} case(s) whose row already has "
                      f"a duration were left out")
         results = keep
-    stamp = _dt.datetime.fromtimestamp(started).strftime("%Y%m%d_%H%M%S")
-    run_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
     options = {"prof_path": str(prof_path), "update_mode": update_mode,
                "prune_empty": prune_empty, "dry_run": dry_run, "statistic": statistic,
                "history": None if finish.history is None else str(finish.history),
                "baseline": finish.baseline, "regression_threshold": finish.threshold,
                "figures": finish.figures}
-    started_iso = _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds")
-    publisher = Publisher(RunFacts.from_options(options, run_id=run_id, started_iso=started_iso,
-                                                source=str(database)),
-                          device=lambda: device_of(database) or "",
-                          dry_run=dry_run or not reports)
-    code = 0
-    try:
-        if publisher.judge(results):
-            code = 1
-        outcome = backfill(database, database, results, native=True, prune_empty=prune_empty,
-                           dry_run=dry_run, run_id=run_id, stamp=stamp,
-                           snapshot=catalog.database, lock=True, purpose="npuperf backfill")
-        outcome.notes[:0] = notes + publisher.notes
-        reported = len(publisher.notes)
-        info = SessionInfo(run_id=run_id, started=started_iso, wall_s=time.time() - started,
-                           wall_from="command start",
+    facts = RunFacts.of(mint_run(started), source=str(database), options=options)
+    target = DatabaseTarget(database, database, native=True, reports_dir=database / REPORTS_DIR,
+                            prune_empty=prune_empty, dry_run=dry_run, snapshot=catalog.database,
+                            purpose="npuperf backfill")
+
+    def info() -> SessionInfo:
+        return SessionInfo(run_id=facts.run_id, started=facts.started_iso,
+                           wall_s=time.time() - started, wall_from="command start",
                            device={"kind": "npu", "name": f"profile {prof_path}",
                                    "database_device": device_of(database)},
                            options=options)
-        if reports and not dry_run and not publisher.finish(outcome, results, info,
-                                                            database / REPORTS_DIR,
-                                                            exit_status=code):
-            code = 1
-    finally:
-        publisher.close()
-    lines = terminal_lines(outcome, results, publisher.info or info, publisher.paths,
-                           baseline=publisher.keeper.label, history=publisher.history_line())
-    return publisher.notes[reported:] + lines, code
+    keep = reports and not dry_run
+    end = finish_run(facts, results, target, info=info, notes=notes, judge=True, record=keep,
+                     reports=keep, exit_status=0, device=lambda: device_of(database) or "",
+                     write_errors="raise")
+    return summary_lines(end), end.code
+
+
+def finish_handoff(session: dict, results: list[CaseResult], notes: list[str], wall_s: float,
+                   exit_status: int | None = None) -> RunEnd:
+    """The end of a wrapped run, in its parent: the child's results (their kernels attributed)
+    written to the database the child chose, then judged, recorded and reported as every run
+    is (see finish.py)."""
+    info = SessionInfo(**{k: v for k, v in (session.get("info") or {}).items()
+                          if k in SessionInfo.__dataclass_fields__})
+    entered = time.time()
+    facts = RunFacts.from_handoff(session, info)
+    source = Path(session["source"])
+    dry_run = bool(session.get("dry_run"))
+    reports_dir = Path(session["reports_dir"])
+    if session.get("grid"):
+        target = NoDatabase(source, reports_dir, dry_run=dry_run)
+    else:
+        target = DatabaseTarget(source, Path(session["target"]),
+                                native=bool(session.get("native")), reports_dir=reports_dir,
+                                prune_empty=bool(session.get("prune_empty")), dry_run=dry_run,
+                                purpose=f"msprof run {facts.run_id}")
+    device = str((info.device or {}).get("database_device") or "")
+
+    def final_info() -> SessionInfo:
+        return dataclasses.replace(info, wall_s=wall_s + time.time() - entered,
+                                   wall_from="the msprof parent's start")
+    # The child measured no durations under msprof: its cases are judged now, before the
+    # write-back stores their verdicts.
+    return finish_run(facts, results, target, info=final_info, notes=notes, judge=True,
+                      record=not dry_run, reports=not dry_run, exit_status=exit_status,
+                      device=lambda: device)

@@ -1,0 +1,115 @@
+"""Database rows (or grid points) as pytest cases: parametrization, which items are replay
+cases, and the case id in a node id.
+
+Light on purpose: the plugin's hooks ask these in every run; the database is read only once a
+test asks for `npuperf_case`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .stash import RESULT_KEY, attach_result, context, existing_context, measurer, owner
+
+if TYPE_CHECKING:
+    from ..replay.cases import CaseRef
+
+PARAM = "npuperf_case"
+# A replay case's node id ends in its case id, `<type>-<shape>-<dtype>-<8 hex>[-dupN]`
+# (replay.cases.case_id), or `<type>-unreadable` for a file that could not be read: only
+# such ids make the xdist controller read the database.
+CASE_NODEID = re.compile(r"\[[^\[\]]+-(?:[0-9a-f]{8}(?:-dup\d+)?|unreadable)\]$")
+
+
+def case_id_of_nodeid(nodeid: str) -> str:
+    """The case id a parametrized node id ends in ("" for a node id without parameters)."""
+    return nodeid.rsplit("[", 1)[-1].rstrip("]") if nodeid.endswith("]") else ""
+
+
+def may_be_cases(node_ids: list[str]) -> bool:
+    return any(map(CASE_NODEID.search, node_ids))
+
+
+def parametrize(metafunc: pytest.Metafunc) -> None:
+    """One case per row of the run's database (a process that measures collects them)."""
+    config = metafunc.config
+    run = context(config)
+    run_owner = owner(config)
+    if run_owner is not None:
+        run_owner.active = True
+    try:
+        refs = run.case_refs()
+    except pytest.UsageError as exc:
+        # Raised from pytest_collection_finish: pytest prints a UsageError as one line
+        # there, while from here it would be a collection traceback.
+        run.collection_error = str(exc)
+        if run_owner is not None:
+            run_owner.active = False
+        metafunc.parametrize(PARAM, [])
+        return
+    from ..replay.cases import marker_name
+
+    marks: dict[str, tuple] = {}
+    params = []
+    for ref in refs:
+        if ref.kernel_type not in marks:
+            name = marker_name(ref.kernel_type)
+            config.addinivalue_line("markers", f"{name}: replay cases of {ref.kernel_type}")
+            mark = getattr(pytest.mark, name)
+            skip = pytest.mark.skip(reason=f"no replay for {ref.kernel_type} yet; the row is kept")
+            marks[ref.kernel_type] = (mark,) if ref.replayable else (mark, skip)
+        # A case standing for an unreadable file errors (not skips) with the file's problem.
+        case_marks = marks[ref.kernel_type][:1] if ref.problem else marks[ref.kernel_type]
+        params.append(pytest.param(ref, id=ref.case_id, marks=case_marks))
+    metafunc.parametrize(PARAM, params)
+
+
+def case_of(item: pytest.Item) -> CaseRef | None:
+    """The database row an item replays; None for any other test."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get(PARAM) if callspec else None
+    if value is None or existing_context(item.config) is None:
+        return None  # not a replay case (none was parametrized in this process)
+    from ..replay.cases import CaseRef
+
+    return value if isinstance(value, CaseRef) else None
+
+
+def kernel_cases_left_out(config: pytest.Config, items: list[pytest.Item], world: int) -> None:
+    """Under torchrun, kernel replays are left out: every rank would replay and write them."""
+    if world < 2:
+        return
+    kernel = [item for item in items if case_of(item)]
+    if kernel:
+        config.hook.pytest_deselected(items=kernel)
+        items[:] = [item for item in items if not case_of(item)]
+
+
+def after_collection(session: pytest.Session) -> None:
+    """The run's collection is complete: a collection problem is one usage-error line; the
+    owner checks and locks what it will write before the first case."""
+    run = existing_context(session.config)
+    if run is None:
+        return
+    if run.collection_error:
+        raise pytest.UsageError(run.collection_error)
+    run_owner = owner(session.config)
+    if run_owner is not None and run_owner.active and any(case_of(i) for i in session.items):
+        run_owner.prepare_writes()
+
+
+def report_case(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A replay case's report carries its result: measured (call), or skipped before it ran."""
+    ref = case_of(item)
+    if ref is None:
+        return
+    result = item.stash.get(RESULT_KEY, None)
+    if report.when == "call" and result is not None:
+        attach_result(item, report, result)
+    elif report.when == "setup" and report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+        attach_result(item, report, measurer(item.config).skipped(
+            ref, item.nodeid, str(reason).removeprefix("Skipped: ")))

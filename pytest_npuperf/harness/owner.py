@@ -1,0 +1,225 @@
+"""The process that owns a replay run (the serial process, or the xdist controller): it checks
+and locks what the run will write before the first case, receives every case's result, and
+ends the run.
+
+How the run ends is chosen once: an msprof child hands its results to its parent (which
+attributes the kernels and ends the run, harness/wrap.py); every other run ends here through
+`run.finish.finish_run`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..db.errors import NpuperfError
+from ..db.table import check_writable_dir
+from ..db.transaction import check_inside
+from ..measure.result import STATUS_CRASHED
+from ..replay.cases import result_for
+from .collect import case_id_of_nodeid
+from .context import RunContext
+
+if TYPE_CHECKING:
+    from ..db.lock import DatabaseLock
+    from ..measure.result import CaseResult
+    from ..run.finish import RunEnd
+
+
+class Owner:
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self.notes = context.notes  # one list: said at the end of the run, and in its reports
+        self.active = False  # any replay case collected (or reported) in this run
+        self.writes_ready = False  # checked writable (and locked) before the first case
+        self.results: list[CaseResult] = []
+        self.extra_results: list = []  # results of other kinds to record with the run
+        self.end: RunEnd | None = None
+        self.interrupted = False
+        self._lock: DatabaseLock | None = None
+
+    @property
+    def hands_off(self) -> bool:
+        """An msprof child: its parent attributes the kernels and writes."""
+        return self.context.profiler.hands_off
+
+    # -- before the first case: fail early, and only one writer -------------------------------
+    def prepare_writes(self) -> None:
+        """Check what this run will write and take its lock; under xdist, first that every
+        worker has a device of its own."""
+        context = self.context
+        if context.config.option.collectonly:
+            return
+        settings = context.settings
+        if context.workers > 1:
+            _ = context.backend  # refuses more workers than devices before any case runs
+        context.profiler.check(context.backend.kind)
+        self._preflight()
+        if not self.writes_ready:
+            try:
+                context.keeper.check(write=not settings.dry_run)
+            except NpuperfError as exc:
+                self.active = False
+                raise pytest.UsageError(f"npuperf: {exc}") from None
+        if self.writes_ready or settings.dry_run:
+            return
+        destination = context.destination
+        try:
+            check_inside(destination.inside, destination.reports_dir / "report")
+            for directory in destination.writable_dirs():
+                check_writable_dir(directory)
+            self._lock = destination.lock(f"pytest run {context.run_id}", self.notes)
+            self.writes_ready = True
+        except NpuperfError as exc:
+            self.active = False  # nothing will be measured, so nothing must be written
+            raise pytest.UsageError(f"npuperf: {exc}") from None
+
+    def _preflight(self) -> None:
+        """NPU sessions: the database's software stack against the running one (a warning,
+        an error with --npuperf-strict-stack) and the custom-operator environment of the
+        selected kernel types, said before the first case."""
+        context = self.context
+        if context.settings.grid or context.backend.kind != "npu":
+            return
+        from ..replay.preflight import custom_op_problems, stack_mismatches
+
+        mismatches = stack_mismatches(context.destination.source.name)
+        if mismatches and context.settings.strict_stack:
+            raise pytest.UsageError(f"npuperf: --npuperf-strict-stack: {'; '.join(mismatches)}")
+        lines = [f"warning: {m} (--npuperf-strict-stack makes this an error)" for m in mismatches]
+        lines += [f"warning: {p} (these cases will fail)"
+                  for p in custom_op_problems({r.kernel_type for r in context.case_refs()})]
+        reporter = context.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            self.notes.append(line.removeprefix("warning: "))
+            if reporter is not None:
+                reporter.write_line(f"npuperf: {line}")
+
+    def on_worker_cases(self, node_ids: list[str]) -> None:
+        """xdist: a worker collected these; if they are this run's replay cases, the run is
+        checked and locked before any of them is scheduled."""
+        if self.active:
+            return
+        case_ids = {ref.case_id for ref in self.context.case_refs()}
+        if any(case_id_of_nodeid(nodeid) in case_ids for nodeid in node_ids):
+            self.active = True
+            self.prepare_writes()
+
+    # -- results --------------------------------------------------------------------------------
+    def record(self, result: CaseResult) -> None:
+        self.active = True
+        self.results.append(result)
+
+    def judge_late(self, report: pytest.TestReport, result: CaseResult) -> None:
+        """A result that arrives without a verdict (its worker could not open the baseline)
+        is judged here, and a SLOWER case's passed report becomes a failure before pytest
+        counts it (this runs first among the report hooks)."""
+        context = self.context
+        if not context.settings.baseline or result.regression is not None \
+                or report.when != "call":
+            return
+        comparison = context.keeper.judge(result)
+        if comparison is not None and comparison.verdict == "SLOWER" and report.passed:
+            report.outcome = "failed"
+            report.longrepr = f"{comparison.describe()} [judged by the controller]"
+
+    def record_crash(self, nodeid: str, message: str) -> None:
+        """A case whose xdist worker died: no result came back, so the owner makes one
+        (status `crashed`, written to its row), and the run fails."""
+        case_id = case_id_of_nodeid(nodeid)
+        ref = next((r for r in self.context.case_refs() if r.case_id == case_id), None) \
+            if case_id and self.context.cases_known else None
+        if ref is None:
+            return
+        self.record(result_for(ref, nodeid, STATUS_CRASHED, " ".join(message.split())))
+
+    @property
+    def records_run(self) -> bool:
+        """Whether `finish` will record a run in the history here: kernel cases ran in this
+        process's run and are written by it (not handed to an msprof parent)."""
+        settings = self.context.settings
+        return (self.active and self.writes_ready and bool(self.results)
+                and not settings.dry_run and settings.history is not None
+                and not self.hands_off)
+
+    # -- the end --------------------------------------------------------------------------------
+    def finish(self, interrupted: bool, exitstatus: int | None = None) -> bool:
+        """End the run: hand off (an msprof child), or write, record and report. False when
+        the results were measured but not saved."""
+        context = self.context
+        if not self.active or context.config.option.collectonly:
+            return True
+        if self.hands_off:
+            return self._hand_off(interrupted)
+        settings = context.settings
+        if not self.writes_ready and not (settings.dry_run and self.results):
+            return True  # no case ran (all deselected, or a usage error): nothing to write
+        if interrupted:
+            self.notes.append("session interrupted: the database was left as it was")
+            return True
+        from ..run.finish import RunFacts, finish_run
+
+        self.notes += context.profiler.complete(self.results, settings.keep_prof)
+        facts = RunFacts.of(context.identity, source=str(context.destination.source),
+                            options=settings.as_dict(), root=context.rootpath)
+        self.end = finish_run(
+            facts, self.results, context.destination.run_target(self._lock),
+            info=context.session_info, keeper=context.keeper, notes=self.notes,
+            record=not settings.dry_run, reports=not settings.dry_run,
+            extra_cases=self.extra_results, exit_status=exitstatus)
+        self.interrupted = self.interrupted or self.end.interrupted
+        return self.end.ok
+
+    def _hand_off(self, interrupted: bool) -> bool:
+        """The msprof child: what was measured goes to the parent, which writes."""
+        if interrupted:
+            self.notes.append("session interrupted: no hand-off written")
+            return True
+        context = self.context
+        settings = context.settings
+        destination = context.destination
+        header = {
+            "source": str(destination.source),
+            "target": None if destination.target is None else str(destination.target),
+            "native": destination.native, "grid": bool(settings.grid),
+            "reports_dir": str(destination.reports_dir), "run_id": context.run_id,
+            "stamp": context.identity.stamp, "dry_run": settings.dry_run,
+            "prune_empty": settings.prune_empty, "keep_prof": settings.keep_prof,
+            "writes_ready": self.writes_ready, "root": str(context.rootpath),
+            "info": dataclasses.asdict(context.session_info()), "notes": list(self.notes)}
+        self.release()  # the parent takes the lock for its write-back
+        try:
+            context.profiler.write_handoff(header, self.results)
+        except NpuperfError as exc:
+            self.notes.append(f"the hand-off to the msprof parent was not written: {exc}")
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.notes.append("interrupted while writing the hand-off")
+        self.notes.append(f"measured {len(self.results)} case(s) under msprof; the parent "
+                          f"process attributes the kernels and writes the database")
+        return True
+
+    # -- what the run's reports and terminal show -------------------------------------------------
+    def summary_lines(self) -> list[str]:
+        """The terminal summary ([] when no kernel case ran, e.g. only collectives)."""
+        if self.end is not None:
+            from ..run.finish import summary_lines
+
+            return summary_lines(self.end)
+        return list(self.notes)
+
+    def html_summary(self) -> str | None:
+        end = self.end
+        if end is None or end.outcome is None:
+            return None
+        from ..report.html import html_summary
+
+        return html_summary(end.outcome, end.results, end.info, end.paths,
+                            figures=end.figures, baseline=end.baseline)
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
