@@ -188,7 +188,7 @@ def cmd_comm_validate(args: argparse.Namespace) -> int:
     if args.report:
         from .db.table import write_text
 
-        write_text(args.report, text)
+        write_text(args.report, text, purpose="npuperf comm-validate --report")
     return EXIT_OK if result.ok else EXIT_PROBLEMS
 
 

@@ -11,13 +11,14 @@ import pytest
 from pytest_npuperf.db import table
 from pytest_npuperf.db.errors import ContractError, LfsPointerError, NpuperfError
 from pytest_npuperf.db.table import (
-    WriteBatch,
     check_writable_dir,
+    directory_transaction,
     is_lfs_pointer,
     read_header,
     read_table,
     write_table,
     write_text,
+    write_texts,
 )
 
 from .conftest import tree_digest, write_csv
@@ -157,7 +158,7 @@ def test_an_interrupted_write_keeps_the_old_file(tmp_path, monkeypatch) -> None:
     assert _no_temp_files(tmp_path)
 
 
-def test_write_batch_replaces_nothing_when_one_file_fails(tmp_path, monkeypatch) -> None:
+def test_a_transaction_replaces_nothing_when_one_file_fails(tmp_path, monkeypatch) -> None:
     first = write_csv(tmp_path / "A.csv", HEADER, ROWS)
     second = write_csv(tmp_path / "B.csv", HEADER, ROWS)
     before = (first.read_bytes(), second.read_bytes())
@@ -173,9 +174,9 @@ def test_write_batch_replaces_nothing_when_one_file_fails(tmp_path, monkeypatch)
         real(frame, handle)
 
     monkeypatch.setattr(table, "_to_csv", fail_second)
-    with pytest.raises(NpuperfError), WriteBatch() as batch:
-        batch.add_table(good, first)
-        batch.add_table(good, second)
+    with pytest.raises(NpuperfError), directory_transaction(tmp_path, "test") as tx:
+        tx.stage_with(first, lambda handle: table._to_csv(good, handle))
+        tx.stage_with(second, lambda handle: table._to_csv(good, handle))
     assert (first.read_bytes(), second.read_bytes()) == before
     assert _no_temp_files(tmp_path)
 
@@ -202,9 +203,6 @@ def test_a_failed_rename_puts_back_what_was_already_replaced(tmp_path, monkeypat
     for name in ("a.csv", "b.csv"):
         (tmp_path / name).write_text(f"old {name}\n")
     before = tree_digest(tmp_path)
-    batch = WriteBatch()
-    for name in ("a.csv", "b.csv", "c.csv"):
-        batch.add_text(tmp_path / name, f"{name}\n")
     real_replace = os.replace
 
     def flaky(src, dst):
@@ -214,5 +212,5 @@ def test_a_failed_rename_puts_back_what_was_already_replaced(tmp_path, monkeypat
 
     monkeypatch.setattr(os, "replace", flaky)
     with pytest.raises(NpuperfError, match="every file was left as it was"):
-        batch.commit()
+        write_texts(tmp_path, {tmp_path / name: f"{name}\n" for name in ("a.csv", "b.csv", "c.csv")})
     assert tree_digest(tmp_path) == before  # a.csv is old again; no temp file, no journal

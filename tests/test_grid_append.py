@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_npuperf.db import append as append_module
 from pytest_npuperf.db.columns import FIA_RUNTIME_COLUMNS, contract_columns_for
 from pytest_npuperf.db.signature import signature
-from pytest_npuperf.grid import append as append_module
 from pytest_npuperf.grid import run_grid
 
 from .conftest import read_header, read_rows, tree_digest

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_npuperf.db.errors import NpuperfError
-from pytest_npuperf.db.table import WriteBatch
+from pytest_npuperf.db.transaction import Transaction
 from pytest_npuperf.report import gap_rows_csv, render_markdown, write_reports
 from pytest_npuperf.report import writer as writer_module
 from pytest_npuperf.report.names import check_stamp
@@ -42,16 +42,16 @@ def test_second_run_in_the_same_second_does_not_overwrite(tmp_path: Path) -> Non
 
 def test_failure_while_staging_leaves_nothing(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    original = WriteBatch.add_text
+    original = Transaction.stage_text
     calls: list[Path] = []
 
-    def failing_third(self: WriteBatch, path: str | Path, text: str) -> None:
+    def failing_third(self: Transaction, path: str | Path, text: str) -> Path:
         calls.append(Path(path))
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        original(self, path, text)
+        return original(self, path, text)
 
-    monkeypatch.setattr(WriteBatch, "add_text", failing_third)
+    monkeypatch.setattr(Transaction, "stage_text", failing_third)
     reports = tmp_path / "reports"
     with pytest.raises(OSError):
         write_reports(outcome(tmp_path), session_results(), session(), reports)

@@ -4,8 +4,8 @@ Contract columns first (`message_bytes, num_devices, dtype, topology_tier, Durat
 bandwidth_gbps`), then this project's. A row is identified by (message_bytes, num_devices,
 dtype, topology_tier): writing a point replaces the row that holds it (and any duplicate of it),
 sets every column this project writes, and leaves other rows, unknown columns and their cells
-as they were. Writes go through one `Transaction` on the version directory: every table and
-report of a run lands together, or none does.
+as they were. Writes go through one transaction (`Database.transaction`) on the directory that
+holds them all: every table, report and op_mapping.yaml of a run lands together, or none does.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..db.database import Database
 from ..db.errors import NpuperfError
 from ..db.layout import FRAMEWORK_DIR, HCCL_DIR
 from ..db.op_mapping import version_dirs_for_hccl
 from ..db.shapes import normalize_dtype
 from ..db.table import empty_table, read_table
-from ..db.transaction import FileStamp, Transaction
+from ..db.transaction import FileStamp
 from ..kernels.mapping_writer import ensure_op_mapping
 
 CONTRACT_COLUMNS = ("message_bytes", "num_devices", "dtype", "topology_tier", "Duration(us)",
@@ -173,7 +174,7 @@ def write_tables(directory: Path, rows_by_file: Mapping[str, list[dict[str, str]
         return results
     readers = mapping_readers(directory, version_dirs)
     root = Path(os.path.commonpath([os.path.abspath(directory), *map(str, readers)]))
-    with Transaction(root, purpose) as tx:
+    with Database(root).transaction(purpose) as tx:
         for name, rows in rows_by_file.items():
             path = directory / name
             stamp = FileStamp.of(path)

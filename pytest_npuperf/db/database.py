@@ -13,9 +13,12 @@ with db.transaction("npuperf parse") as tx:  # lock; an interrupted write is rol
 A session reads a snapshot without the lock (`Database(path).read()`), takes the lock later,
 and `refresh`es the tables it writes (a table that changed since is read again, so matches go
 by signature, not by stale positions). Writers of other directories of the same database root
-(collective tables under `<DEVICE>/hccl/<version>/`, op_mapping.yaml, history) open a
-`transaction.Transaction` on a directory that holds everything they write, and stage with
-`stage_table`, `stage_text` or `stage_with`, each with the `expect=` stamp of what they read.
+(collective tables under `<DEVICE>/hccl/<version>/`, op_mapping.yaml) open
+`Database(directory).transaction(...)` on a directory that holds everything they write, and
+stage with `stage_table`, `stage_text` or `stage_with`, each with the `expect=` stamp of what
+they read; `append.stage_rows` appends rows to a table keeping its bytes (`npuperf grid`).
+Reports and caches are written with `table.write_texts`, under their own directory's lock.
+No writer outside this package constructs a `Transaction`, and every one holds a lock.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -225,8 +229,10 @@ class Database:
         self._recovered = True
         return lock
 
-    def transaction(self, purpose: str, *, lock: bool | DatabaseLock = True) -> Transaction:
-        """A transaction rooted at this directory (`lock`: see `Transaction`)."""
+    def transaction(self, purpose: str, *, lock: Literal[True] | DatabaseLock = True
+                    ) -> Transaction:
+        """A transaction rooted at this directory, under its lock: taken here (True) or the
+        one `lock` returned, which the caller holds (a session, while it runs)."""
         self._recovered = True  # the transaction recovers when it takes the lock
         return Transaction(self.path, purpose, lock=lock)
 

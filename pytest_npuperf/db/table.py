@@ -3,13 +3,17 @@
 Tables are read with every cell as its exact text (no NaN, no type guessing), so that a
 rewrite keeps unknown columns, column order and untouched values as they were. Writes go
 through `transaction.Transaction`: staged beside the target, renamed into place together with
-the other files of the same write, or not at all.
+the other files of the same write, or not at all, under the lock of the directory written in
+(`write_table`, `write_text`, `write_texts`: files outside a database's tables, such as
+reports and caches; tables go through `database.Database`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -19,8 +23,9 @@ from .errors import ContractError, NpuperfError, clip, os_error
 from .files import LFS_MAGIC, check_not_lfs, is_lfs_pointer
 from .transaction import Transaction, write_frame
 
-__all__ = ["LFS_MAGIC", "WriteBatch", "check_not_lfs", "check_writable_dir", "empty_table",
-           "is_lfs_pointer", "read_header", "read_table", "write_table", "write_text"]
+__all__ = ["LFS_MAGIC", "check_not_lfs", "check_writable_dir", "directory_transaction",
+           "empty_table", "is_lfs_pointer", "read_header", "read_table", "write_table",
+           "write_text", "write_texts"]
 
 
 def _decode_error(path: str | Path, exc: UnicodeDecodeError) -> ContractError:
@@ -89,51 +94,38 @@ def empty_table(columns: list[str] | tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
 
 
-def write_table(frame: pd.DataFrame, path: str | Path) -> None:
+def write_table(frame: pd.DataFrame, path: str | Path, *, purpose: str = "write") -> None:
     """Write a table atomically, keeping its line terminator; empty cells stay empty."""
-    with WriteBatch() as batch:
-        batch.add_table(frame, path)
+    with directory_transaction(Path(path).parent, purpose) as tx:
+        tx.stage_with(path, lambda handle: _to_csv(frame, handle))
 
 
-def write_text(path: str | Path, text: str) -> None:
-    with WriteBatch() as batch:
-        batch.add_text(path, text)
+def write_text(path: str | Path, text: str, *, purpose: str = "write") -> None:
+    write_texts(Path(path).parent, {Path(path): text}, purpose=purpose)
+
+
+def write_texts(directory: str | Path, texts: Mapping[Path, str], *,
+                purpose: str = "write") -> None:
+    """Text files under `directory` (reports, a cache), put in place together or none."""
+    with directory_transaction(directory, purpose) as tx:
+        for path, text in texts.items():
+            tx.stage_text(path, text)
+
+
+def directory_transaction(directory: str | Path, purpose: str) -> Transaction:
+    """A transaction under the lock of the directory the files are written in: not of the
+    database above it, whose lock the writing session may hold itself (reports go to
+    `<db>/reports`). Two processes writing there at once: the second is refused.
+
+    The directory is made here rather than by the lock, which would remove it again after a
+    failed write: staging always made it, and it stays made."""
+    with contextlib.suppress(OSError):  # the lock says why, naming the directory
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    return Transaction(directory, purpose)
 
 
 def _to_csv(frame: pd.DataFrame, handle) -> None:
     write_frame(frame, handle)
-
-
-class WriteBatch:
-    """Stage several files of one directory tree, then put them all in place, or none.
-
-    A lock-less `transaction.Transaction` (for files no other writer names, such as reports
-    with a unique time stamp); database writes go through `Database.transaction`, which locks.
-    """
-
-    def __init__(self) -> None:
-        self._tx = Transaction(None, "write", lock=False)
-
-    def add_table(self, frame: pd.DataFrame, path: str | Path) -> None:
-        self._tx.stage_with(path, lambda handle: _to_csv(frame, handle))
-
-    def add_text(self, path: str | Path, text: str) -> None:
-        self._tx.stage_text(path, text)
-
-    def commit(self) -> list[Path]:
-        return self._tx.commit()
-
-    def abort(self) -> None:
-        self._tx.abort()
-
-    def __enter__(self) -> WriteBatch:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 def check_writable_dir(directory: str | Path) -> None:

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from .errors import NpuperfError
 from .lock import DatabaseLock, pid_alive
@@ -141,33 +142,34 @@ class Transaction:
     """Stage files under `root`, then put them all in place or none.
 
     `lock`: True takes `<root>`'s lock (and recovers an interrupted transaction there before
-    anything is read or staged), a held `DatabaseLock` is used as is, False writes without a
-    lock (files that only this process names, such as reports with a unique time stamp).
-    With `root` None (lock-less only), the root is the directory of the first staged file.
+    anything is read or staged), a held `DatabaseLock` (a session's) is used as is. There is
+    no lock-less transaction: two writers of one directory must not interleave their commits.
+    Writers get theirs from the front door, `database.Database.transaction` (tables) or
+    `table.directory_transaction` (reports, caches).
     """
 
-    def __init__(self, root: str | Path | None, purpose: str = "write", *,
-                 lock: bool | DatabaseLock = True) -> None:
-        if root is None and lock is not False:
-            raise ValueError("a locked transaction needs its root directory")
-        self.root = Path(root) if root is not None else None
+    def __init__(self, root: str | Path, purpose: str = "write", *,
+                 lock: Literal[True] | DatabaseLock = True) -> None:
+        if lock is not True and not isinstance(lock, DatabaseLock):
+            raise TypeError(f"lock={lock!r}: every write takes its directory's lock (True) or "
+                            f"runs under one held by the caller (a DatabaseLock)")
+        self.root = Path(root)
         self.purpose = purpose
         self.txid = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.notes: list[str] = []
         self._entries: dict[Path, _Entry] = {}
         self._own_lock = lock is True
-        self._lock: DatabaseLock | None = (DatabaseLock(self.root, purpose) if lock is True
-                                           else lock or None)  # type: ignore[assignment]
+        self._lock = DatabaseLock(self.root, purpose) if lock is True else lock
         self._open = False
 
     # -- lifetime -----------------------------------------------------------------------------
     def begin(self) -> Transaction:
         if self._open:
             return self
-        if self._own_lock and self._lock is not None:
+        if self._own_lock:
             self.notes += self._lock.acquire()
             try:
-                self.notes += recover(self.root)  # type: ignore[arg-type]
+                self.notes += recover(self.root)
             except BaseException:
                 self._lock.release()
                 raise
@@ -188,7 +190,7 @@ class Transaction:
 
     def close(self) -> None:
         self.abort()
-        if self._own_lock and self._lock is not None:
+        if self._own_lock:
             self._lock.release()
         self._open = False
 
@@ -220,8 +222,6 @@ class Transaction:
     def _stage(self, path: Path, fill: Callable, expect: object) -> Path:
         if not self._open:
             self.begin()
-        if self.root is None:
-            self.root = path.parent
         target = check_inside(self.root, path)
         previous = self._entries.pop(target, None)
         if previous is not None:  # staged twice: the later content wins
@@ -285,7 +285,6 @@ class Transaction:
         except BaseException:
             self.abort()
             raise
-        assert self.root is not None
         journal = Path(os.path.abspath(self.root)) / f"{JOURNAL_PREFIX}{self.txid}"
         try:
             for entry in entries:
@@ -491,8 +490,9 @@ def pending_journals(root: str | Path) -> list[Path]:
 def recover(root: str | Path) -> list[str]:
     """Roll back the interrupted transactions under `root` and remove stale temporary files.
 
-    Call with `root`'s lock held. A journal whose writer still runs on this host (a lock-less
-    batch in progress) is left alone. Returns notes saying what was done.
+    Call with `root`'s lock held. A journal whose writer still runs on this host (one that
+    holds the lock of a subdirectory, such as reports/) is left alone. Returns notes saying
+    what was done.
     """
     root = Path(root)
     notes = []
@@ -521,7 +521,7 @@ def _recover_one(journal: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return f"{journal}: unreadable journal of an interrupted write; left alone (remove it)"
     if pid != os.getpid() and host == socket.gethostname() and pid_alive(pid):
-        return None  # a writer at work (without a lock): not ours to touch
+        return None  # a writer at work under a subdirectory's lock: not ours to touch
     base = journal.parent
     restored = 0
     try:

@@ -154,7 +154,7 @@ def cpu_peak(model: str, cache_dir: Path | None) -> Peak:
     """This host's peak: measured once per session, and kept in a per-host cache under
     `cache_dir` as the best measurement seen so far (a session that measured on a busy
     machine does not lower it). A cache that cannot be read is measured over; one that
-    cannot be written is no error."""
+    cannot be written (another xdist worker writing it at that moment) is no error."""
     key = cache_key(model)
     path = cache_file(cache_dir) if cache_dir is not None else None
     entries: dict = {}
@@ -179,7 +179,7 @@ def cpu_peak(model: str, cache_dir: Path | None) -> Peak:
                           indent=1, sort_keys=True) + "\n"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_text(path, text)
-        except (OSError, NpuperfError):
+            write_text(path, text, purpose="cpu peak cache")
+        except (OSError, NpuperfError):  # refused too: another process writes its own best
             pass
     return peak

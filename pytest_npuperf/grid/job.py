@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..db.append import ExistingFile, read_existing, stage_rows, unchanged_since
 from ..db.columns import (
     ACCELERATOR_CORE,
     DISPATCH_FFN_COMBINE,
@@ -37,7 +38,6 @@ from ..db.table import check_writable_dir
 from ..db.transaction import recover_if_free
 from ..kernels import catalog
 from ..kernels.mapping_writer import ensure_op_mapping
-from .append import ExistingFile, read_existing, stage_rows, unchanged_since
 from .config import (
     DEFAULT_MAX_HBM_GB,
     DEFAULT_ROWS,

@@ -31,6 +31,7 @@ import contextlib
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -459,7 +460,7 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signatur
 def backfill(source: Path, target: Path | None, results: list[CaseResult], *, native: bool,
              prune_empty: bool = False, dry_run: bool = False, run_id: str = "",
              stamp: str = "", snapshot: Database | None = None, own: Database | None = None,
-             lock: DatabaseLock | bool = True, purpose: str = "pytest backfill"
+             lock: DatabaseLock | Literal[True] = True, purpose: str = "pytest backfill"
              ) -> BackfillOutcome:
     """Write the session's results; returns what changed. Nothing is written on a dry run.
 
@@ -475,7 +476,7 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
     for name, error in snapshot.failed.items():
         outcome.notes.append(f"{name} could not be read, none of its rows was updated: {error}")
     write = not dry_run and target is not None
-    tx = Transaction(target, purpose, lock=lock) if write else None
+    tx = Database(target).transaction(purpose, lock=lock) if write else None
     with tx if tx is not None else contextlib.nullcontext():
         if not native and own is None and target is not None and target.is_dir():
             own = Database(target)

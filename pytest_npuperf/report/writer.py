@@ -1,5 +1,6 @@
-"""Writes a run's three reports together: all are staged complete, then put in place, so a
-failure leaves none of them (and never a half-written one)."""
+"""Writes a run's reports together: all are staged complete, then put in place, so a failure
+leaves none of them (and never a half-written one). The write takes the reports directory's
+own lock (`db.table.write_texts`): a second process writing there at that moment is refused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..db.table import WriteBatch
+from ..db.table import write_texts
 from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
 from .gaps import gap_rows_csv
@@ -67,7 +68,5 @@ def write_reports(outcome: BackfillOutcome, results: list[CaseResult], session: 
                                                      baseline=baseline)),
              paths.html: render_page(outcome, results, session, figures=figures,
                                      baseline=baseline, history=history)}
-    with WriteBatch() as batch:
-        for path, text in texts.items():
-            batch.add_text(path, text)
+    write_texts(reports_dir, texts, purpose=f"reports {stamp}")
     return paths

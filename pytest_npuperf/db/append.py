@@ -1,14 +1,15 @@
-"""Appending theory rows to database CSVs, keeping what is there byte for byte.
+"""Appending rows to database CSVs (`npuperf grid`'s theory rows), keeping what is there byte
+for byte.
 
 A file that exists gets its new rows appended after its own bytes (its header, BOM, quoting
 and line ends untouched; a missing final line end is added first), staged in the database's
-transaction (`db.database`) with the stamp it was read with, so a file changed meanwhile is
-never overwritten. Only when the new rows need a column the file does not have (e.g. the
-`Runtime ...` columns of an old FusedInferAttentionScore file) is the file rewritten with that
-column added: every existing value is kept, its quoting may be normalised. A file without
-`OP State`, `Accelerator Core` or `Output Formats` (not part of the signature) gets its new rows
-without those cells. A file that does not exist is created with the contract columns of its
-kernel type.
+transaction (`Database.transaction`) with the stamp it was read with, so a file changed
+meanwhile is never overwritten. Only when the new rows need a column the file does not have
+(e.g. the `Runtime ...` columns of an old FusedInferAttentionScore file) is the file rewritten
+with that column added: every existing value is kept, its quoting may be normalised. A file
+without `OP State`, `Accelerator Core` or `Output Formats` (not part of the signature) gets its
+new rows without those cells. A file that does not exist is created with the contract columns
+of its kernel type.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..db.columns import (
+from .columns import (
     ACCELERATOR_CORE,
     FIA_KERNEL,
     FIA_RUNTIME_COLUMNS,
@@ -28,12 +29,12 @@ from ..db.columns import (
     OUTPUT_FORMATS,
     contract_columns_for,
 )
-from ..db.database import Table
-from ..db.errors import ContractError, NpuperfError, os_error
-from ..db.merge import ensure_columns
-from ..db.signature import Signature
-from ..db.table import check_not_lfs
-from ..db.transaction import FileStamp, Transaction
+from .database import Table
+from .errors import ContractError, NpuperfError, os_error
+from .merge import ensure_columns
+from .signature import Signature
+from .table import check_not_lfs
+from .transaction import FileStamp, Transaction
 
 
 @dataclass
