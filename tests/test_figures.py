@@ -70,6 +70,21 @@ def test_gemm_latency_keeps_the_largest_series():
     assert gemm_latency([case("RmsNorm", "8,8", samples=[1.0])]) is None  # no GEMM, no figure
 
 
+def test_gemm_latency_puts_the_types_of_one_call_on_one_line_and_only_them():
+    results = []
+    for m, kernel_type in ((1, "MatMulV2"), (16, "MatMulV3"), (128, "MatMulCommon")):
+        r = case(kernel_type, f"{m},128;64,128", samples=[1.0 + m] * 5)
+        r.case_id = f"{kernel_type}-{m}x128x64-BF16-{m:04x}"
+        results.append(r)
+    batched = case("BatchMatMulV2", "4,128;64,128", samples=[3.0] * 5)
+    batched.case_id = "BatchMatMulV2-4x128x64-BF16-0004"  # reads like a GEMM id: not one
+    root = parse(gemm_latency([*results, batched]))
+    (line,) = find(root, "polyline")
+    assert [x for x, _ in polyline_points(line)] == sorted(x for x, _ in polyline_points(line))
+    assert len(polyline_points(line)) == 3 and legend(root) == ["N=64 K=128 BF16"]
+    assert gemm_latency([batched]) is None
+
+
 def test_roofline_places_every_case_under_the_ceilings():
     results = gemm_results()
     results[0].status = STATUS_SUSPECT

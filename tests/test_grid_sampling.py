@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_npuperf.db.columns import SIGNATURE_COLUMNS
-from pytest_npuperf.db.signature import signature
+from pytest_npuperf.db.signature import SLICE_LIKE, signature, signature_kind
 from pytest_npuperf.grid import BudgetError, generate_rows
 from pytest_npuperf.grid.config import load_config
 from pytest_npuperf.grid.job import plan_rows, resolve_settings
@@ -17,6 +17,7 @@ from pytest_npuperf.grid.memory import GIB, budget_bytes, estimate_bytes
 from pytest_npuperf.grid.models import model_grids
 from pytest_npuperf.grid.sampling import KernelStats, KeySpace, flatten_signature, stream_kernel
 from pytest_npuperf.grid.template import CompiledTemplate
+from pytest_npuperf.kernels import catalog
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -204,6 +205,32 @@ def test_stream_keys_equal_db_signatures(kernel_type):
                                          cand.out_dtypes)
             checked += 1
     assert checked > 0
+
+
+def test_every_kernel_type_gets_the_signature_kind_and_keys_of_db(tmp_path):
+    """One signature-kind rule: the grid's compiled template of each kernel type (the catalog's,
+    db's slice-like ones and one nobody knows) takes db's kind and keys its candidates as db
+    signs their rows."""
+    types = sorted({*catalog.kernel_types(), *SLICE_LIKE, "SomethingNew"})
+    every = "assignments: {" + ", ".join(f"{t}: mm" for t in types) + "}"
+    path = write(tmp_path, MATMUL.replace("assignments: {MatMulV2: mm, MatMulV3: mm, MatMulCommon: mm}",
+                                          every))
+    config = load_config(path)
+    grids = config.resolved_grids({})
+    keys = KeySpace()
+    for kernel_type in types:
+        template = CompiledTemplate(config.patterns["mm"], kernel_type, grids, keys, config.marks,
+                                    op_state="dynamic", core="AI_CORE")
+        assert template.kind == signature_kind(kernel_type), kernel_type
+        for i, (key, _mem, values) in enumerate(template.candidates()):
+            if i % 17:
+                continue
+            cand = template.candidate(values)
+            sig = signature(kernel_type, ";".join(",".join(map(str, s)) for s in cand.inputs),
+                            ";".join(cand.in_dtypes), ";".join(cand.in_formats),
+                            ";".join(",".join(map(str, s)) for s in cand.outputs),
+                            ";".join(cand.out_dtypes))
+            assert (sig.kind, keys.key(sig)) == (template.kind, key), kernel_type
 
 
 def test_flatten_signature_round_trip():

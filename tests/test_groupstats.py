@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from pytest_npuperf.measure.groupstats import (
     noise_reasons,
 )
 from pytest_npuperf.measure.noise import noise_reason
-from pytest_npuperf.measure.stats import relative_precision, summarize
+from pytest_npuperf.measure.stats import StdConvention, relative_precision, summarize
 
 samples = st.lists(st.floats(0.5, 5000, allow_nan=False), min_size=1, max_size=40)
 
@@ -39,6 +40,29 @@ def test_each_group_matches_summarize_precision_and_noise(groups, statistic):
             else math.isinf(precision[i])
         assert reasons.get(i) == noise_reason(g)
     assert stats.sample_stats(len(groups)) is None
+
+
+@given(st.lists(st.floats(0.5, 5000, allow_nan=False), min_size=2, max_size=40))
+def test_the_record_holds_the_std_it_names(values):
+    group = np.zeros(len(values), np.int64)
+    for convention, expected in ((StdConvention.POPULATION, statistics.pstdev),
+                                 (StdConvention.SAMPLE, statistics.stdev)):
+        stats = group_stats(group, values, 1, std=convention)
+        assert stats.std_convention is convention
+        assert stats.std[0] == pytest.approx(expected(values), rel=1e-9, abs=1e-9)
+    assert group_stats(group, values, 1).std_convention is StdConvention.SAMPLE
+
+
+def test_a_population_std_is_never_read_as_a_sample_std():
+    group, values = np.zeros(3, np.int64), np.array([1.0, 2.0, 4.0])
+    stats = group_stats(group, values, 1, std=StdConvention.POPULATION)
+    with pytest.raises(ValueError, match="sample std"):
+        stats.sample_stats(0)
+    with pytest.raises(ValueError, match="sample std"):
+        group_precision(group, values, 1, stats, "mean")
+    # The median's interval comes from order statistics: no std in it.
+    assert group_precision(group, values, 1, stats, "median")[0] == \
+        pytest.approx(relative_precision(values, "median"))
 
 
 def test_counter_means_skip_missing_values_per_column():

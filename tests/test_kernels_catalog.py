@@ -11,7 +11,7 @@ import pytest
 
 from pytest_npuperf.db import columns
 from pytest_npuperf.db.shapes import DTYPE_BYTES, parse_shapes
-from pytest_npuperf.db.signature import MATMUL_FAMILY
+from pytest_npuperf.db.signature import MATMUL_FAMILY, signature_kind
 from pytest_npuperf.grid import job
 from pytest_npuperf.grid.config import PACKAGED_CONFIGS, load_config
 from pytest_npuperf.grid.generators import GENERATORS
@@ -233,6 +233,19 @@ def test_grid_cores_and_families_come_from_the_catalog():
     assert job.default_core("SomethingNew") == "AI_VECTOR_CORE"
     assert job.family_of("MatMulCommon") == list(MATMUL_FAMILY)
     assert job.family_of("RmsNorm") == ["RmsNorm"]
+
+
+def test_types_of_one_call_share_one_signature_space():
+    # db keeps its own GEMM family (it imports nothing of the project): it must be the
+    # catalog's, or a measurement would be routed to a row of a type that is not its call.
+    for kernel_type in MATMUL_FAMILY:
+        assert catalog.same_call_types(kernel_type) == MATMUL_FAMILY
+    for entry in catalog.entries():
+        kinds = {signature_kind(t) for t in entry.kernel_types}
+        assert len(kinds) == 1, entry.kernel_types
+        for kernel_type in entry.kernel_types:
+            assert catalog.same_call_types(kernel_type) == entry.kernel_types
+    assert catalog.same_call_types("SomethingNew") == ("SomethingNew",)
 
 
 def test_template_rows_take_dtypes_the_pattern_leaves_open_from_the_catalog(tmp_path):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import statistics
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,10 @@ from pytest_npuperf.ingest.aggregate import (
     SKIP_HCCL,
     SKIP_NO_SHAPE,
     SKIP_NO_TYPE,
+    KernelAggregator,
 )
 from pytest_npuperf.ingest.parse import parse_profiling
+from pytest_npuperf.measure.stats import StdConvention
 
 from .conftest import (
     CANN7_HEADER,
@@ -130,6 +133,18 @@ def test_std_is_numerically_stable(tmp_path) -> None:
     row = read_rows(tmp_path / "db" / "Add.csv")[0]
     assert _num(row["Profiling Std Duration(us)"]) == pytest.approx(stats(durations)["std"],
                                                                     rel=1e-4)
+
+
+def test_the_aggregate_keeps_the_population_std_and_says_so(tmp_path) -> None:
+    durations = [10.0, 12.0, 17.0]
+    kd = write_kernel_details(tmp_path / "kernel_details.csv",
+                              [kd_row("Add", d) for d in durations])
+    aggregator = KernelAggregator()
+    aggregator.add_file(kd)
+    (kernel,) = aggregator.result().kernels
+    assert kernel.stats.std_convention is StdConvention.POPULATION
+    assert kernel.stats.std == pytest.approx(statistics.pstdev(durations), rel=1e-12)
+    assert kernel.stats.std != pytest.approx(statistics.stdev(durations), rel=1e-3)
 
 
 def test_kernel_type_instance_suffixes_are_one_type(tmp_path) -> None:

@@ -17,7 +17,7 @@ from pytest_npuperf.report import (
     html_summary,
     samples_svg,
 )
-from pytest_npuperf.report.writer import report_paths
+from pytest_npuperf.report.names import report_paths
 
 from .report_data import STAMP, case, outcome, session, session_results
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_npuperf.report import terminal_lines
-from pytest_npuperf.report.writer import report_paths
+from pytest_npuperf.report.names import report_paths
 
 from .report_data import ASCEND, STAMP, outcome, session, session_results
 

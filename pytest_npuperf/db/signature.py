@@ -141,6 +141,15 @@ MATMUL_FAMILY: tuple[str, ...] = ("MatMulV2", "MatMulV3", "MatMulCommon")
 SLICE_LIKE: tuple[str, ...] = ("Slice", "SliceAiCore", "Transpose", "TransposeAiCore")
 INDEX_KERNEL = "Index"
 _FRACTAL_NZ = "FRACTAL_NZ"
+_KIND_OF_TYPE = {**dict.fromkeys(MATMUL_FAMILY, "gemm"), **dict.fromkeys(SLICE_LIKE, "slice"),
+                 INDEX_KERNEL: "index"}
+
+
+def signature_kind(kernel_type: str) -> str:
+    """Which rule identifies rows of `kernel_type`: "gemm", "slice", "index" or "generic", the
+    `kind` of the signatures it makes (a MatMul row whose operands form no GEMM falls back to
+    a generic signature; DispatchFFNCombine's generic one carries the EP Size)."""
+    return _KIND_OF_TYPE.get(kernel_type, "generic")
 
 
 def _align(items: tuple[str, ...], n: int, filler: str) -> tuple[str, ...]:
@@ -246,11 +255,12 @@ def _slice(in_shapes: str, in_dtypes: str, in_formats: str) -> Signature:
 def signature(kernel_type: str, in_shapes: str, in_dtypes: str, in_formats: str,
               out_shapes: str, out_dtypes: str, ep_size: str = "") -> Signature:
     """The identity of a row of `kernel_type` (a normalised type name). Raises CellError."""
-    if kernel_type in MATMUL_FAMILY:
+    kind = signature_kind(kernel_type)
+    if kind == "gemm":
         return _matmul(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
-    if kernel_type in SLICE_LIKE:
+    if kind == "slice":
         return _slice(in_shapes, in_dtypes, in_formats)
-    if kernel_type == INDEX_KERNEL:
+    if kind == "index":
         return _index(in_shapes, in_dtypes, in_formats)
     sig = _generic(in_shapes, in_dtypes, in_formats, out_shapes, out_dtypes)
     if kernel_type == "DispatchFFNCombine":

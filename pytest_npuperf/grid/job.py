@@ -33,7 +33,7 @@ from ..db.layout import kernel_file_name
 from ..db.op_mapping import KEPT
 from ..db.progress import Progress
 from ..db.shapes import DTYPE_BYTES, dtype_cell, format_cell, format_shapes, normalize_dtype
-from ..db.signature import Signature, generic_signature, signature
+from ..db.signature import Signature, generic_signature, signature, signature_kind
 from ..db.table import check_writable_dir
 from ..db.transaction import recover_if_free
 from ..kernels import catalog
@@ -55,7 +55,7 @@ from .generators import GENERATORS, Candidate
 from .memory import GIB, budget_bytes, estimate_bytes
 from .models import Model, ModelRegistry, load_model_file, model_grids
 from .sampling import KernelStats, Key, KeySpace, Picked, sample_rng, stream_kernel
-from .template import EVALUATION_ERRORS, CompiledTemplate, signature_kind
+from .template import EVALUATION_ERRORS, CompiledTemplate
 
 DEFAULT_OP_STATE = "dynamic"
 

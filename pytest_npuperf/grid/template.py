@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from ..db.columns import SIGNATURE_COLUMNS
 from ..db.shapes import DTYPE_BYTES, NULL_FORMAT, UNDEFINED_DTYPE, Slot, format_shapes
-from ..db.signature import INDEX_KERNEL, MATMUL_FAMILY, SLICE_LIKE, signature
+from ..db.signature import signature, signature_kind
 from ..kernels import catalog
 from .config import MAX_CANDIDATES, TemplatePattern, Values, candidate_count
 from .errors import ConfigError, ExpressionError
@@ -94,16 +94,6 @@ def _add(nodes: Sequence[ast.expr]) -> ast.expr:
     for node in nodes[1:]:
         out = ast.BinOp(out, ast.Add(), node)
     return out
-
-
-def signature_kind(kernel_type: str) -> str:
-    if kernel_type in MATMUL_FAMILY:
-        return "gemm"
-    if kernel_type in SLICE_LIKE:
-        return "slice"
-    if kernel_type == INDEX_KERNEL:
-        return "index"
-    return "generic"
 
 
 class CompiledTemplate:

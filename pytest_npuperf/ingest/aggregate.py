@@ -44,6 +44,8 @@ from ..db.shapes import (
     strip_cell,
 )
 from ..db.signature import Signature, signature
+from ..measure.groupstats import GroupStats
+from ..measure.stats import StdConvention
 from .kernel_details import (
     DEFAULT_CHUNK_ROWS,
     TYPE,
@@ -70,24 +72,14 @@ _NO_TYPE_TOKENS = frozenset({"", "N/A", "NA", "NULL", "NONE", "UNDEFINED"})
 
 
 @dataclass
-class GroupStats:
-    count: int
-    mean: float
-    median: float
-    std: float
-    min: float
-    max: float
-    counters: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
 class ProfiledKernel:
     """One aggregated (kernel type, signature) group of profiler rows."""
 
     kernel_type: str
     signature: Signature
     identity: dict[str, str]
-    stats: GroupStats
+    stats: GroupStats  # of Duration(us), with the population std (the Profiling Std)
+    counters: dict[str, float] = field(default_factory=dict)  # mean of each, where present
     sources: list[str] = field(default_factory=list)
     runtime: dict[str, str] = field(default_factory=dict)
 
@@ -336,7 +328,7 @@ class KernelAggregator:
                 ["count", "mean", "median", "min", "max"])
             # Population std, as the reference parser wrote it; pandas' grouped variance
             # is a Welford update, stable for large offsets with small spread.
-            stats["std"] = frame.groupby("g", sort=True)["d"].std(ddof=0)
+            stats["std"] = frame.groupby("g", sort=True)["d"].std(ddof=StdConvention.POPULATION)
             means = pd.DataFrame(counters, columns=self._counter_names).groupby(gid).mean() \
                 if self._counter_names else None
             for g, row in stats.iterrows():
@@ -347,11 +339,11 @@ class KernelAggregator:
                                      if not np.isnan(v)}
                 kernels.append(ProfiledKernel(
                     kernel_type=kernel_type, signature=sig, identity=dict(identity),
-                    stats=GroupStats(count=int(row["count"]), mean=float(row["mean"]),
+                    stats=GroupStats(std_convention=StdConvention.POPULATION,
+                                     count=int(row["count"]), mean=float(row["mean"]),
                                      median=float(row["median"]), std=float(row["std"]),
-                                     min=float(row["min"]), max=float(row["max"]),
-                                     counters=counter_means),
-                    sources=sorted(self._sources[int(g)])))
+                                     min=float(row["min"]), max=float(row["max"])),
+                    counters=counter_means, sources=sorted(self._sources[int(g)])))
         return AggregateResult(kernels=kernels, files=list(self.files),
                                level0_files=list(self.level0_files), rows_read=self.rows_read,
                                skipped=self.skipped, notes=list(self.notes))

@@ -120,7 +120,7 @@ def _profiling_values(kernel: ProfiledKernel, stamp: str) -> dict[str, str]:
         PROFILING_SOURCE: _sources_text(kernel.sources),
         PROFILING_UPDATED: stamp,
     }
-    values.update({profiling_counter(m): format_number(v) for m, v in stats.counters.items()})
+    values.update({profiling_counter(m): format_number(v) for m, v in kernel.counters.items()})
     return values
 
 

@@ -1,5 +1,6 @@
-"""The statistics of `stats.summarize`, `stats.relative_precision` and `noise.noise_reason`
-for many groups of samples at once (one group per case), vectorised.
+"""The one record of per-group statistics, and the statistics of `stats.summarize`,
+`stats.relative_precision` and `noise.noise_reason` for many groups of samples at once (one
+group per case), vectorised.
 
 A profile of 10^5 cases has 10^6 kernel samples or more: computing each case's statistics in
 a Python loop over numpy calls costs more than reading the profile. Here every group is one
@@ -16,25 +17,38 @@ from dataclasses import dataclass
 import numpy as np
 
 from .noise import MIN_JUDGED, judge
-from .stats import TUKEY_K, Z95, SampleStats, t95
+from .stats import TUKEY_K, Z95, SampleStats, StdConvention, t95
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GroupStats:
-    """Per group (index = group id): the statistics of its samples; NaN for an empty group."""
+    """Statistics of samples in groups, in microseconds; NaN for an empty group.
 
-    count: np.ndarray
-    mean: np.ndarray
-    median: np.ndarray
-    std: np.ndarray
-    min: np.ndarray
-    max: np.ndarray
-    p90: np.ndarray
-    q1: np.ndarray
-    q3: np.ndarray
-    outliers: np.ndarray
+    Each statistic holds one value per group: an array indexed by group id where all groups
+    are computed at once (`group_stats`: profiler kernels attributed to cases), a number where
+    the record is one group's (`npuperf parse`: a kernel type and signature of a profile).
+    The quantiles and the outlier count are None where the caller does not compute them.
+
+    `std` is the standard deviation `std_convention` names, and each caller states which one
+    it keeps: `npuperf parse` the population std of a profile's launches (what the database's
+    Profiling Std holds), a case the sample std of its samples (what `SampleStats` and the
+    confidence interval of the mean take).
+    """
+
+    std_convention: StdConvention
+    count: np.ndarray | int
+    mean: np.ndarray | float
+    median: np.ndarray | float
+    std: np.ndarray | float
+    min: np.ndarray | float
+    max: np.ndarray | float
+    p90: np.ndarray | None = None
+    q1: np.ndarray | None = None
+    q3: np.ndarray | None = None
+    outliers: np.ndarray | None = None
 
     def sample_stats(self, group: int) -> SampleStats | None:
+        _require_sample_std(self, "SampleStats")
         if not self.count[group]:
             return None
         return SampleStats(
@@ -43,6 +57,13 @@ class GroupStats:
             min=float(self.min[group]), max=float(self.max[group]), p90=float(self.p90[group]),
             q1=float(self.q1[group]), q3=float(self.q3[group]),
             outliers=int(self.outliers[group]))
+
+
+def _require_sample_std(stats: GroupStats, use: str) -> None:
+    # A population std read as a sample std would understate a case's spread and its interval.
+    if stats.std_convention != StdConvention.SAMPLE:
+        raise ValueError(f"{use} takes the sample std; these statistics hold the "
+                         f"{StdConvention(stats.std_convention).name.lower()} std")
 
 
 def _sorted_groups(group: np.ndarray, values: np.ndarray, groups: int
@@ -67,8 +88,9 @@ def _quantile(v: np.ndarray, count: np.ndarray, offset: np.ndarray, q: float) ->
     return out
 
 
-def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> GroupStats:
-    """Statistics of `values` per `group` id in [0, groups)."""
+def group_stats(group: np.ndarray, values: np.ndarray, groups: int, *,
+                std: StdConvention = StdConvention.SAMPLE) -> GroupStats:
+    """Statistics of `values` per `group` id in [0, groups), with the `std` named."""
     group = np.asarray(group, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
     g, v, count, offset = _sorted_groups(group, values, groups)
@@ -77,9 +99,9 @@ def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> GroupStat
         mean = np.bincount(g, weights=v, minlength=groups) / count
         dev = v - mean[g]
         # Two-pass variance: stable for large values with a small spread.
-        var = np.bincount(g, weights=dev * dev, minlength=groups) / (count - 1)
-    std = np.where(count > 1, np.sqrt(np.where(count > 1, var, 0.0)), 0.0)
-    std[~has] = np.nan
+        var = np.bincount(g, weights=dev * dev, minlength=groups) / (count - std)
+    deviation = np.where(count > 1, np.sqrt(np.where(count > 1, var, 0.0)), 0.0)
+    deviation[~has] = np.nan
     low = np.full(groups, np.nan)
     high = np.full(groups, np.nan)
     low[has] = v[offset[has]]
@@ -89,7 +111,8 @@ def group_stats(group: np.ndarray, values: np.ndarray, groups: int) -> GroupStat
     spread = TUKEY_K * (q3 - q1)
     outside = (v < (q1 - spread)[g]) | (v > (q3 + spread)[g])
     outliers = np.bincount(g, weights=outside, minlength=groups).astype(np.int64)
-    return GroupStats(count, mean, median, std, low, high, p90, q1, q3, outliers)
+    return GroupStats(std_convention=StdConvention(std), count=count, mean=mean, median=median,
+                      std=deviation, min=low, max=high, p90=p90, q1=q1, q3=q3, outliers=outliers)
 
 
 def group_precision(group: np.ndarray, values: np.ndarray, groups: int, stats: GroupStats,
@@ -98,6 +121,7 @@ def group_precision(group: np.ndarray, values: np.ndarray, groups: int, stats: G
     count = stats.count
     out = np.full(groups, math.inf)
     if statistic == "mean":
+        _require_sample_std(stats, "the confidence interval of the mean")
         n = count.astype(np.float64)
         t = np.array([t95(int(k) - 1) for k in count])
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from enum import IntEnum
 
 import numpy as np
 
@@ -20,9 +21,24 @@ def t95(degrees_of_freedom: int) -> float:
     return _T95[degrees_of_freedom - 1] if degrees_of_freedom <= len(_T95) else Z95
 
 
+class StdConvention(IntEnum):
+    """Which standard deviation a statistics record holds; the value is the `ddof` of numpy and
+    pandas (the squared deviations are divided by n - ddof).
+
+    POPULATION (n): the spread of exactly the launches a profile holds, what the reference
+    parser wrote as a row's `Profiling Std Duration(us)`. SAMPLE (n - 1): the estimate of the
+    kernel's spread from a case's samples, what the confidence interval of the mean assumes
+    (`SampleStats`, the `MicroBench Std Duration(us)`). A single sample's std is 0 in both.
+    """
+
+    POPULATION = 0
+    SAMPLE = 1
+
+
 @dataclass(frozen=True, slots=True)
 class SampleStats:
-    """Statistics of one case's samples, in microseconds."""
+    """Statistics of one case's samples, in microseconds; `std` is the sample std
+    (StdConvention.SAMPLE)."""
 
     samples: int
     mean: float
@@ -62,7 +78,7 @@ def summarize(samples: list[float] | np.ndarray) -> SampleStats:
     q1, median, q3, p90 = (float(q) for q in np.percentile(values, (25, 50, 75, 90)))
     return SampleStats(
         samples=int(values.size), mean=float(values.mean()), median=median,
-        std=float(values.std(ddof=1)) if values.size > 1 else 0.0,
+        std=float(values.std(ddof=StdConvention.SAMPLE)) if values.size > 1 else 0.0,
         min=float(values.min()), max=float(values.max()), p90=p90, q1=q1, q3=q3,
         outliers=tukey_outliers(values, q1, q3))
 
@@ -89,7 +105,7 @@ def mean_ci_halfwidth(samples: list[float] | np.ndarray) -> float:
     n = values.size
     if n < 2:
         return math.inf
-    return t95(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
+    return t95(n - 1) * float(values.std(ddof=StdConvention.SAMPLE)) / math.sqrt(n)
 
 
 def relative_precision(samples: list[float] | np.ndarray, statistic: str = "median") -> float:

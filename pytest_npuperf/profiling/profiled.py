@@ -39,7 +39,7 @@ from ..measure.result import (
     STATUS_UNATTRIBUTED,
     CaseResult,
 )
-from ..measure.stats import SampleStats
+from ..measure.stats import SampleStats, StdConvention
 from .attribution import Attribution, CaseSpec, attribute_by_markers, attribute_by_order
 
 BOUND_SLACK = 0.95  # as the runner: timer granularity slack below the physical bound
@@ -112,7 +112,7 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
     groups = len(specs)
     case_of, kernel_of = attribution.sample_case, attribution.sample_kernel
     durations = kernels.duration[kernel_of]
-    stats = group_stats(case_of, durations, groups)
+    stats = group_stats(case_of, durations, groups, std=StdConvention.SAMPLE)
     statistics = {results[i].statistic for i in indices}
     precision = {name: group_precision(case_of, durations, groups, stats, name)
                  for name in statistics}

@@ -73,8 +73,9 @@ from ..db.merge import (
     migrate_legacy,
     set_columns,
 )
-from ..db.signature import MATMUL_FAMILY, Signature
+from ..db.signature import Signature
 from ..db.transaction import Transaction
+from ..kernels.catalog import same_call_types
 from ..kernels.mapping_writer import ensure_op_mapping
 from ..measure.counters import CounterMatrix, shared_rows
 from ..measure.result import (
@@ -343,7 +344,7 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
     of that row's signature: the signature is taken from the collection snapshot, checked
     against the hash, and matched in the table being written (which may have been read again).
     """
-    family_files = [n for n, t in targets.items() if t.kernel_type in MATMUL_FAMILY]
+    family_files = [n for n, t in targets.items() if len(same_call_types(t.kernel_type)) > 1]
     routed: dict[str, dict[Signature, CaseResult]] = defaultdict(dict)
     by_position: dict[str, dict[int, CaseResult]] = defaultdict(dict)
     stale = 0
@@ -367,7 +368,7 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
             continue
         name = result.file
         ran = result.measured_kernel_type
-        if ran and ran != result.kernel_type and result.kernel_type in MATMUL_FAMILY:
+        if ran and ran != result.kernel_type and ran in same_call_types(result.kernel_type):
             # The device ran another member of the family: the measurement belongs to that
             # type's row, if its file has one; never a new row.
             alias = next((n for n in family_files if targets[n].kernel_type == ran

@@ -7,10 +7,11 @@ measures or decides. Layering: imports measure, db and the standard library only
 from .gaps import GAP_COLUMNS, gap_rows_csv
 from .html import html_cells, html_extra, html_header_cells, html_row_cells, html_summary
 from .markdown import render_markdown
+from .names import ReportPaths
 from .plots import samples_svg
 from .runjson import dumps_run_json, run_json
 from .terminal import terminal_lines
-from .writer import ReportPaths, write_reports
+from .writer import write_reports
 
 __all__ = [
     "GAP_COLUMNS", "ReportPaths", "dumps_run_json", "gap_rows_csv", "html_cells", "html_extra",

@@ -19,8 +19,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from ..db.signature import MATMUL_FAMILY
 from ..history.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
+from ..kernels.catalog import same_call_types
 from ..measure.result import STATUS_SUSPECT, CaseResult
 from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
 from .charts import DASHED, DOTTED, INK, MUTED, Figure
@@ -40,9 +40,12 @@ def _measured(results: list[CaseResult]) -> list[CaseResult]:
 
 def gemm_latency(results: list[CaseResult]) -> str | None:
     series: dict[tuple[int, int, str], list[tuple[int, float]]] = defaultdict(list)
+    # MatMulV2/V3/Common rows are one call (torch.mm): whichever of them the device ran, a
+    # GEMM's point belongs on its (N, K, dtype) line.
+    matmuls = same_call_types("MatMulV2")
     for r in _measured(results):
         match = _GEMM_ID.match(r.case_id)
-        if r.kernel_type in MATMUL_FAMILY and match:
+        if r.kernel_type in matmuls and match:
             key = (int(match["n"]), int(match["k"]), match["dtype"])
             series[key].append((int(match["m"]), r.stats.median))
     if not series:

@@ -8,15 +8,13 @@ Every value is escaped: case ids, shapes and error messages come from database f
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
 
 from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
 from . import summary as S
+from .names import ReportPaths
 from .plots import samples_svg
-
-if TYPE_CHECKING:  # writer imports this module (the page reuses the summary)
-    from .writer import ReportPaths
+from .regression import html_section
 
 WORST_GAPS = 10
 
@@ -142,9 +140,7 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
     parts = ['<div class="npuperf-summary">', "<h2>Operator performance</h2>",
              "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome)]
     if baseline:
-        from .page import regression_html
-
-        parts.append(f"<h3>Against the baseline</h3>{regression_html(results, baseline)}")
+        parts.append(f"<h3>Against the baseline</h3>{html_section(results, baseline)}")
     for title, svg in (figures or {}).items():
         parts.append(f'<div class="npuperf-figure"><h3>{escape(title)}</h3>{svg}</div>')
     parts.append("</div>")

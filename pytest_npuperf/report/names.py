@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 STAMP_RE = re.compile(r"^\d{8}_\d{6}(_\d+)?$")
 
@@ -28,3 +30,19 @@ def run_json_name(stamp: str) -> str:
 
 def html_name(stamp: str) -> str:
     return f"report_{check_stamp(stamp)}.html"
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    markdown: Path
+    gap_csv: Path
+    run_json: Path
+    html: Path | None = None  # report_<stamp>.html, the run on one page with its figures
+
+    def all(self) -> tuple[Path, ...]:
+        return tuple(p for p in (self.markdown, self.gap_csv, self.run_json, self.html) if p)
+
+
+def report_paths(reports_dir: Path, stamp: str) -> ReportPaths:
+    return ReportPaths(reports_dir / markdown_name(stamp), reports_dir / gap_csv_name(stamp),
+                       reports_dir / run_json_name(stamp), reports_dir / html_name(stamp))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from html import escape
 
-from ..history.compare import FASTER, SLOWER, UNCERTAIN
 from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
-from . import regression as R
 from . import summary as S
 from .html import html_summary
+from .regression import html_section
+from .tables import html_table
 
 CASE_ROWS = 5000
 STATUS_CHARS = 160  # beyond this the page stops being a page; the run JSON has every case
@@ -36,47 +36,11 @@ nav a{margin-right:1em}
 """
 
 
-def _cell(value: object, numeric: bool = False) -> str:
-    text = escape("-" if value is None or value == "" else str(value))
-    return f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>"
-
-
-def _table(header: list[str], rows: list[list[object]], numeric: tuple[int, ...] = ()) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(_cell(v, i in numeric) for i, v in enumerate(row)) + "</tr>"
-                   for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _figures(figures: dict[str, str]) -> str:
     if not figures:
         return "<p>No figure: nothing measured that one could show.</p>"
     return "".join(f'<div class="figure" role="figure" aria-label="{escape(title, quote=True)}">'
                     f"<h3>{escape(title)}</h3>{svg}</div>" for title, svg in figures.items())
-
-
-def regression_html(results: list[CaseResult], baseline: str) -> str:
-    items = R.judged(results)
-    if not baseline and not items:
-        return ""
-    parts = [f"<p>Baseline: {escape(baseline or '-')}. Verdicts: "
-             f"{escape(R.counts_phrase(items))}.</p>"]
-    if shift := R.run_shift(items):
-        parts.append(f"<p>Note: {escape(shift)}.</p>")
-    for verdict, title in ((SLOWER, "Regressions (SLOWER)"), (FASTER, "Improvements (FASTER)")):
-        found = R.worst(items, verdict)
-        parts.append(f'<h3 class="v-{verdict}">{escape(title)}: {len(found)}</h3>')
-        if found:
-            parts.append(_table(R.HEADER, [R.row(i) for i in found[:R.LISTED]],
-                                numeric=(1, 2, 3, 4)))
-    uncertain = R.worst(items, UNCERTAIN)
-    if uncertain:
-        parts.append(f"<h3>Uncertain: {len(uncertain)}</h3>")
-        parts.append(_table(["Case", "Ratio", "p-value", "Why"],
-                            [[i.case_id, f"{i.comparison.ratio:.3f}x" if i.comparison.ratio
-                              else None, R.fmt_p(i.comparison.p_value), i.comparison.reason]
-                             for i in uncertain[:R.LISTED]], numeric=(1, 2)))
-    return "".join(parts)
 
 
 def _pct(value: float | None) -> str | None:
@@ -101,7 +65,7 @@ def cases_html(results: list[CaseResult]) -> str:
                      r.bound_by, r.memory_level, _num(r.achieved_tflops), _num(r.achieved_gbps),
                      _pct(r.mfu), _pct(r.mbu),
                      f"{verdict} {ratio:.3f}x" if verdict and ratio else verdict])
-    table = _table(header, rows, numeric=(2, 3, 4, 5, 8, 9, 10, 11))
+    table = html_table(header, rows, numeric=(2, 3, 4, 5, 8, 9, 10, 11))
     if len(ordered) > CASE_ROWS:
         table += f"<p>The first {CASE_ROWS} of {len(ordered)} cases; the run JSON has all.</p>"
     return table
@@ -114,7 +78,7 @@ def render_page(outcome: BackfillOutcome, results: list[CaseResult], session: Se
     sections = [("summary", "Summary", html_summary(outcome, results, session)
                  + (f"<p>History: {escape(history)}</p>" if history else "")),
                 ("figures", "Figures", _figures(figures or {}))]
-    regression = regression_html(results, baseline)
+    regression = html_section(results, baseline)
     if regression:
         sections.append(("baseline", "Against the baseline", regression))
     sections.append(("cases", f"Cases ({len(results)})", cases_html(results)))

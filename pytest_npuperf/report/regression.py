@@ -4,6 +4,7 @@ regressions and improvements worst first, each with its ratio and p-value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
 
 from ..history.compare import (
     FASTER,
@@ -16,7 +17,7 @@ from ..history.compare import (
     run_shift_note,
 )
 from ..measure.result import CaseResult
-from .tables import md_table
+from .tables import html_table, md_table
 
 LISTED = 50
 
@@ -69,6 +70,13 @@ def row(item: Judged) -> list[object]:
 
 
 HEADER = ["Case", "Ratio", "p-value", "Baseline median(us)", "Median(us)", "Baseline run"]
+UNCERTAIN_HEADER = ["Case", "Ratio", "p-value", "Why"]
+LISTS = ((SLOWER, "Regressions (SLOWER)"), (FASTER, "Improvements (FASTER)"))
+
+
+def uncertain_row(item: Judged) -> list[object]:
+    c = item.comparison
+    return [item.case_id, f"{c.ratio:.3f}x" if c.ratio else "-", fmt_p(c.p_value), c.reason]
 
 
 def markdown_section(results: list[CaseResult], baseline: str) -> str:
@@ -82,7 +90,7 @@ def markdown_section(results: list[CaseResult], baseline: str) -> str:
              "- SLOWER/FASTER: the rank test (Mann-Whitney U) finds the samples differ and the "
              "median moved by at least the threshold; UNCERTAIN: too few or too spread "
              "samples, a flagged measurement, or not significant; NEW: not in the baseline."]
-    for verdict, title in ((SLOWER, "Regressions (SLOWER)"), (FASTER, "Improvements (FASTER)")):
+    for verdict, title in LISTS:
         found = worst(items, verdict)
         lines += ["", f"### {title}: {len(found)}", ""]
         if found:
@@ -94,11 +102,33 @@ def markdown_section(results: list[CaseResult], baseline: str) -> str:
     uncertain = worst(items, UNCERTAIN)
     if uncertain:
         lines += ["", f"### Uncertain: {len(uncertain)}", "",
-                  md_table(["Case", "Ratio", "p-value", "Why"],
-                           [[i.case_id, f"{i.comparison.ratio:.3f}x" if i.comparison.ratio
-                             else "-", fmt_p(i.comparison.p_value), i.comparison.reason]
-                            for i in uncertain[:LISTED]], right=(1, 2))]
+                  md_table(UNCERTAIN_HEADER, [uncertain_row(i) for i in uncertain[:LISTED]],
+                           right=(1, 2))]
     return "\n".join(lines)
+
+
+def html_section(results: list[CaseResult], baseline: str) -> str:
+    """The comparison as HTML (empty string without a baseline): the page's section, and the
+    pytest-html summary's when it is given a baseline."""
+    items = judged(results)
+    if not baseline and not items:
+        return ""
+    parts = [f"<p>Baseline: {escape(baseline or '-')}. Verdicts: "
+             f"{escape(counts_phrase(items))}.</p>"]
+    if shift := run_shift(items):
+        parts.append(f"<p>Note: {escape(shift)}.</p>")
+    for verdict, title in LISTS:
+        found = worst(items, verdict)
+        parts.append(f'<h3 class="v-{verdict}">{escape(title)}: {len(found)}</h3>')
+        if found:
+            parts.append(html_table(HEADER, [row(i) for i in found[:LISTED]],
+                                    numeric=(1, 2, 3, 4)))
+    uncertain = worst(items, UNCERTAIN)
+    if uncertain:
+        parts.append(f"<h3>Uncertain: {len(uncertain)}</h3>")
+        parts.append(html_table(UNCERTAIN_HEADER, [uncertain_row(i) for i in uncertain[:LISTED]],
+                                numeric=(1, 2)))
+    return "".join(parts)
 
 
 def terminal_lines(results: list[CaseResult], baseline: str, shown: int = 5) -> list[str]:
@@ -115,5 +145,5 @@ def terminal_lines(results: list[CaseResult], baseline: str, shown: int = 5) -> 
     return lines
 
 
-__all__ = ["FASTER", "NEW", "SAME", "SLOWER", "UNCERTAIN", "Judged", "counts", "judged",
-           "markdown_section", "run_shift", "terminal_lines", "worst"]
+__all__ = ["FASTER", "NEW", "SAME", "SLOWER", "UNCERTAIN", "Judged", "counts", "html_section",
+           "judged", "markdown_section", "run_shift", "terminal_lines", "worst"]

@@ -1,8 +1,10 @@
-"""Padded markdown tables, readable as plain text and as rendered markdown."""
+"""The reports' tables: padded markdown, readable as plain text and as rendered markdown, and
+HTML with every cell escaped."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 
 EMPTY = "_None_"
 MAX_CELL = 160  # long error messages would otherwise make every row of a table unreadable
@@ -32,3 +34,16 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[object]],
     rule = "| " + " | ".join(("-" * (w - 1) + ":") if i in right else "-" * w
                              for i, w in enumerate(widths)) + " |"
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
+
+
+def html_cell(value: object, numeric: bool = False) -> str:
+    text = escape("-" if value is None or value == "" else str(value))
+    return f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>"
+
+
+def html_table(header: list[str], rows: list[list[object]], numeric: tuple[int, ...] = ()) -> str:
+    """An HTML table; columns whose index is in `numeric` are right-aligned (class `num`)."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(html_cell(v, i in numeric) for i, v in enumerate(row))
+                   + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
 from . import summary as S
+from .names import ReportPaths
 from .regression import terminal_lines as regression_lines
-from .writer import ReportPaths
 
 WORST_GAPS = 5
 SLOWEST = 3

@@ -5,7 +5,6 @@ own lock (`db.table.write_texts`): a second process writing there at that moment
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..db.table import write_texts
@@ -13,25 +12,9 @@ from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
 from .gaps import gap_rows_csv
 from .markdown import render_markdown
-from .names import check_stamp, gap_csv_name, html_name, markdown_name, run_json_name
+from .names import ReportPaths, check_stamp, report_paths
 from .page import render_page
 from .runjson import dumps_run_json, run_json
-
-
-@dataclass(frozen=True)
-class ReportPaths:
-    markdown: Path
-    gap_csv: Path
-    run_json: Path
-    html: Path | None = None  # report_<stamp>.html, the run on one page with its figures
-
-    def all(self) -> tuple[Path, ...]:
-        return tuple(p for p in (self.markdown, self.gap_csv, self.run_json, self.html) if p)
-
-
-def report_paths(reports_dir: Path, stamp: str) -> ReportPaths:
-    return ReportPaths(reports_dir / markdown_name(stamp), reports_dir / gap_csv_name(stamp),
-                       reports_dir / run_json_name(stamp), reports_dir / html_name(stamp))
 
 
 def free_stamp(reports_dir: Path, stamp: str) -> str:
