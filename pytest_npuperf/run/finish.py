@@ -33,7 +33,7 @@ from ..measure.clock import RunIdentity
 if TYPE_CHECKING:
     from ..history.keeper import HistoryKeeper
     from ..replay.outcome import SessionInfo
-    from ..report.writer import ReportPaths
+    from ..report.names import ReportPaths
 
 
 @dataclass

@@ -27,11 +27,11 @@ import numpy as np
 from ..db.columns import COUNTERS
 from ..db.files import check_database_dir
 from ..db.layout import REPORTS_DIR, device_of
-from ..db.signature import MATMUL_FAMILY
 from ..devices.mstx import MSTX_MESSAGE_LIMIT
 from ..history.compare import DEFAULT_THRESHOLD
 from ..ingest.kernel_child import ChildRead
 from ..ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
+from ..kernels.catalog import same_call_types
 from ..measure.clock import mint_run
 from ..measure.counters import CounterMatrix
 from ..measure.groupstats import group_means, group_precision, group_stats
@@ -109,7 +109,7 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
         key = (code, digest)
         if key not in group_of:
             ran = kernels.types[code]
-            family = MATMUL_FAMILY if ran in MATMUL_FAMILY else (ran,)
+            family = same_call_types(ran)
             ref = next((rows[(t, digest)] for t in (ran, *family) if (t, digest) in rows), None)
             group_of[key] = len(targets) if ref is not None else -1
             if ref is not None:
