@@ -13,8 +13,9 @@ import pytest
 
 from .harness import collect, lifecycle
 from .harness.configure import configure, rank_env
+from .harness.nodeids import may_be_cases
 from .harness.options import add_options
-from .harness.stash import comm_session, measurer, owner
+from .harness.roles import comm_session, measurer, owner
 from .harness.wrap import run_elsewhere
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_xdist_node_collection_finished(node, ids) -> None:
     """The xdist controller collects nothing itself: it checks and locks the database once
     workers report replay cases, before any of them is scheduled."""
-    if collect.may_be_cases(ids):
+    if may_be_cases(ids):
         owner(node.config).on_worker_cases(ids)
 
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_npuperf import plugin
-from pytest_npuperf.harness.collect import CASE_NODEID
-from pytest_npuperf.harness.stash import existing_context
+from pytest_npuperf.harness.nodeids import CASE_NODEID
+from pytest_npuperf.harness.roles import existing_context
 
 # Imported here, not first inside a pytester test: pytester drops the modules a test imported
 # when it ends, and numpy (under pandas) cannot be imported twice into one process.

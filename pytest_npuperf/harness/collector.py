@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from .stash import owner, result_of, roles
+from .roles import owner
+from .stash import result_of, roles
 
 
 class ResultCollector:

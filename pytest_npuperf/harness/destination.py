@@ -23,8 +23,19 @@ if TYPE_CHECKING:
     from ..db.database import Database
     from ..db.lock import DatabaseLock
     from ..db.signature import Signature
+    from ..devices import Backend
     from ..run.finish import Target
-    from .context import RunContext
+    from .options import Settings
+
+
+class _Run(Protocol):
+    """What a destination reads of its run (harness/context.py)."""
+
+    settings: Settings
+    backend: Backend
+    catalog: CaseCatalog
+    notes: list[str]
+    run_id: str
 
 
 class Destination(Protocol):
@@ -46,12 +57,12 @@ class Destination(Protocol):
     def run_target(self, lock: DatabaseLock | None) -> Target: ...
 
 
-def destination_for(context: RunContext) -> Destination:
+def destination_for(context: _Run) -> Destination:
     return GridRun(context) if context.settings.grid else DatabaseRun(context)
 
 
 class _Common:
-    def __init__(self, context: RunContext) -> None:
+    def __init__(self, context: _Run) -> None:
         self.context = context
         self.source = context.settings.db
 
@@ -61,7 +72,7 @@ class _Common:
 
 
 class DatabaseRun(_Common):
-    def __init__(self, context: RunContext) -> None:
+    def __init__(self, context: _Run) -> None:
         super().__init__(context)
         self._own: Database | None = None  # this device's database, when not the source
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from .stash import RESULT_KEY, RESULT_PROPERTY, existing_owner, result_of
+from .roles import existing_owner
+from .stash import RESULT_KEY, RESULT_PROPERTY, result_of
 
 
 @pytest.hookimpl(hookwrapper=True)

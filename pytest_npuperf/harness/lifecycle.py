@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from . import collect
-from .stash import existing_comm, existing_context, existing_measurer, existing_owner
+from .roles import existing_comm, existing_context, existing_measurer, existing_owner
 
 
 def after_collection(session: pytest.Session) -> None:

@@ -19,8 +19,8 @@ from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
-from .collect import case_id_of_nodeid
 from .context import RunContext
+from .nodeids import case_id_of_nodeid
 
 if TYPE_CHECKING:
     from ..db.lock import DatabaseLock

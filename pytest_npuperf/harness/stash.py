@@ -5,7 +5,7 @@ The roles are chosen once, at configure time (`choose_roles`), the way pytest-xd
 its controller from its workers: the process that *owns* the run (the serial process, or the
 xdist controller) receives every result and writes at the end; a process that *measures*
 (the serial process, or an xdist worker) runs cases. Their objects (`Owner`, `Measurer`,
-over one `RunContext`) are created with the run's first replay case.
+over one `RunContext`) are created with the run's first replay case (roles.py).
 
 Light on purpose: the plugin loads this in every pytest run, and a run without replay cases
 must cost nothing. The role modules, and torch, pandas and the database behind them, are
@@ -15,9 +15,8 @@ imported only when a run has a replay case.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,20 +24,16 @@ from ..comm.launch import xdist_in_use
 
 if TYPE_CHECKING:
     from ..measure.result import CaseResult
-    from .comm import CommSession
-    from .context import RunContext
-    from .measurer import Measurer
-    from .owner import Owner
 
 RESULT_PROPERTY = "npuperf_result"
-CONTEXT_KEY = pytest.StashKey["RunContext"]()
-OWNER_KEY = pytest.StashKey["Owner"]()
-MEASURER_KEY = pytest.StashKey["Measurer"]()
-COMM_KEY = pytest.StashKey["CommSession"]()
+# The role objects (roles.py creates them; their modules import this one, not the reverse).
+CONTEXT_KEY = pytest.StashKey[object]()
+OWNER_KEY = pytest.StashKey[object]()
+MEASURER_KEY = pytest.StashKey[object]()
+COMM_KEY = pytest.StashKey[object]()
 RESULT_KEY = pytest.StashKey["CaseResult"]()  # on an item: the result of its case
 _ROLES = pytest.StashKey["Roles"]()
 _STARTED = pytest.StashKey[float]()
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,70 +66,6 @@ def mark_start(config: pytest.Config) -> None:
 
 def started_at(config: pytest.Config) -> float:
     return config.stash.get(_STARTED, time.time())
-
-
-def existing_context(config: pytest.Config) -> RunContext | None:
-    """The run's replay context if one was created (a replay case was collected or reported)."""
-    return config.stash.get(CONTEXT_KEY, None)
-
-
-def context(config: pytest.Config) -> RunContext:
-    """The run's replay context, created (with the heavy imports) on first use."""
-    def create() -> RunContext:
-        from .context import RunContext
-
-        return RunContext(config)
-    return _created(config, CONTEXT_KEY, create)
-
-
-def existing_owner(config: pytest.Config) -> Owner | None:
-    return config.stash.get(OWNER_KEY, None)
-
-
-def owner(config: pytest.Config) -> Owner | None:
-    """The owner of the run, in the process that owns it (None elsewhere)."""
-    if not roles(config).owns:
-        return None
-
-    def create() -> Owner:
-        from .owner import Owner
-
-        return Owner(context(config))
-    return _created(config, OWNER_KEY, create)
-
-
-def existing_measurer(config: pytest.Config) -> Measurer | None:
-    return config.stash.get(MEASURER_KEY, None)
-
-
-def measurer(config: pytest.Config) -> Measurer:
-    """The measurer of a process that runs cases."""
-    def create() -> Measurer:
-        from .measurer import Measurer
-
-        return Measurer(context(config))
-    return _created(config, MEASURER_KEY, create)
-
-
-def existing_comm(config: pytest.Config) -> CommSession | None:
-    """The run's collective session if a collective case was parametrized."""
-    return config.stash.get(COMM_KEY, None)
-
-
-def comm_session(config: pytest.Config) -> CommSession:
-    """The run's collective session, created on first use (no torch until cases run)."""
-    def create() -> CommSession:
-        from .comm import CommSession
-
-        return CommSession(config)
-    return _created(config, COMM_KEY, create)
-
-
-def _created(config: pytest.Config, key: pytest.StashKey, create: Callable[[], T]) -> T:
-    value = config.stash.get(key, None)
-    if value is None:
-        value = config.stash[key] = create()
-    return value
 
 
 # -- a case's result on its report ------------------------------------------------------------

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..db.columns import AVERAGE_DURATION, is_valid_duration
 from ..db.database import Database, Table, kernel_csvs
-from ..db.layout import kernel_file_name, kernel_type_of_file
+from ..db.files import check_database_dir
+from ..db.layout import device_of, kernel_file_name, kernel_type_of_file
 from ..db.signature import Signature, short_hash, signature_text
 from ..kernels.catalog import replayable as has_replay
 from ..measure.policy import UPDATE_MODES
@@ -70,6 +71,27 @@ def case_id(kernel_type: str, sig: Signature | None, digest: str, raw_key: str) 
     caller ("" for a row without a signature: its file and position are hashed instead)."""
     digest = digest if sig is not None else short_hash(repr((raw_key,)))
     return f"{kernel_type}-{shape_summary(sig)}-{dtype_label(sig)}-{digest}"
+
+
+class DatabaseCases:
+    """A database directory named on a command line: checked at once, its cases read on first
+    use, once (a command that may not need them reads its profiler output first)."""
+
+    def __init__(self, path: Path, option: str) -> None:
+        check_database_dir(path, option)
+        self.path = Path(path)
+        self.device = device_of(self.path) or ""
+        self._catalog: CaseCatalog | None = None
+
+    @property
+    def catalog(self) -> CaseCatalog:
+        if self._catalog is None:
+            self._catalog = CaseCatalog(self.path)
+        return self._catalog
+
+    @property
+    def read(self) -> bool:
+        return self._catalog is not None
 
 
 class CaseCatalog:

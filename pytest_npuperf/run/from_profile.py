@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..db.columns import COUNTERS
-from ..db.files import check_database_dir
-from ..db.layout import REPORTS_DIR, device_of
+from ..db.layout import REPORTS_DIR
 from ..devices.mstx import MSTX_MESSAGE_LIMIT
 from ..history.compare import DEFAULT_THRESHOLD
 from ..ingest.kernel_child import ChildRead
@@ -41,7 +40,7 @@ from ..profiling.attribution import kernel_signature_hashes
 from ..profiling.handoff import find_handoffs, read_handoff
 from ..profiling.msprof import run_export
 from ..profiling.profiled import attribute_results, gc_paused, launches_of, read_kernels_ahead
-from ..replay.cases import CaseCatalog, CaseRef
+from ..replay.cases import CaseCatalog, CaseRef, DatabaseCases
 from ..replay.outcome import SessionInfo
 from .finish import RunEnd, RunFacts, finish_run, summary_lines
 from .target import DatabaseTarget, NoDatabase
@@ -147,22 +146,19 @@ class FinishOptions:
     figures: bool = True
 
 
-def _cases(handoffs: list[Path], markers, database: Path, statistic: str,
-           sources: list[ProfileSource], notes: list[str]
-           ) -> tuple[list[CaseResult], str, CaseCatalog | None]:
-    """The cases the profile is for, how they were found, and the database's cases when they
-    had to be read for that."""
+def _cases(handoffs: list[Path], markers, database: DatabaseCases, statistic: str,
+           sources: list[ProfileSource], notes: list[str]) -> tuple[list[CaseResult], str]:
+    """The cases the profile is for, and how they were found."""
     if handoffs:
         results: list[CaseResult] = []
         for path in handoffs:
             results += read_handoff(path).results
-        return results, "the runs' hand-off files", None
-    catalog = CaseCatalog(database)
+        return results, "the runs' hand-off files"
     if len(markers):
-        return (_marker_cases(catalog, markers, statistic),
-                "mstx markers (no hand-off: warmup calls included, counts not checked)", catalog)
-    return (_signature_results(catalog, sources, statistic, notes),
-            "kernel type and signature (no markers, no hand-off)", catalog)
+        return (_marker_cases(database.catalog, markers, statistic),
+                "mstx markers (no hand-off: warmup calls included, counts not checked)")
+    return (_signature_results(database.catalog, sources, statistic, notes),
+            "kernel type and signature (no markers, no hand-off)")
 
 
 def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
@@ -174,16 +170,15 @@ def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all
     written). `reports=False` writes the database only (benchmarks time the ingest on its
     own): no history, no reports."""
     with gc_paused():
-        return _backfill_profile(Path(prof_path), Path(database), update_mode, prune_empty,
-                                 dry_run, statistic, reports, finish or FinishOptions())
+        return _backfill_profile(Path(prof_path), DatabaseCases(database, "--database-path"),
+                                 update_mode, prune_empty, dry_run, statistic, reports,
+                                 finish or FinishOptions())
 
 
-def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_empty: bool,
+def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str, prune_empty: bool,
                       dry_run: bool, statistic: str, reports: bool, finish: FinishOptions
                       ) -> tuple[list[str], int]:
     started = time.time()
-    database = Path(database)
-    check_database_dir(database, "--database-path")
     notes: list[str] = []
     sources = _exported(Path(prof_path), notes)
     handoffs = find_handoffs(prof_path)
@@ -199,10 +194,9 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
             # kernels with their shapes; this read is let end first (memory).
             kernels.result()
             kernels = None
-        results, how, catalog = _cases(handoffs, markers, database, statistic, sources, notes)
-        if isinstance(kernels, ChildRead) and catalog is None:
-            # The kernels are in the child: the database is read meanwhile.
-            catalog = CaseCatalog(database)
+        results, how = _cases(handoffs, markers, database, statistic, sources, notes)
+        if isinstance(kernels, ChildRead):
+            _ = database.catalog  # the kernels are in the child: the database is read meanwhile
         if kernels is not None:
             # The kernels are freed on return, before the database is read.
             outcome = attribute_results(results, sources, markers=markers,
@@ -213,8 +207,7 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
                          f"unattributed; {outcome.kernels:,} kernel launch(es), "
                          f"{outcome.markers:,} marker(s)")
     notes.insert(0, f"matched by {how}; {len(results)} case(s) from {prof_path}")
-    if catalog is None:
-        catalog = CaseCatalog(database)
+    catalog = database.catalog
     if update_mode == "missing-only":
         done = catalog.measured()
         keep = []
@@ -231,8 +224,9 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
                "history": None if finish.history is None else str(finish.history),
                "baseline": finish.baseline, "regression_threshold": finish.threshold,
                "figures": finish.figures}
-    facts = RunFacts.of(mint_run(started), source=str(database), options=options)
-    target = DatabaseTarget(database, database, native=True, reports_dir=database / REPORTS_DIR,
+    path = database.path
+    facts = RunFacts.of(mint_run(started), source=str(path), options=options)
+    target = DatabaseTarget(path, path, native=True, reports_dir=path / REPORTS_DIR,
                             prune_empty=prune_empty, dry_run=dry_run, snapshot=catalog.database,
                             purpose="npuperf backfill")
 
@@ -240,11 +234,11 @@ def _backfill_profile(prof_path: Path, database: Path, update_mode: str, prune_e
         return SessionInfo(run_id=facts.run_id, started=facts.started_iso,
                            wall_s=time.time() - started, wall_from="command start",
                            device={"kind": "npu", "name": f"profile {prof_path}",
-                                   "database_device": device_of(database)},
+                                   "database_device": database.device or None},
                            options=options)
     keep = reports and not dry_run
     end = finish_run(facts, results, target, info=info, notes=notes, judge=True, record=keep,
-                     reports=keep, exit_status=0, device=lambda: device_of(database) or "",
+                     reports=keep, exit_status=0, device=lambda: database.device,
                      write_errors="raise")
     return summary_lines(end), end.code
 
