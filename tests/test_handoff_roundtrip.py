@@ -1,4 +1,4 @@
-"""The hand-off between a wrapped run's child and its parent (measure/handoff.py): what the
+"""The hand-off between a wrapped run's child and its parent (profiling/handoff.py): what the
 child wrote is what the parent reads, whatever mix of results and however many blocks;
 repeated texts are shared on reading; columns of another version are dropped; a damaged
 file, or one of the first format, is a one-line error."""

@@ -109,7 +109,7 @@ def test_collective_points_share_the_tables(tmp_path):
 
 
 def test_a_collective_case_is_recorded_and_judged_against_its_baseline(tmp_path):
-    """A collective result (comm/result.py) as a history record, and its samples judged
+    """A collective result (comm/collective_result.py) as a history record, and its samples judged
     against the same point of an earlier run: a 1.5x slower all_reduce is SLOWER, the same
     one is not, a point the baseline lacks is NEW."""
     from pytest_npuperf.comm.collective_result import CommResult, RankTimes

@@ -1,5 +1,6 @@
-"""Import order: the report modules import each other one way, and the packages below them keep
-DESIGN.md's layers (db imports nothing of the project; ingest may read measure's statistics
+"""Import order: no module imports one that imports it back, the packages are layers (nothing
+below the harness reaches it, nothing reaches the plugin or the cli), the report modules
+import each other one way, and the packages below them keep DESIGN.md's layers (db imports nothing of the project; ingest may read measure's statistics
 record, so measure never imports ingest). Every import counts, also those inside functions and
 under TYPE_CHECKING: a cycle hidden there is still a cycle."""
 
@@ -57,3 +58,62 @@ def test_db_imports_nothing_of_the_project_and_measure_nothing_of_ingest():
         assert {m for m in found if not m.startswith("db")} == set(), module
     for module, found in _package_imports("measure").items():
         assert not {m for m in found if m == "ingest" or m.startswith("ingest.")}, module
+
+
+def _all_modules() -> dict[str, set[str]]:
+    """Every module of the package (dotted below it) and the modules it imports (a name
+    imported from a package counts as that package)."""
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
+        graph[name] = _imports(path)
+    known = set(graph)
+
+    def ancestors(name: str) -> set[str]:  # a package is imported before its modules anyway
+        parts = name.split(".")
+        return {".".join(parts[:i]) for i in range(1, len(parts))}
+    return {name: ({m if m in known else m.rsplit(".", 1)[0] for m in found} & known)
+            - {name} - ancestors(name) for name, found in graph.items()}
+
+
+def _room(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_no_module_imports_another_that_imports_it_back():
+    """Module by module, the imports of the whole package form no circle."""
+    try:
+        TopologicalSorter(_all_modules()).prepare()
+    except CycleError as exc:
+        raise AssertionError(f"an import circle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_the_packages_are_layers():
+    """Package by package (the root's modules each their own): no two packages import each
+    other, even through others, and the root's plugin and cli sit on top (DESIGN.md)."""
+    graph: dict[str, set[str]] = {}
+    for module, found in _all_modules().items():
+        graph.setdefault(_room(module), set()).update(_room(m) for m in found)
+    graph = {room: found - {room} for room, found in graph.items()}
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"packages import each other: {' -> '.join(exc.args[1])}") \
+            from None
+    for low in ("run", "replay", "profiling", "report", "history", "measure", "db"):
+        assert "harness" not in _reachable(graph, low), f"{low} reaches harness"
+    for room in graph:
+        if room not in ("plugin", "cli"):
+            assert not {"plugin", "cli"} & _reachable(graph, room), f"{room} reaches the top"
+    assert graph["db"] <= {"__init__"} and order.index("db") < order.index("harness")
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

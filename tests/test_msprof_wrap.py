@@ -124,6 +124,7 @@ def test_wrapped_run_attributes_backfills_reports_and_backfill_reads_it_again(
         [recorded] = store.runs()
         cases = store.run_cases(recorded.run_id)
     assert recorded.run_id == run["run_id"] and recorded.passed
+    assert run_dir.name == recorded.run_id  # the child measured the run its parent named
     assert sorted(c.kernel for c in cases) == ["MatMulV2", "MatMulV2", "RmsNorm"]
     assert all(c.method == "msprof" and c.samples for c in cases)
     page = next((out / "reports").glob("report_*.html")).read_text()

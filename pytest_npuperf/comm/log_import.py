@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..db.errors import NpuperfError
 from ..db.layout import HCCL_DIR, OP_MAPPING_FILE
+from ..measure.clock import mint_run
 from .importers import ImportOptions, import_log
 from .sweep import check_grid
 from .table import write_tables
@@ -25,10 +24,9 @@ def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
             grid = check_grid(int(t) for t in grid_shape.replace(",", " ").split())
         except ValueError as exc:
             raise NpuperfError(f"--grid-shape {grid_shape!r}: {exc}") from None
-    stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
     options = ImportOptions(op=op, num_devices=num_devices, topology_tier=topology_tier,
                             grid=grid, dtype=dtype,
-                            run_id=f"import-{stamp}-{uuid.uuid4().hex[:8]}")
+                            run_id=mint_run(prefix="import-").run_id)
     try:
         imported = [import_log(path, options) for path in logs]
     except ValueError as exc:  # an unknown --op, a bad grid

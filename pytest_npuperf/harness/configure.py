@@ -43,7 +43,7 @@ def configure(config: pytest.Config) -> None:
         if env.rank > 0:
             config.option.verbose = min(config.option.verbose, -1)  # rank 0 reports
     if config.pluginmanager.hasplugin("html"):
-        from . import html
+        from . import html_hooks
 
-        config.pluginmanager.register(html, "npuperf-html")
+        config.pluginmanager.register(html_hooks, "npuperf-html")
     check_usage(config)  # a UsageError from here is one line

@@ -18,7 +18,7 @@ the minimum effect: `--npuperf-regression-threshold` (5 % by default), or the ca
 run-to-run spread over its recent baseline runs when that is larger (history/baseline.py);
 FASTER likewise in the other direction (log-symmetric: 1/1.05); a change beyond the asked-for
 threshold but within that run-to-run spread is UNCERTAIN, never SAME. A SLOWER case is measured
-once more before it fails (session.py): noise only slows a measurement down. It is SAME
+once more before it fails (harness/measurer.py): noise only slows a measurement down. It is SAME
 when the ratio lies within the threshold and both sides' medians are known to better than
 the threshold; UNCERTAIN otherwise (too few samples, samples too spread to resolve the
 threshold, a flagged measurement on either side, a CPU host whose own speed changed as much

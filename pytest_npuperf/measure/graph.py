@@ -16,7 +16,7 @@ inside a graph (well under a microsecond each), the basis an independent CUDA-gr
 L2 flush mode is not timed this way: a flush inside the graph would have to be subtracted,
 and its own replay-to-replay spread (a 2x L2 write, tens of us) would swamp a few-us kernel.
 With --npuperf-flush-l2, `auto` measures with the profiler instead, which times the kernels
-alone, and an explicit `graph` is refused (see session.py).
+alone, and an explicit `graph` is refused (see harness/context.py).
 """
 
 from __future__ import annotations

@@ -52,5 +52,5 @@ class SamplingPolicy:
             raise ValueError("warmup and warmup time must be >= 0, budget and precision > 0")
 
 # --npuperf-regression-threshold: the minimum effect (a fraction of the baseline's median)
-# for a case to be called SLOWER or FASTER (measure/compare.py).
+# for a case to be called SLOWER or FASTER (history/compare.py).
 DEFAULT_REGRESSION_THRESHOLD = 0.05

@@ -6,7 +6,7 @@ Two runs of the same CPU kernel can differ by 1.5x or more when other work share
 its minimum included, so neither the rank test nor the noise rule can tell it from a slower
 kernel. The loop shifts with it. It runs no torch code, so a slower torch or BLAS build does
 not move it: comparing two runs' loop times tells a slower machine from a slower kernel
-(measure/compare.py makes such a comparison UNCERTAIN instead of SLOWER).
+(history/compare.py makes such a comparison UNCERTAIN instead of SLOWER).
 """
 
 from __future__ import annotations

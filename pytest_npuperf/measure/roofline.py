@@ -12,7 +12,7 @@ For a call doing `flops` FLOP on `bytes` bytes:
 - achieved TFLOP/s and GB/s at the median duration; MFU = achieved / peak FLOP/s, MBU =
   achieved / the bandwidth the memory bound used.
 
-A result whose fastest sample beats the bound is flagged `suspect` (measure/runner.py). The
+A result whose fastest sample beats the bound is flagged `suspect` (replay/runner.py). The
 slack below the bound is 5 % for data-sheet peaks. Peaks measured on this host (a CPU) are
 what one GEMM and one copy achieved, on a machine that may have been busy at the time, and
 the timer of a small CPU call includes torch's dispatch: such a roofline is for reading (MFU,
