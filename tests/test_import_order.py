@@ -1,8 +1,9 @@
 """Import order: no module imports one that imports it back, the packages are layers (nothing
 below the harness reaches it, nothing reaches the plugin or the cli), the report modules
-import each other one way, and the packages below them keep DESIGN.md's layers (db imports nothing of the project; ingest may read measure's statistics
-record, so measure never imports ingest). Every import counts, also those inside functions and
-under TYPE_CHECKING: a cycle hidden there is still a cycle."""
+import each other one way, and the packages below them keep DESIGN.md's layers (db imports
+nothing of the project; ingest may read measure's statistics record, so measure never imports
+ingest). Every import counts, also those inside functions and under TYPE_CHECKING: a cycle
+hidden there is still a cycle."""
 
 from __future__ import annotations
 
