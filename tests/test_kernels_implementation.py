@@ -15,10 +15,7 @@ from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
 from pytest_npuperf.devices import CpuBackend
-from pytest_npuperf.kernels import (
-    catalog,
-    registry,
-)
+from pytest_npuperf.kernels import catalog, registry
 from pytest_npuperf.kernels.entry import SlotLayout
 from pytest_npuperf.kernels.spec import KernelSpec, ReplaySkipped, implemented
 from pytest_npuperf.measure.policy import SamplingPolicy

@@ -9,7 +9,7 @@ from collections import Counter
 from ..measure.result import STATUS_SKIPPED, CaseResult
 from ..replay.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
 from . import summary as S
-from .attribution import attribution_section, profiled
+from .attribution_section import attribution_section, profiled
 from .names import gap_csv_name, html_name, run_json_name
 from .regression import markdown_section
 from .tables import md_table
