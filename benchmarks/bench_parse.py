@@ -64,6 +64,19 @@ def run_measured(argv: list[str], stdout: Path | None = None) -> tuple[float, fl
     return wall, usage.ru_maxrss / 1024
 
 
+def compare(baseline: tuple[str, list[str]], measured: tuple[str, list[str]]
+            ) -> tuple[float, float, float, float]:
+    """Run both commands, each in a fresh process, print their wall time and peak RSS; returns
+    (baseline wall, baseline RSS, measured wall, measured RSS)."""
+    width = max(len(baseline[0]), len(measured[0]))
+    figures = []
+    for label, argv in (baseline, measured):
+        wall, rss = run_measured(argv)
+        print(f"{label:<{width}} : {wall:6.2f} s   peak RSS {rss:7.0f} MiB")
+        figures += [wall, rss]
+    return tuple(figures)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -85,10 +98,8 @@ def main() -> int:
         baseline = [sys.executable, "-c", f"import pandas; pandas.read_csv({str(table)!r})"]
         parse = [sys.executable, "-m", "pytest_npuperf.cli", "parse", "--quiet",
                  "--profiling-path", str(table), "--database-path", str(work / "db")]
-        read_wall, read_rss = run_measured(baseline)
-        parse_wall, parse_rss = run_measured(parse)
-        print(f"pandas.read_csv : {read_wall:6.2f} s   peak RSS {read_rss:7.0f} MiB")
-        print(f"npuperf parse   : {parse_wall:6.2f} s   peak RSS {parse_rss:7.0f} MiB")
+        read_wall, _, parse_wall, parse_rss = compare(("pandas.read_csv", baseline),
+                                                      ("npuperf parse", parse))
         ratio = parse_wall / read_wall
         print(f"ratio parse/read_csv = {ratio:.2f}x (goal <= 3x); "
               f"parse peak {parse_rss / 1024:.2f} GiB (goal < 2 GiB)")

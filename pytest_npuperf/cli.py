@@ -27,6 +27,13 @@ def _positive_int(text: str) -> int:
     return int(value)
 
 
+def _count_or_zero(text: str) -> int:
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(value)
+
+
 def _ep_size(text: str) -> str:
     return str(_positive_int(text))
 
@@ -63,11 +70,52 @@ def database_from_args(args: argparse.Namespace) -> Path:
 def cmd_parse(args: argparse.Namespace) -> int:
     from .ingest.parse import parse_profiling
 
-    database = database_from_args(args)
-    summary = parse_profiling(args.profiling_path, database, ep_size=args.ep_size,
+    summary = parse_profiling(args.profiling_path, _parse_target(args), ep_size=args.ep_size,
                               dry_run=args.dry_run, chunk_rows=args.chunk_rows,
                               show_progress=not args.quiet, strict=args.strict)
     print(summary.render())
+    return EXIT_OK
+
+
+def _parse_target(args: argparse.Namespace):
+    """The database to parse into: named on the command line, else (no --device and no
+    versions) found from the device the traces were taken on."""
+    if args.database_path is not None or args.device is not None:
+        return database_from_args(args)
+
+    def place(trace_device: str | None) -> Path:
+        if trace_device is None and not (args.vllm_version or args.torch_version
+                                         or args.cann_version):
+            return database_from_args(args)  # says which options name a database
+        args.device = trace_device or DEFAULT_DEVICE
+        return database_from_args(args)
+    return place
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    import subprocess
+    import time
+
+    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+    if not command or not Path(command[0]).name.startswith("python"):
+        raise NpuperfError("give the workload after --, as python runs it: -- python SCRIPT "
+                           "[ARGS] (or -- python -m MODULE [ARGS])")
+    stem = Path(command[2] if command[1:2] == ["-m"] and len(command) > 2 else
+                command[1] if len(command) > 1 else "workload").stem
+    out = args.out or Path("npuperf-out") / "traces" / f"{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
+    done = subprocess.run([command[0], "-m", "pytest_npuperf.profiling.workload", "--out",
+                           str(out), "--device", args.device, "--warmup", str(args.warmup),
+                           "--steps", str(args.steps), "--", *command[1:]],
+                          stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise NpuperfError(f"the profiled workload failed (exit status {done.returncode}); "
+                           f"nothing was written")
+    trace = Path(done.stdout.strip().splitlines()[-1])
+    print(f"trace written: {trace}")
+    if args.parse_into is not None:
+        from .ingest.parse import parse_profiling
+
+        print(parse_profiling(trace, args.parse_into, show_progress=not args.quiet).render())
     return EXIT_OK
 
 
@@ -220,14 +268,20 @@ def build_parser() -> argparse.ArgumentParser:
     default_history = "npuperf-out/history.sqlite"
 
     parse = sub.add_parser(
-        "parse", help="aggregate torch_npu kernel_details.csv into the database",
-        description="Aggregate torch_npu profiler kernel tables (kernel_details*.csv) per kernel "
-                    "type and shape signature, and merge the statistics into the database's "
-                    "Profiling columns: existing rows are updated, new signatures appended, "
-                    "nothing else is touched.")
+        "parse", help="aggregate profiler output (kernel tables, traces) into the database",
+        description="Aggregate torch_npu profiler kernel tables (kernel_details*.csv) and "
+                    "profiler traces (torch.profiler / kineto Chrome traces of CPU and CUDA "
+                    "runs, torch_npu's trace_view.json; profiled with record_shapes=True) per "
+                    "kernel type and shape signature, and merge the statistics into the "
+                    "database's Profiling columns: existing rows are updated, new signatures "
+                    "appended, nothing else is touched. A trace's operator calls become rows "
+                    "of the kernel types its database's op_mapping.yaml maps them to, each with "
+                    "the device time of the kernels it launched; what maps to nothing is listed "
+                    "with its share of the trace's device time. Without --database-path or "
+                    "--device, a trace's rows go to the database of the device it was taken on.")
     parse.add_argument("--profiling-path", type=Path, required=True, metavar="PATH",
-                       help="a kernel_details*.csv, or a directory searched recursively "
-                            "(several ranks and runs)")
+                       help="a kernel_details*.csv, a trace (.json), or a directory searched "
+                            "recursively for both (several ranks and runs)")
     _add_database_options(parse)
     parse.add_argument("--ep-size", metavar="N", type=_ep_size,
                        help="EP Size to record for DispatchFFNCombine rows (part of their "
@@ -242,6 +296,32 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--chunk-rows", type=_positive_int, default=200_000, metavar="N",
                        help=argparse.SUPPRESS)
     parse.set_defaults(func=cmd_parse)
+
+    profile = sub.add_parser(
+        "profile", help="run a workload under the device's profiler and write its trace",
+        description="Run a workload (a Python script, or a module with -m) under the device's "
+                    "profiler with input shapes recorded: torch.profiler on a CPU or a CUDA "
+                    "GPU (a Chrome trace), torch_npu's profiler on an NPU (its output "
+                    "directory). The whole workload runs --warmup times untraced first, then "
+                    "--steps times profiled: a model's first calls pay for allocation and "
+                    "kernel selection, its steady state is what the database is for. The trace "
+                    "is what `npuperf parse` reads; --parse-into does both.",
+        epilog="example: npuperf profile --parse-into DIR -- python my_model.py --batch 8")
+    profile.add_argument("--out", type=Path, metavar="PATH",
+                         help="where the trace goes (default: npuperf-out/traces/"
+                              "<script>_<time>.json; an NPU profile is a directory)")
+    profile.add_argument("--device", choices=("auto", "cpu", "cuda", "npu"), default="auto",
+                         help="the profiler to run: auto picks npu, then cuda, then cpu")
+    profile.add_argument("--warmup", type=_count_or_zero, default=1, metavar="N",
+                         help="untraced runs of the workload first (default 1)")
+    profile.add_argument("--steps", type=_positive_int, default=1, metavar="N",
+                         help="profiled runs (default 1)")
+    profile.add_argument("--parse-into", type=Path, metavar="DIR",
+                         help="then parse the trace into this database version directory")
+    profile.add_argument("--quiet", action="store_true", help="no progress lines")
+    profile.add_argument("command", nargs=argparse.REMAINDER,
+                         help="-- python SCRIPT [ARGS], or -- python -m MODULE [ARGS]")
+    profile.set_defaults(func=cmd_profile)
 
     fill = sub.add_parser(
         "backfill", help="fill a database from existing msprof / torch_npu profiler output",

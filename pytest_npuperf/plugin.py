@@ -99,6 +99,15 @@ def npuperf_replay(request: pytest.FixtureRequest) -> Callable[[CaseRef], CaseRe
     return measurer(request.config).replayer(request)
 
 
+@pytest.fixture
+def npuperf_trace(request: pytest.FixtureRequest):
+    """`npuperf_trace(step, name, warmup=1, steps=1, parse_into=None)`: profile `step` on the
+    run's device (shapes recorded, after warm-up steps) into <out>/traces/; returns the trace."""
+    from .harness.tracing import tracer
+
+    return tracer(request)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield

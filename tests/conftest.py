@@ -185,3 +185,18 @@ def npuperf(capsys: pytest.CaptureFixture[str]):
         out, err = capsys.readouterr()
         return code, out, err
     return run
+
+
+@pytest.fixture(autouse=True)
+def _hypothesis_start_up_count_kept(request):
+    """An in-process pytester run that stops before its session starts (a usage error) leaves
+    hypothesis's plugin counting its own start-up, and every strategy built later in this
+    process warns as a side effect of that start-up: the count is put back after the test."""
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    import _hypothesis_globals
+
+    before = _hypothesis_globals.in_initialization
+    yield
+    _hypothesis_globals.in_initialization = before

@@ -11,7 +11,8 @@ import torch
 
 from pytest_npuperf.devices import BackendError, CpuBackend, select_backend
 from pytest_npuperf.devices import npu as npu_module
-from pytest_npuperf.devices.base import HostClockTimer, Peak, sanitize_device_name
+from pytest_npuperf.devices.base import HostClockTimer, Peak
+from pytest_npuperf.devices.names import sanitize_device_name
 from pytest_npuperf.kernels.case import case_from_row
 from pytest_npuperf.kernels.registry import spec_for
 

@@ -28,7 +28,8 @@ def test_every_figure_is_drawn_from_the_run(tmp_path):
     (hccl / "hcom_allGather_.csv").write_text(HCOM.replace("30.58", "20.1"))
     figures = draw_figures(gemm_results(), outcome(tmp_path), tmp_path / "hccl")
     assert list(figures) == ["GEMM latency vs M", "Roofline", "Duration gap",
-                             "Regressions vs baseline", "Collective bandwidth"]
+                             "Replay vs in-model", "Regressions vs baseline",
+                             "Collective bandwidth"]
     for title, svg in figures.items():
         assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>"), title
     assert "N=7168 K=1536 BF16" in figures["GEMM latency vs M"]

@@ -26,6 +26,7 @@ DEFAULT_DEVICE = KNOWN_DEVICES[0]
 FRAMEWORK_DIR = "vllm_ascend"
 HCCL_DIR = "hccl"
 REPORTS_DIR = "reports"
+PROFILES_DIR = "profiles"  # traces a database's profiling values were parsed from
 OP_MAPPING_FILE = "op_mapping.yaml"
 
 _VERSION_RE = re.compile(r"^[0-9A-Za-z]+([._+-][0-9A-Za-z]+)*$")

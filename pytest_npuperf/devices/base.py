@@ -7,7 +7,6 @@ names itself and its software stack, and knows what it can about its physical li
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from .names import database_device
 
 
 @dataclass(frozen=True)
@@ -122,11 +123,6 @@ class DeviceGraphs(ABC):
         """`calls` calls of `call` in one graph; CaptureError when it cannot be captured."""
 
 
-def sanitize_device_name(name: str) -> str:
-    """A device name usable as a database directory name."""
-    return re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_") or "UNKNOWN"
-
-
 class Backend(ABC):
     kind: str = ""
 
@@ -157,7 +153,7 @@ class Backend(ABC):
         else derived from the device's own name."""
         if self.database_device_name:
             return self.database_device_name
-        return sanitize_device_name(f"{self.kind.upper()}_{self.device_name()}")
+        return database_device(self.kind, self.device_name())
 
     def stack(self) -> dict[str, str]:
         """Software stack versions, recorded with every run."""

@@ -10,28 +10,15 @@ decided in measure/host.py).
 from __future__ import annotations
 
 import os
-import platform
-from functools import lru_cache
-from pathlib import Path
 
 import torch
 
 from .base import Backend, Peak
+from .names import cpu_model
 
 # Peak re-measurements per session when a case beats the roofline (about 0.1 s each): enough
 # for a busy start, bounded where a case is suspect for other reasons.
 _MAX_REMEASURES = 3
-
-
-@lru_cache(maxsize=1)
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
 
 
 class CpuBackend(Backend):
@@ -63,7 +50,7 @@ class CpuBackend(Backend):
         return None
 
     def device_name(self) -> str:
-        return _cpu_model()
+        return cpu_model()
 
     def stack(self) -> dict[str, str]:
         return {"torch": torch.__version__, "threads": str(torch.get_num_threads())}

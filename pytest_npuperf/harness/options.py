@@ -122,6 +122,11 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("keep-prof", "bool", False, "keep the raw profiler output under <out>/msprof (or "
      "<out>/torch_npu) after a successful run; it is always kept when something went wrong",
      None),
+    ("model-profile", "str", "auto", "replaying the embedded default database on a CPU or a "
+     "GPU: profile the demo model (a transformer block whose GEMMs are rows of that database) "
+     "on this device once, and parse it into this device's database, so that the gap report "
+     "compares each replay with the same kernel inside a model; auto: once per device (the "
+     "trace is kept in <database>/profiles/), off: never", ("auto", "off")),
     ("strict-stack", "bool", False, "on an NPU, a database version directory that does not "
      "match the running vLLM-Ascend / torch / CANN versions is an error (default: a warning)",
      None),
@@ -242,6 +247,8 @@ class Settings:
     shard: tuple[int, int] | None = None  # (i, n), 1-based
     figures: bool = True
     profiler: str = PROFILER_AUTO  # as requested; RunContext.profiler resolves it
+    model_profile: bool = True  # the demo model profiled once per device (embedded database)
+    embedded: bool = False  # the cases come from the embedded default database
     keep_prof: bool = False
     strict_stack: bool = False
 
@@ -254,7 +261,8 @@ class Settings:
                 "baseline": self.baseline, "regression_threshold": self.regression_threshold,
                 "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
                 "profiler": self.profiler, "figures": self.figures,
-                "keep_prof": self.keep_prof, "strict_stack": self.strict_stack}
+                "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
+                "model_profile": self.model_profile}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -305,6 +313,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     shard=parse_shard(values["shard"]) if values["shard"] else None,
                     figures=not values["no-figures"],
                     profiler=str(values["profiler"]), keep_prof=bool(values["keep-prof"]),
+                    model_profile=values["model-profile"] == "auto", embedded=not values["db"],
                     strict_stack=bool(values["strict-stack"]))
 
 

@@ -20,6 +20,7 @@ from ..db.transaction import check_inside
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .context import RunContext
+from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
 
 if TYPE_CHECKING:
@@ -162,6 +163,9 @@ class Owner:
         from ..run.finish import RunFacts, finish_run
 
         self.notes += context.profiler.complete(self.results, settings.keep_prof)
+        if not profile_demo_once(context, self._lock):
+            self.interrupted = True
+            return False
         facts = RunFacts.of(context.identity, source=str(context.destination.source),
                             options=settings.as_dict(), root=context.rootpath)
         self.end = finish_run(

@@ -241,6 +241,21 @@ class KernelAggregator:
             dup = keys.duplicated().to_numpy() & (gid >= 0)
             self.skipped[SKIP_DUPLICATE] += int(dup.sum())
             gid = np.where(dup, -4, gid)
+        self._add_part(path, gid, duration, matrix, counter_idx, source)
+        return info
+
+    def add_rows(self, path: Path, rows: pd.DataFrame, source: str) -> None:
+        """Rows that are not a kernel table's (a trace's calls): the key columns, `Duration(us)`."""
+        self.files.append(path)
+        self.rows_read += len(rows)
+        if not len(rows):
+            return
+        gid = self._group_ids(rows, KernelTableHeader(path, list(rows.columns)), 0, None)
+        self._add_part(path, gid, rows[RAW_DURATION].to_numpy(dtype=np.float64),
+                       np.empty((len(rows), 0)), [], source)
+
+    def _add_part(self, path: Path, gid: np.ndarray, duration: np.ndarray, matrix: np.ndarray,
+                  counter_idx: list[int], source: str) -> None:
         for reason, code in _SKIP_CODES.items():
             self.skipped[reason] += int((gid == code).sum())
         fia = [g for g, (kernel_type, _, _) in enumerate(self._groups) if kernel_type == FIA_KERNEL]
@@ -254,7 +269,6 @@ class KernelAggregator:
         for g in np.unique(gid[valid]):
             self._sources[g].add(source)
         self._parts.append((gid[valid], duration[valid], matrix[valid], counter_idx))
-        return info
 
     def _counter_index(self, name: str) -> int:
         if name not in self._counter_names:
@@ -262,7 +276,7 @@ class KernelAggregator:
         return self._counter_names.index(name)
 
     def _group_ids(self, chunk: pd.DataFrame, info: KernelTableHeader, offset: int,
-                   reader: KernelDetailsReader) -> np.ndarray:
+                   reader: KernelDetailsReader | None) -> np.ndarray:
         codes, first = _factorize_rows(chunk, list(KEY_COLUMNS))
         lookup = np.empty(len(first), dtype=np.int64)
         key_values = [chunk[c].to_numpy() for c in KEY_COLUMNS]
@@ -276,7 +290,8 @@ class KernelAggregator:
                 try:
                     gid = self._new_combo(combo, cells)
                 except CellError as exc:
-                    raise exc.located(path=str(info.path), row=reader.row(int(row), offset)) from None
+                    line = reader.row(int(row), offset) if reader is not None else int(row) + 1
+                    raise exc.located(path=str(info.path), row=line) from None
             lookup[code] = gid
         return lookup[codes]
 

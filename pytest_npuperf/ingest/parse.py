@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,18 +29,21 @@ from ..db.columns import (
     PROFILING_UPDATED,
     profiling_counter,
 )
-from ..db.database import Database
+from ..db.database import Database, walk_files
 from ..db.errors import NpuperfError
-from ..db.layout import kernel_file_name
+from ..db.layout import OP_MAPPING_FILE, kernel_file_name
+from ..db.lock import DatabaseLock
 from ..db.merge import RowUpdate, apply_updates, format_number
-from ..db.op_mapping import KEPT
+from ..db.op_mapping import KEPT, load_op_mapping
 from ..db.progress import Progress
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
 from ..kernels.mapping_writer import ensure_op_mapping
+from ..kernels.torch_ops import TorchOperators
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
-from .kernel_details import DEFAULT_CHUNK_ROWS, find_kernel_details
+from .kernel_details import DEFAULT_CHUNK_ROWS, existing_path, find_kernel_details
+from .trace_rows import TraceSummary, trace_rows
 
 _MAX_SOURCES = 3
 
@@ -61,6 +65,7 @@ class ParseSummary:
     notes: list[str] = field(default_factory=list)
     dry_run: bool = False
     op_mapping: str = ""  # what happened to op_mapping.yaml: kept, generated, regenerated
+    traces: list[TraceSummary] = field(default_factory=list)
 
     @property
     def rows_added(self) -> int:
@@ -73,8 +78,13 @@ class ParseSummary:
     def render(self) -> str:
         agg = self.aggregate
         verb = "would write" if self.dry_run else "wrote"
-        lines = [f"read {len(agg.files)} kernel table(s), {agg.rows_read:,} rows; "
+        tables = len(agg.files) - len(self.traces)
+        read = [f"{tables} kernel table(s)"] * bool(tables or not self.traces) \
+            + [f"{len(self.traces)} trace(s)"] * bool(self.traces)
+        lines = [f"read {' and '.join(read)}, {agg.rows_read:,} rows; "
                  f"{agg.rows_used:,} rows in {len(agg.kernels)} (kernel type, signature) groups"]
+        for trace in self.traces:
+            lines += [f"  {line}" for line in trace.lines()]
         lines += [f"  {note}" for note in agg.notes]
         for path in agg.level0_files:
             lines.append(f"  {path}: level-0 kernel table (no Input Shapes column): no shapes to "
@@ -177,10 +187,36 @@ def _check_file_names(kernel_types) -> None:
                            f"{name}; rename them in the profile before parsing")
 
 
+def find_profiles(path: str | Path) -> tuple[list[Path], list[Path], list[str]]:
+    """Kernel tables and traces at `path` (a file, or a directory searched recursively), and
+    notes. A `trace_view.json` beside a kernel table of the same torch_npu run is left out:
+    the table holds the same kernels, with the kernels' own shapes and counters."""
+    path = existing_path(path)
+    if path.is_file() and path.suffix.lower() == ".json":
+        return [], [path], []
+    if not path.is_dir():
+        return find_kernel_details(path), [], []
+    tables = walk_files(path, lambda parts: parts[-1].endswith(".csv")
+                        and "kernel_details" in parts[-1][:-4])
+    traces = walk_files(path, lambda parts: parts[-1].lower().endswith(".json")
+                        and "trace" in parts[-1].lower())
+    if not tables and not traces:
+        raise NpuperfError(f"{path}: no *kernel_details*.csv and no *trace*.json found below "
+                           f"this directory (torch_npu writes kernel_details.csv to <run>_ascend_pt/"
+                           f"ASCEND_PROFILER_OUTPUT/; torch.profiler's export_chrome_trace a "
+                           f"trace)")
+    with_tables = {t.parent for t in tables}
+    kept = [t for t in traces if t.parent not in with_tables]
+    notes = [f"{t}: left out: the kernel table beside it holds the same kernels"
+             for t in traces if t.parent in with_tables]
+    return tables, kept, notes
+
+
 def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                       show_progress: bool = True, strict: bool = False
-                       ) -> tuple[AggregateResult, list[str]]:
-    files = find_kernel_details(profiling_path)
+                       show_progress: bool = True, strict: bool = False,
+                       operators: TorchOperators | None = None
+                       ) -> tuple[AggregateResult, list[str], list[TraceSummary]]:
+    files, traces, notes = find_profiles(profiling_path)
     progress = Progress("parse", unit=" rows", enabled=show_progress)
     aggregator = KernelAggregator(chunk_rows=chunk_rows, strict=strict)
     for number, path in enumerate(files, start=1):
@@ -188,25 +224,49 @@ def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_
             progress.update(aggregator.rows_read, f"(file {number}/{len(files)})")
 
         aggregator.add_file(path, on_rows=on_rows, source=source_label(path))
+    summaries = []
+    operators = operators or TorchOperators()
+    for path in traces:
+        rows, summary = trace_rows(path, operators)
+        aggregator.add_rows(path, rows, source_label(path))
+        summaries.append(summary)
+        progress.update(aggregator.rows_read, f"(trace {len(summaries)}/{len(traces)})")
     result = aggregator.result()
-    notes: list[str] = []
     _attach_fia_runtime(aggregator, result, notes)
     progress.finish(f"({result.rows_read:,} rows)")
-    return result, notes
+    return result, notes, summaries
 
 
-def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size: str | None = None,
-                    dry_run: bool = False, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                    show_progress: bool = True, now: _dt.datetime | None = None,
-                    strict: bool = False) -> ParseSummary:
-    database = Path(database)
-    if database.exists() and not database.is_dir():
-        raise NpuperfError(f"{database}: not a directory")
-    if not dry_run:
-        check_writable_dir(database)
-    result, notes = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
-                                       show_progress=show_progress, strict=strict)
-    summary = ParseSummary(database=database, aggregate=result, notes=notes, dry_run=dry_run)
+Place = Callable[[str | None], Path]
+"""The database to write, given the device the profile's traces were taken on (None: the
+profile does not say, e.g. kernel tables only)."""
+
+
+def parse_profiling(profiling_path: str | Path, database: str | Path | Place, *,
+                    ep_size: str | None = None, dry_run: bool = False,
+                    chunk_rows: int = DEFAULT_CHUNK_ROWS, show_progress: bool = True,
+                    now: _dt.datetime | None = None, strict: bool = False,
+                    lock: DatabaseLock | None = None) -> ParseSummary:
+    """`database`: a version directory, or how to find it from the traces' device. `lock`: the
+    database's lock when the caller holds it (a pytest session)."""
+    known = None if callable(database) else Path(database)
+    if known is not None:
+        _check_target(known, dry_run)
+    operators = TorchOperators(_operator_mappings(known))
+    result, notes, traces = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
+                                               show_progress=show_progress, strict=strict,
+                                               operators=operators)
+    if known is None:
+        devices = sorted({t.database_device or "" for t in traces})
+        if len(devices) > 1:
+            raise NpuperfError(f"the traces were taken on {len(devices)} devices "
+                               f"({', '.join(d or 'unnamed' for d in devices)}): parse each "
+                               f"device's traces on its own")
+        known = database(devices[0] or None if devices else None)
+        _check_target(known, dry_run)
+    summary = ParseSummary(database=known, aggregate=result, notes=notes, dry_run=dry_run,
+                           traces=traces)
+    database = known
     if not result.kernels:
         if not result.files and result.level0_files:
             summary.notes.append("nothing to aggregate: every input is a level-0 kernel table")
@@ -228,7 +288,8 @@ def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size
         summary.notes.append("DispatchFFNCombine rows were parsed without --ep-size: their EP Size "
                              "is empty, so they match no database row that has one")
     db = Database(database)
-    with (db.transaction("npuperf parse") if not dry_run
+    _place_in_alternates(db, by_type, traces)
+    with (db.transaction("npuperf parse", lock=lock or True) if not dry_run
           else contextlib.nullcontext()) as tx:
         for kernel_type in sorted(by_type):
             table = db.get_or_new(kernel_type)
@@ -248,3 +309,42 @@ def parse_profiling(profiling_path: str | Path, database: str | Path, *, ep_size
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes
     return summary
+
+
+def _check_target(database: Path, dry_run: bool) -> None:
+    if database.exists() and not database.is_dir():
+        raise NpuperfError(f"{database}: not a directory")
+    if not dry_run:
+        check_writable_dir(database)
+
+
+def _operator_mappings(database: Path | None) -> dict | None:
+    """The database's own operator mappings (op_mapping.yaml), when it has them."""
+    path = None if database is None else database / OP_MAPPING_FILE
+    if path is None or not path.is_file():
+        return None
+    mappings = load_op_mapping(path).get("operator_mappings")
+    return mappings if isinstance(mappings, dict) else None
+
+
+def _place_in_alternates(db: Database, by_type: dict[str, dict[Signature, RowUpdate]],
+                         traces: list[TraceSummary]) -> None:
+    """A trace's call knows its operator, not which kernel of one call space ran (MatMulV2,
+    V3, Common): a signature the database already holds in an alternate table goes there."""
+    alternates: dict[str, tuple[str, ...]] = {}
+    for trace in traces:
+        alternates.update(trace.alternates)
+    for kernel_type, others in alternates.items():
+        updates = by_type.get(kernel_type)
+        primary = db.get(kernel_type)
+        if not updates:
+            continue
+        held = set(primary.positions()) if primary is not None else set()
+        for other in others:
+            table = db.get(other)
+            if table is None:
+                continue
+            for sig in [s for s in updates if s not in held and s in table.positions()]:
+                by_type[other][sig] = updates.pop(sig)
+        if not updates:
+            del by_type[kernel_type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,15 @@ class GapRow:
     operator: str
     csv_name: str
     microbench_us: float
-    profiling_us: float
+    profiling_us: float  # the in-model time: mean of the profiled calls
     shape: str
+    calls: int = 0  # profiled calls (Profiling Count; 0: not recorded)
+    spread: float = math.nan  # their coefficient of variation (Profiling Std / Average)
+
+    @property
+    def model_us(self) -> float:
+        """The row's time in the profiled model: its calls x their mean."""
+        return self.profiling_us * max(self.calls, 1)
 
     @property
     def ratio(self) -> float:
@@ -49,6 +57,15 @@ class GapRow:
     def hotspot(self) -> bool:
         return not GAP_LOW <= self.ratio <= GAP_HIGH
 
+    def share(self, model_us: float) -> float:
+        """This row's share of the model's profiled device time."""
+        return self.model_us / model_us if model_us > 0 else math.nan
+
+    def impact(self, model_us: float) -> float:
+        """What the gap costs a model predicted from the database: |ratio - 1| x share, so
+        that a 2x gap on 0.1 % of the time ranks below a 10 % gap on 40 %."""
+        return abs(self.ratio - 1.0) * self.share(model_us)
+
 
 @dataclass
 class BackfillOutcome:
@@ -61,6 +78,19 @@ class BackfillOutcome:
     files: list[FileOutcome] = field(default_factory=list)
     gaps: list[GapRow] = field(default_factory=list)  # every row with both durations
     notes: list[str] = field(default_factory=list)
+    # Per kernel type, the profiled model's device time in the database written (calls x
+    # mean over every row with profiling values): the denominator of each gap's share.
+    model_us: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def model_total_us(self) -> float:
+        return sum(self.model_us.values())
+
+    def by_impact(self) -> list[GapRow]:
+        """Every compared row, the costliest gap for a model prediction first."""
+        total = self.model_total_us
+        return sorted(self.gaps, key=lambda g: (-(g.impact(total) if total > 0 else 0.0),
+                                                -g.severity))
 
     @property
     def hotspots(self) -> list[GapRow]:

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,11 +60,14 @@ from ..db.columns import (
     MICROBENCH_WARMUP,
     OUTPUT_SHAPES,
     PROFILING_AVERAGE_DURATION,
+    PROFILING_COUNT,
+    PROFILING_STD_DURATION,
     ROOFLINE_COLUMNS,
     microbench_counter,
     parse_duration,
 )
 from ..db.database import Database, Table
+from ..db.layout import device_of
 from ..db.lock import DatabaseLock
 from ..db.merge import (
     canonical_order,
@@ -433,12 +437,28 @@ def _prune(target: _Target, outcome: FileOutcome, measured: set[Signature],
     target.changed = True
 
 
+def _numbers(frame: pd.DataFrame, column: str) -> list[float | None]:
+    """A column's finite numbers, None where a cell holds none (or no such column)."""
+    if column not in frame.columns:
+        return [None] * len(frame)
+    cells = frame[column].tolist()
+    parsed = {}
+    for text in set(cells):
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            value = None
+        parsed[text] = value if value is not None and np.isfinite(value) else None
+    return [parsed[text] for text in cells]
+
+
 def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signature],
-               gaps: list[GapRow]) -> None:
+               run: BackfillOutcome) -> None:
     table = target.table
     frame = table.frame
     outcome.rows = len(frame)
     mb, prof = _durations(frame, AVERAGE_DURATION), _durations(frame, PROFILING_AVERAGE_DURATION)
+    counts, stds = _numbers(frame, PROFILING_COUNT), _numbers(frame, PROFILING_STD_DURATION)
     seen: set[Signature | None] = set()
     for position, sig in enumerate(table.signatures):
         if sig is not None and sig in seen:
@@ -447,14 +467,20 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signatur
             if len(outcome.examples["duplicates"]) < _EXAMPLES:
                 outcome.examples["duplicates"].append(_shape_text(frame, position))
         seen.add(sig)
+        if prof[position] is not None:
+            calls = int(counts[position] or 1)
+            run.model_us[target.kernel_type] = (run.model_us.get(target.kernel_type, 0.0)
+                                                + prof[position] * calls)
         if mb[position] is None:
             outcome.missing += 1
             missing = outcome.examples.setdefault("missing", [])
             if len(missing) < _EXAMPLES:
                 missing.append(_shape_text(frame, position))
         if sig in updated_sigs and mb[position] is not None and prof[position] is not None:
-            gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
-                               _shape_text(frame, position)))
+            std = stds[position]
+            run.gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
+                                   _shape_text(frame, position), int(counts[position] or 0),
+                                   std / prof[position] if std is not None else math.nan))
     outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed, 0)
 
 
@@ -482,6 +508,12 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
         if not native and own is None and target is not None and target.is_dir():
             own = Database(target)
         collected = dict(snapshot.tables)  # as the cases saw them (refresh may replace them)
+        if not native and _profiled(snapshot):
+            outcome.notes.append(
+                f"the source database's profiling values were measured on "
+                f"{device_of(source) or 'another device'}: they are not compared with this "
+                f"device's replay (profile the model here: npuperf profile --parse-into "
+                f"{target})")
         targets = _load_targets(snapshot, target, native, own)
         routed, by_position = _route(results, collected, targets, outcome.notes)
         for name, target_file in targets.items():
@@ -491,6 +523,12 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
             _stage(tx, source, target, native, targets)  # type: ignore[arg-type]
             outcome.notes[:0] = tx.notes
     return outcome
+
+
+def _profiled(database: Database) -> bool:
+    """Whether any table holds a profiled (in-model) duration."""
+    return any(v is not None for t in database.tables.values()
+               for v in _durations(t.frame, PROFILING_AVERAGE_DURATION))
 
 
 def _update(target: _Target, routed: dict[Signature, CaseResult],
@@ -525,7 +563,7 @@ def _update(target: _Target, routed: dict[Signature, CaseResult],
     if prune_empty:
         measured = {sig for sig, r in routed.items() if r.status not in FAILING_STATUSES}
         _prune(target, file_outcome, measured, empty_before, outcome.notes)
-    _summarize(target, file_outcome, updated_sigs, outcome.gaps)
+    _summarize(target, file_outcome, updated_sigs, outcome)
     outcome.files.append(file_outcome)
 
 

@@ -74,7 +74,7 @@ class Axes:
     def line(self, xs: Sequence[float], ys: Sequence[float], *, color: str | None = None,
              width: float = 1.5, dash: str = "", marker: float = 0.0, label: str = "") -> None:
         """A polyline through the points (in the given order); `marker`: dot radius."""
-        self.marks.append(_Mark("line", list(xs), list(ys), [color or self._next_color()],
+        self.marks.append(_Mark("line", list(xs), list(ys), [color or self.next_color()],
                                 label, width, dash, marker))
 
     def scatter(self, xs: Sequence[float], ys: Sequence[float], *,
@@ -122,7 +122,7 @@ class Axes:
     def legend(self, columns: int = 1) -> None:
         self.legend_columns = max(1, columns)
 
-    def _next_color(self) -> str:
+    def next_color(self) -> str:
         self._cycle += 1
         return PALETTE[(self._cycle - 1) % len(PALETTE)]
 

@@ -145,6 +145,33 @@ def gap_distribution(outcome: BackfillOutcome | None) -> str | None:
     return fig.svg()
 
 
+def replay_vs_model(outcome: BackfillOutcome | None) -> str | None:
+    """Each compared row: its in-model time (x) and its replay (y), log-log, on the y = x line
+    of perfect agreement and the [0.8x, 1.2x] band; one colour per kernel type."""
+    gaps = [g for g in outcome.gaps if g.profiling_us > 0 and g.microbench_us > 0] \
+        if outcome is not None else []
+    if not gaps:
+        return None
+    fig = Figure(720, 420)
+    ax = fig.axes[0]
+    ax.log("xy")
+    low = min(min(g.profiling_us, g.microbench_us) for g in gaps) / 1.5
+    high = max(max(g.profiling_us, g.microbench_us) for g in gaps) * 1.5
+    ax.line([low, high], [low, high], color=INK, width=1.2, label="replay = in-model")
+    for factor in (GAP_LOW, GAP_HIGH):
+        ax.line([low, high], [low * factor, high * factor], color=MUTED, width=1.0, dash=DOTTED,
+                label=f"{GAP_LOW:g}x and {GAP_HIGH:g}x" if factor == GAP_LOW else "")
+    for kind in sorted({g.operator for g in gaps}):
+        chosen = [g for g in gaps if g.operator == kind]
+        ax.scatter([g.profiling_us for g in chosen], [g.microbench_us for g in chosen],
+                   radius=3.0, color=ax.next_color(), label=f"{kind} ({len(chosen)})")
+    ax.xlabel = "in-model device time (us, profiled)"
+    ax.ylabel = "replay (us)"
+    ax.title = f"Replay vs in-model ({len(gaps)} rows)"
+    ax.legend()
+    return fig.svg()
+
+
 def regression_ratios(results: list[CaseResult]) -> str | None:
     items = [i for i in judged(results) if i.comparison.ratio]
     if not items:
@@ -249,6 +276,7 @@ def draw_figures(results: list[CaseResult], outcome: BackfillOutcome | None,
         "GEMM latency vs M": gemm_latency(results),
         "Roofline": roofline(results),
         "Duration gap": gap_distribution(outcome),
+        "Replay vs in-model": replay_vs_model(outcome),
         "Regressions vs baseline": regression_ratios(results),
         "Collective bandwidth": collective_bandwidth(hccl_dir),
     }

@@ -11,6 +11,7 @@ from html import escape
 
 from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
+from . import model_gap
 from . import summary as S
 from .names import ReportPaths
 from .plots import samples_svg
@@ -138,7 +139,8 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
         items.append("Reports: " + ", ".join(f"<code>{escape(str(p))}</code>"
                                              for p in paths.all()))
     parts = ['<div class="npuperf-summary">', "<h2>Operator performance</h2>",
-             "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome)]
+             "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome),
+             model_gap.html_section(outcome)]
     if baseline:
         parts.append(f"<h3>Against the baseline</h3>{html_section(results, baseline)}")
     for title, svg in (figures or {}).items():

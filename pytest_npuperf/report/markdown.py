@@ -8,6 +8,7 @@ from collections import Counter
 
 from ..measure.result import STATUS_SKIPPED, CaseResult
 from ..replay.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
+from . import model_gap
 from . import summary as S
 from .attribution_section import attribution_section, profiled
 from .names import gap_csv_name, html_name, run_json_name
@@ -43,6 +44,7 @@ def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
         "## Rows With No Measurement\n\n" + _examples(outcome.files, EXAMPLE_MISSING, "missing"),
         "## Deleted Rows\n\n" + _examples(outcome.files, EXAMPLE_DELETED, "deleted"),
         "## Duration Gap Hotspots\n\n" + _hotspots(hotspots),
+        "## Replay vs the Model\n\n" + model_gap.markdown_section(outcome),
         *(["## Profiler Attribution\n\n" + attribution_section(results)]
           if profiled(results) else []),
         "## Slowest Cases\n\n" + _slowest(results),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..measure.result import CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
+from . import model_gap
 from . import summary as S
 from .names import ReportPaths
 from .regression import terminal_lines as regression_lines
@@ -31,6 +32,7 @@ def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session:
                   for g in hotspots[:WORST_GAPS]]
     else:
         lines.append(f"no duration gap hotspots ({len(outcome.gaps)} row(s) compared)")
+    lines += model_gap.terminal_lines(outcome)
     slow = S.slowest(results, SLOWEST)
     if slow:
         lines.append("slowest cases:")

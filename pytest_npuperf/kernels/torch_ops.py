@@ -1,0 +1,193 @@
+"""Which kernel type a profiled torch operator call is, and the cells of its database row.
+
+A trace names operators as torch dispatched them (`aten::mm`, with each input's dims and type);
+the database has one table per kernel type. The operator's kernel type comes from the
+database's `op_mapping.yaml` (`operator_mappings`, keyed `aten.mm.default`: the simulator's own
+operator names) or, without one, from the mapping npuperf generates from its catalog
+(mapping_writer.py), plus the aten operators of catalog kernel types the simulator has no
+operator for (softmax, RMS norm, sort, argmax). Its row lists the kernel's inputs and outputs
+in the kernel table's slot order (the catalog's layouts): a GEMM `(M,K) x (K,N) -> (M,N)`, an
+RMS norm `(x, gamma) -> (y, rstd)`, and so on.
+
+Only operators with a conversion here become rows; every other call is listed by the trace
+reader as unmapped, with its device time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..db.columns import (
+    INPUT_DTYPES,
+    INPUT_FORMATS,
+    INPUT_SHAPES,
+    OUTPUT_DTYPES,
+    OUTPUT_FORMATS,
+    OUTPUT_SHAPES,
+)
+from ..db.shapes import dtype_cell, format_shapes
+from .mapping_writer import SIMULATOR_OPERATORS
+
+# torch.profiler's `Input type` spellings (c10 scalar type names) -> database dtypes.
+_TORCH_TYPES = {
+    "float": "FLOAT", "double": "DOUBLE", "c10::Half": "FLOAT16", "c10::BFloat16": "BF16",
+    "long int": "INT64", "int": "INT32", "short int": "INT16", "signed char": "INT8",
+    "unsigned char": "UINT8", "bool": "BOOL", "c10::Float8_e4m3fn": "FLOAT8_E4M3",
+    "c10::Float8_e5m2": "FLOAT8_E5M2", "c10::complex<float>": "COMPLEX64",
+}
+
+# aten operators of catalog kernel types that no simulator operator names.
+_CATALOG_OPERATORS = {
+    "aten._softmax.default": {"kernel_type": "SoftmaxV2"},
+    "aten.rms_norm.default": {"kernel_type": "RmsNorm"},
+    "aten._fused_rms_norm.default": {"kernel_type": "RmsNorm"},
+    "aten.sort.default": {"kernel_type": "Sort"},
+    "aten.argmax.default": {"kernel_type": "ArgMaxV2"},
+}
+
+
+@dataclass(frozen=True)
+class KernelOf:
+    kernel_type: str
+    alternates: tuple[str, ...] = ()  # tables the row may already be in (one call, one space)
+
+
+Tensor = tuple[tuple[int, ...], str, bool]  # dims as stored, database dtype, transposed view
+Slots = tuple[list[Tensor], list[Tensor]]  # inputs, outputs
+
+
+def _tensor(dims, torch_type, strides) -> Tensor | None:
+    if not isinstance(dims, list) or not all(isinstance(d, int) for d in dims):
+        return None
+    dtype = _TORCH_TYPES.get(str(torch_type))
+    if dtype is None:
+        return None
+    if len(dims) == 2 and strides == [1, dims[0]] and dims[0] > 1:
+        # The transposed view of a row-major (N, K) weight, as `x @ w.t()` passes it: the
+        # kernel tables list the weight as stored, (N, K).
+        return (dims[1], dims[0]), dtype, True
+    return tuple(dims), dtype, False
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    out = []
+    for x, y in zip(((1,) * (len(b) - len(a)) + a), ((1,) * (len(a) - len(b)) + b)):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def _mm(t: list[Tensor]) -> Slots | None:
+    (a, da, ta), (b, _, tb) = t[0], t[1]
+    if len(a) != 2 or len(b) != 2 or ta:
+        return None
+    k, n = (b[1], b[0]) if tb else b
+    if a[1] != k:
+        return None
+    return [t[0], t[1]], [((a[0], n), da, False)]
+
+
+def _addmm(t: list[Tensor]) -> Slots | None:
+    slots = _mm(t[1:3])
+    return None if slots is None else ([*slots[0], t[0]], slots[1])
+
+
+def _bmm(t: list[Tensor]) -> Slots | None:
+    (a, da, _), (b, _, _) = t[0], t[1]
+    if len(a) != 3 or len(b) != 3 or a[0] != b[0] or a[2] != b[1]:
+        return None
+    return [t[0], t[1]], [((a[0], a[1], b[2]), da, False)]
+
+
+def _embedding(t: list[Tensor]) -> Slots | None:
+    (weight, dw, _), (indices, _, _) = t[0], t[1]
+    if len(weight) != 2:
+        return None
+    # The kernel (GatherV2) takes the axis as a third input, as the NPU's tables list it.
+    return [t[0], t[1], ((1,), "INT64", False)], [((*indices, weight[1]), dw, False)]
+
+
+def _add(t: list[Tensor]) -> Slots | None:
+    out = _broadcast(t[0][0], t[1][0])
+    return None if out is None else ([t[0], t[1]], [(out, t[0][1], False)])
+
+
+def _same(t: list[Tensor]) -> Slots | None:
+    return [t[0]], [t[0]]
+
+
+def _rms_norm(t: list[Tensor]) -> Slots | None:
+    x = t[0][0]
+    gamma = next((g for g in t[1:] if g[0] and g[0] == x[-1:]), None)
+    if not x or gamma is None:
+        return None
+    return [t[0], gamma], [t[0], ((*x[:-1], 1), "FLOAT", False)]
+
+
+def _sort(t: list[Tensor]) -> Slots | None:
+    return [t[0]], [t[0], (t[0][0], "INT64", False)]
+
+
+def _argmax(t: list[Tensor]) -> Slots | None:
+    x = t[0][0]
+    return ([t[0]], [(x[:-1], "INT64", False)]) if x else None
+
+
+# aten operator (base name) -> (tensor inputs it needs, conversion)
+_CONVERSIONS: dict[str, tuple[int, Callable[[list[Tensor]], Slots | None]]] = {
+    "mm": (2, _mm), "addmm": (3, _addmm), "bmm": (2, _bmm), "embedding": (2, _embedding),
+    "add": (2, _add), "_softmax": (1, _same), "rms_norm": (1, _rms_norm),
+    "_fused_rms_norm": (1, _rms_norm), "sort": (1, _sort), "argmax": (1, _argmax),
+}
+
+
+def _cells(kernel_type: str, inputs: list[Tensor], outputs: list[Tensor]) -> dict[str, str]:
+    return {"Type": kernel_type,
+            INPUT_SHAPES: format_shapes([t[0] for t in inputs]),
+            INPUT_DTYPES: dtype_cell([t[1] for t in inputs]),
+            INPUT_FORMATS: ";".join("ND" for _ in inputs),
+            OUTPUT_SHAPES: format_shapes([t[0] for t in outputs]),
+            OUTPUT_DTYPES: dtype_cell([t[1] for t in outputs]),
+            OUTPUT_FORMATS: ";".join("ND" for _ in outputs)}
+
+
+class TorchOperators:
+    """The operators of one database's mapping that a trace's calls can become rows of."""
+
+    def __init__(self, operator_mappings: Mapping[str, Mapping] | None = None) -> None:
+        mappings = {**_CATALOG_OPERATORS, **(operator_mappings or SIMULATOR_OPERATORS)}
+        self._kernels: dict[str, KernelOf] = {}
+        for key, mapping in mappings.items():
+            parts = str(key).split(".")
+            kernel_type = mapping.get("kernel_type") if isinstance(mapping, Mapping) else None
+            if len(parts) < 2 or not kernel_type or parts[1] not in _CONVERSIONS:
+                continue
+            name = f"{parts[0]}::{parts[1]}"  # how a trace names it: aten::mm
+            alternates = tuple(str(t) for t in mapping.get("alternate_kernel_types") or ())
+            # The default overload first: a trace does not say which overload ran.
+            if name not in self._kernels or parts[2:] == ["default"]:
+                self._kernels[name] = KernelOf(str(kernel_type), alternates)
+
+    def kernel_of(self, operator: str) -> KernelOf | None:
+        return self._kernels.get(operator)
+
+    def is_mapped(self, operator: str) -> bool:
+        return operator in self._kernels
+
+    def row(self, operator: str, dims: list, types: list, strides: list = ()
+            ) -> dict[str, str] | None:
+        """The identity cells of the kernel row of one call (None: inputs this conversion
+        does not recognise, e.g. a scalar where a tensor belongs)."""
+        kernel = self._kernels.get(operator)
+        if kernel is None:
+            return None
+        needed, convert = _CONVERSIONS[operator.split("::", 1)[1]]
+        strides = list(strides) + [None] * (len(dims) - len(strides))
+        tensors = [_tensor(d, t, st) for d, t, st in zip(dims, types, strides)]
+        tensors = [t for t in tensors if t is not None and t[0] != ()]
+        if len(tensors) < needed:
+            return None
+        slots = convert(tensors)
+        return None if slots is None else _cells(kernel.kernel_type, *slots)
