@@ -37,7 +37,7 @@ class Measurer:
             self._runner = CaseRunner(context.backend, RunnerOptions(
                 policy=settings.policy, method=context.method,
                 case_timeout_s=settings.case_timeout_s, verify=settings.verify,
-                profiled=profiler.profiled))
+                profiled=profiler.profiled, cache=settings.cache))
             profiler.start(context.backend)  # before the first case: markers, profiler session
         return self._runner
 

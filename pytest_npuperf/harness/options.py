@@ -16,6 +16,7 @@ from ..db.errors import NpuperfError
 from ..db.files import check_database_dir
 from ..db.layout import check_device
 from ..devices import KINDS
+from ..kernels.cache_state import CACHE_MODES
 from ..measure.policy import DEFAULT_REGRESSION_THRESHOLD as DEFAULT_THRESHOLD
 from ..measure.policy import (
     METHOD_EVENTS,
@@ -66,6 +67,11 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "the statistic is below this fraction of it", None),
     ("statistic", "str", _DEFAULTS.statistic, "statistic stored in Average Duration(us), "
      "whose precision stops sampling", STATISTICS),
+    ("cache", "str", "model", "the cache state each case is measured in: model (the inputs a "
+     "model reads from memory at every call, weights, KV caches, experts, embedding tables, "
+     "are rotated through enough copies to exceed the last-level cache, so they are read cold; "
+     "activations stay warm, as the op before just wrote them), cold (every input rotated), "
+     "warm (one set of inputs, all cached); recorded in MicroBench Cache", CACHE_MODES),
     ("flush-l2", "bool", False, "evict the L2 (last-level) cache before every sample", None),
     ("case-timeout", "float", 0.0, "fail a case that runs longer than this many seconds "
      "(0: no limit)", None),
@@ -248,6 +254,7 @@ class Settings:
     figures: bool = True
     profiler: str = PROFILER_AUTO  # as requested; RunContext.profiler resolves it
     model_profile: bool = True  # the demo model profiled once per device (embedded database)
+    cache: str = "model"  # the cache state measured in (kernels/cache_state.py)
     embedded: bool = False  # the cases come from the embedded default database
     keep_prof: bool = False
     strict_stack: bool = False
@@ -262,7 +269,7 @@ class Settings:
                 "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
-                "model_profile": self.model_profile}
+                "model_profile": self.model_profile, "cache": self.cache}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -314,6 +321,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     figures=not values["no-figures"],
                     profiler=str(values["profiler"]), keep_prof=bool(values["keep-prof"]),
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
+                    cache=str(values["cache"]),
                     strict_stack=bool(values["strict-stack"]))
 
 

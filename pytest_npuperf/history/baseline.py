@@ -169,18 +169,31 @@ def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Compariso
         return None
     return judge_samples(KIND_KERNEL, result.case_id, result.samples, baseline, threshold,
                          status=result.status, reference=result.reference_us,
-                         median=result.stats.median if result.stats else None)
+                         median=result.stats.median if result.stats else None,
+                         condition=cache_mode(result.cache))
+
+
+def cache_mode(text: str | None) -> str:
+    """The cache mode of a recorded `cache` (measurements before it was recorded ran warm)."""
+    return (text or "warm").split(" ", 1)[0]
 
 
 def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
                   threshold: float, *, status: str = "ok", reference: float | None = None,
-                  median: float | None = None) -> Comparison:
+                  median: float | None = None, condition: str | None = None) -> Comparison:
     """The verdict of a case (`kind`, `key`: a kernel replay or a collective point) whose
-    `samples` were just measured."""
+    `samples` were just measured; `condition`: the cache mode a kernel replay ran in, which a
+    baseline measured in another one cannot judge (a cold weight is slower by design)."""
     base = baseline.case(kind, key)
     if base is None:
         return Comparison(NEW, reason=f"not measured in the baseline ({baseline.ref})",
                           new_samples=len(samples), threshold=threshold,
+                          new_median_us=median)
+    if condition is not None and cache_mode(base.extra.get("cache")) != condition:
+        return Comparison(NEW, reason=f"the baseline run {base.run_id} measured it with the "
+                                      f"cache {cache_mode(base.extra.get('cache'))}, this run "
+                                      f"{condition}: not comparable",
+                          new_samples=len(samples), threshold=threshold, base_run=base.run_id,
                           new_median_us=median)
     if not base.samples:
         return Comparison(NEW, reason=f"the baseline run {base.run_id} kept no samples of it",

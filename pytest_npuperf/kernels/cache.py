@@ -108,6 +108,8 @@ class KvRmsNormRopeCache(KernelSpec):
     scale slots empty); the NPU accepts C = 512, R = 64 only.
     """
 
+    streamed = ("gamma", "k_cache", "ckv_cache")  # the catalog's, by this spec's names
+
     kernel_type = "KvRmsNormRopeCache"
     portable = "torch: float32 RMS norm, interleaved RoPE, index_copy_ into the caches"
     work = "7*T*(C+R) flops (T = B*S); (3*T*(C+R) + 2*T*R + C)*bytes + 8*T (+ 2*T*(C+R)*bytes " \

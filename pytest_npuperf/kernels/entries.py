@@ -29,10 +29,10 @@ _REPLAYS = "pytest_npuperf.kernels"
 # -- GEMMs ----------------------------------------------------------------------------------
 MATMUL = KernelEntry(
     MATMUL_FAMILY, "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
-    "torch.mm(a, b.t())", replay=f"{_REPLAYS}.matmul:MatMul")
+    "torch.mm(a, b.t())", replay=f"{_REPLAYS}.matmul:MatMul", streamed=("b", "bias"))
 BATCH_MATMUL = KernelEntry(
     ("BatchMatMulV2",), "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
-    "torch.matmul(a, b)", replay=f"{_REPLAYS}.matmul:BatchMatMulV2")
+    "torch.matmul(a, b)", replay=f"{_REPLAYS}.matmul:BatchMatMulV2", streamed=("b", "bias"))
 # Slot orders of the kernels below are their op definitions' input orders (what the kernel
 # tables list), read from the CANN operator sources: hicann/ops-nn
 # matmul/quant_batch_matmul_v3 and matmul/transpose_batch_mat_mul, hicann/ops-transformer
@@ -41,24 +41,27 @@ QUANT_MATMUL = KernelEntry(
     ("QuantBatchMatmulV3",), "gemm", CUBE,
     (S("x1", INT8), S("x2", INT8, "FRACTAL_NZ"), S("scale", FLOAT), opt("offset", FLOAT),
      opt("bias", INT32), opt("pertoken_scale", FLOAT)), (S("y"),),
-    "torch_npu.npu_quant_matmul(x1, x2, scale)", replay=f"{_REPLAYS}.quant:QuantBatchMatmulV3")
+    "torch_npu.npu_quant_matmul(x1, x2, scale)", replay=f"{_REPLAYS}.quant:QuantBatchMatmulV3",
+    streamed=("x2", "scale", "offset", "bias"))
 TRANSPOSE_BATCH_MATMUL = KernelEntry(
     ("TransposeBatchMatMul",), "gemm", CUBE, (S("x1"), S("x2"), opt("bias"), opt("scale", INT64)),
     (S("y"),), "torch_npu.npu_transpose_batchmatmul(x1, x2)",
-    replay=f"{_REPLAYS}.matmul:TransposeBatchMatMul")
+    replay=f"{_REPLAYS}.matmul:TransposeBatchMatMul", streamed=("x2", "scale"))
 # The group list is slot 7 (torch_npu.npu_grouped_matmul's tensor order, per_token_scale last).
 GROUPED_MATMUL = KernelEntry(
     ("GroupedMatmul",), "moe", CUBE,
     (S("x"), S("weight"), opt("bias"), opt("scale", FLOAT), opt("offset", FLOAT),
      opt("antiquant_scale"), opt("antiquant_offset"), S("group_list", INT64),
      opt("per_token_scale", FLOAT)),
-    (S("y"),), "torch_npu.npu_grouped_matmul", replay=f"{_REPLAYS}.moe:GroupedMatmul")
+    (S("y"),), "torch_npu.npu_grouped_matmul", replay=f"{_REPLAYS}.moe:GroupedMatmul",
+    streamed=("weight", "bias", "scale", "offset", "antiquant_scale", "antiquant_offset"))
 GROUPED_MATMUL_SWIGLU_QUANT = KernelEntry(
     ("GroupedMatmulSwigluQuant",), "moe", MIX,
     (S("x", INT8), S("weight", INT8, "FRACTAL_NZ"), S("weight_scale", FLOAT), S("x_scale", FLOAT),
      opt("weight_assistance_matrix", FLOAT), S("group_list", INT64)),
     (S("y", INT8), S("y_scale", FLOAT)), "torch_npu.npu_grouped_matmul_swiglu_quant",
-    replay=f"{_REPLAYS}.moe:GroupedMatmulSwigluQuant")
+    replay=f"{_REPLAYS}.moe:GroupedMatmulSwigluQuant",
+    streamed=("weight", "weight_scale", "weight_assistance_matrix"))
 # vllm-ascend csrc/mc2/dispatch_ffn_combine/op_host/dispatch_ffn_combine_def.cpp: the scales are
 # float32 bit patterns in INT64 (vllm-ascend's scale_from_float_to_int64), the token counts INT32.
 DISPATCH_FFN = KernelEntry(
@@ -67,7 +70,8 @@ DISPATCH_FFN = KernelEntry(
      S("scale1", INT64), S("scale2", INT64), S("probs", FLOAT), opt("x_active_mask", BOOL)),
     (S("out"), S("expert_token_nums", INT32)),
     "torch.ops._C_ascend.dispatch_ffn_combine (multi-rank, EP group)", custom_op=True,
-    replay=f"{_REPLAYS}.moe:DispatchFFNCombine")
+    replay=f"{_REPLAYS}.moe:DispatchFFNCombine",
+    streamed=("weight1", "weight2", "scale1", "scale2"))
 
 # -- attention ------------------------------------------------------------------------------
 # The kernel's 31 input slots (hicann/ops-transformer attention/fused_infer_attention_score/
@@ -87,7 +91,10 @@ _FIA_INPUTS = (
 FIA = KernelEntry(
     (FIA_KERNEL,), "attention", MIX, _FIA_INPUTS,
     (S("attention_out"), S("softmax_lse", FLOAT)), "torch_npu.npu_fused_infer_attention_score",
-    replay=f"{_REPLAYS}.attention:FusedInferAttentionScore")
+    replay=f"{_REPLAYS}.attention:FusedInferAttentionScore",
+    streamed=("key", "value", "key_rope", "key_antiquant_scale", "key_antiquant_offset",
+              "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
+              "value_shared_prefix"))
 # An ATB kernel (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp); CONTRACT.md §10 counts it among
 # the kernels that need the custom-op environment. Slot order assumed from the API's.
 RING_MLA = KernelEntry(
@@ -105,7 +112,7 @@ LIGHTNING_INDEXER = KernelEntry(
     (S("query"), S("key"), S("weights"), opt("actual_seq_lengths_query", INT32),
      opt("actual_seq_lengths_key", INT32), opt("block_table", INT32)),
     (S("sparse_indices", INT32), opt("sparse_values")), "torch_npu.npu_lightning_indexer",
-    replay=f"{_REPLAYS}.sparse_attention:LightningIndexer")
+    replay=f"{_REPLAYS}.sparse_attention:LightningIndexer", streamed=("key",))
 SPARSE_FLASH_ATTENTION = KernelEntry(
     ("SparseFlashAttention",), "attention", MIX,
     (S("query"), S("key"), S("value"), S("sparse_indices", INT32), opt("block_table", INT32),
@@ -113,13 +120,14 @@ SPARSE_FLASH_ATTENTION = KernelEntry(
      opt("query_rope"), opt("key_rope")),
     (S("attention_out"), opt("softmax_max", FLOAT), opt("softmax_sum", FLOAT)),
     "torch_npu.npu_sparse_flash_attention",
-    replay=f"{_REPLAYS}.sparse_attention:SparseFlashAttention")
+    replay=f"{_REPLAYS}.sparse_attention:SparseFlashAttention",
+    streamed=("key", "value", "key_rope"))
 
 # -- rope, KV cache -------------------------------------------------------------------------
 SPLIT_QKV = KernelEntry(
     ("split_qkv_rmsnorm_rope_kernel",), "rope", VECTOR, (S("qkv"), S("norm_weight")),
     (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope", custom_op=True,
-    replay=f"{_REPLAYS}.rope:SplitQkvRmsNormRope")
+    replay=f"{_REPLAYS}.rope:SplitQkvRmsNormRope", streamed=("norm_weight",))
 INTERLEAVE_ROPE = KernelEntry(
     ("InterleaveRope",), "rope", VECTOR, (S("x"), S("cos"), S("sin")), (S("y"),),
     "torch_npu.npu_interleave_rope(x, cos, sin)", replay=f"{_REPLAYS}.rope:InterleaveRope")
@@ -127,34 +135,38 @@ RESHAPE_AND_CACHE = KernelEntry(
     ("ReshapeAndCacheNdKernel",), "cache", VECTOR,
     (S("key"), S("value"), S("key_cache"), S("value_cache"), S("slot_mapping", INT32)),
     (S("key_cache"), S("value_cache")), "torch_npu._npu_reshape_and_cache",
-    replay=f"{_REPLAYS}.cache:ReshapeAndCacheNd")
+    replay=f"{_REPLAYS}.cache:ReshapeAndCacheNd", streamed=("key_cache", "value_cache"))
 KV_RMSNORM_ROPE_CACHE = KernelEntry(
     ("KvRmsNormRopeCache",), "cache", VECTOR,
     (S("kv"), S("gamma"), S("cos"), S("sin"), S("index", INT64), S("k_rope_cache"),
      S("ckv_cache"), opt("k_rope_scale", FLOAT), opt("c_kv_scale", FLOAT),
      opt("k_rope_offset", FLOAT), opt("c_kv_offset", FLOAT), opt("reserved_11")),
     (S("k_rope_cache"), S("ckv_cache"), S("k_rope"), S("c_kv")),
-    "torch_npu.npu_kv_rmsnorm_rope_cache", replay=f"{_REPLAYS}.cache:KvRmsNormRopeCache")
+    "torch_npu.npu_kv_rmsnorm_rope_cache", replay=f"{_REPLAYS}.cache:KvRmsNormRopeCache",
+    streamed=("gamma", "k_rope_cache", "ckv_cache"))
 
 # -- normalisation, activation, quantisation ------------------------------------------------
 RMS_NORM = KernelEntry(
     ("RmsNorm",), "norm", VECTOR, (S("x"), S("gamma")), (S("y"), S("rstd", FLOAT)),
-    "torch_npu.npu_rms_norm(x, gamma, epsilon)", replay=f"{_REPLAYS}.vector:RmsNorm")
+    "torch_npu.npu_rms_norm(x, gamma, epsilon)", replay=f"{_REPLAYS}.vector:RmsNorm",
+    streamed=("gamma",))
 ADD_RMS_NORM_BIAS = KernelEntry(
     ("AddRmsNormBias",), "norm", VECTOR, (S("x1"), S("x2"), S("gamma"), opt("bias")),
     (S("y"), S("rstd", FLOAT), S("x")), "torch.ops._C_ascend.npu_add_rms_norm_bias",
-    custom_op=True, replay=f"{_REPLAYS}.norm:AddRmsNormBias")
+    custom_op=True, replay=f"{_REPLAYS}.norm:AddRmsNormBias", streamed=("gamma", "bias"))
 SWIGLU = KernelEntry(
     ("SwiGlu",), "activation", VECTOR, **_x_to_y(), npu_api="torch_npu.npu_swiglu(x, dim=-1)",
     replay=f"{_REPLAYS}.vector:SwiGlu")
 # hicann/ops-nn quant/ascend_quant_v2 and quant/dynamic_quant (op_host/*_def.cpp).
 ASCEND_QUANT = KernelEntry(
     ("AscendQuantV2",), "quant", VECTOR, (S("x"), S("scale"), opt("offset")), (S("y", INT8),),
-    "torch_npu.npu_quantize", replay=f"{_REPLAYS}.quant:AscendQuantV2")
+    "torch_npu.npu_quantize", replay=f"{_REPLAYS}.quant:AscendQuantV2",
+    streamed=("scale", "offset"))
 DYNAMIC_QUANT = KernelEntry(
     ("DynamicQuant",), "quant", VECTOR,
     (S("x"), opt("smooth_scales"), opt("group_index", INT32)), (S("y", INT8), S("scale", FLOAT)),
-    "torch_npu.npu_dynamic_quant(x)", replay=f"{_REPLAYS}.quant:DynamicQuant")
+    "torch_npu.npu_dynamic_quant(x)", replay=f"{_REPLAYS}.quant:DynamicQuant",
+    streamed=("smooth_scales",))
 
 # -- softmax, sampling ----------------------------------------------------------------------
 SOFTMAX = KernelEntry(
@@ -192,12 +204,13 @@ INDEX = KernelEntry(
     (S("y"),), "x[indices]", replay=f"{_REPLAYS}.movement:Index")
 GATHER = KernelEntry(
     ("GatherV2",), "movement", VECTOR, (S("x"), S("indices", INT32), S("axis", INT64)),
-    (S("y"),), "torch.nn.functional.embedding(indices, x)", replay=f"{_REPLAYS}.movement:GatherV2")
+    (S("y"),), "torch.nn.functional.embedding(indices, x)", replay=f"{_REPLAYS}.movement:GatherV2",
+    streamed=("x",))
 # torch_npu.npu_scatter_nd_update_(var, indices, updates): rows of a cache by slot (N, 1).
 SCATTER_ND_UPDATE = KernelEntry(
     ("ScatterNdUpdate",), "cache", VECTOR, (S("var"), S("indices", INT32), S("updates")),
     (S("var"),), "torch_npu.npu_scatter_nd_update_(var, indices, updates)",
-    replay=f"{_REPLAYS}.cache:ScatterNdUpdate")
+    replay=f"{_REPLAYS}.cache:ScatterNdUpdate", streamed=("var",))
 # hicann/ops-transformer moe/moe_token_permute and moe/moe_token_unpermute (op_host/*_def.cpp).
 MOE_TOKEN_PERMUTE = KernelEntry(
     ("MoeTokenPermute",), "moe", VECTOR, (S("tokens"), S("indices", INT32)),

@@ -34,7 +34,11 @@ class KernelEntry:
     profiling, so they share one entry and one signature space. `replay` is the torch-backed
     spec as "module:Class", imported on first use; None until the kernel has a replay.
     `device_kernels` are the kernel types the replay launches on the device (what msprof
-    names); empty means the entry's own kernel types.
+    names); empty means the entry's own kernel types. `streamed` names the inputs a model
+    reads from memory at every call (weights, KV caches, experts, embedding tables: each layer
+    has its own, evicted by the rest of the step before the next use); the other inputs are
+    activations the step has just written, found in the cache. A replay measures streamed
+    inputs cold and the others warm (kernels/cache_state.py).
     """
 
     kernel_types: tuple[str, ...]
@@ -46,6 +50,7 @@ class KernelEntry:
     custom_op: bool = False  # from vllm-ascend's custom op package (needs its environment)
     device_kernels: tuple[str, ...] = ()
     replay: str | None = None
+    streamed: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -54,6 +59,11 @@ class KernelEntry:
     @property
     def launches(self) -> tuple[str, ...]:
         return self.device_kernels or self.kernel_types
+
+    def __post_init__(self) -> None:
+        unknown = [n for n in self.streamed if n not in {s.name for s in self.inputs}]
+        if unknown:
+            raise ValueError(f"{self.name}: streamed inputs {unknown} are not input slots")
 
     def input_index(self, name: str) -> int:
         return _index(self.inputs, name, self.name)

@@ -192,6 +192,8 @@ class GatherV2(SameCall):
     op_mapping.yaml's torch_npu_reference; same call everywhere). Slot 2 is the axis (0).
     """
 
+    streamed = ("table",)  # the catalog's x, by this spec's name
+
     kernel_type = "GatherV2"
     portable = "torch.nn.functional.embedding"
     work = "0 flops; 2*numel(y)*bytes + numel(indices)*index_bytes"

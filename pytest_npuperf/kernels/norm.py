@@ -31,6 +31,8 @@ class AddRmsNormBias(KernelSpec):
     x's leading dims and is 1 on the normalised ones. An empty beta slot is a call without it.
     """
 
+    streamed = ("gamma", "beta")  # the catalog's gamma and bias, by this spec's names
+
     kernel_type = "AddRmsNormBias"
     portable = "torch: add, float32 RMS norm, gamma and bias"
     work = "6*T*D flops (x: T*D); (4*T*D + 2*D)*bytes + 4*T"

@@ -2,7 +2,8 @@
 
 One row per kernel type: its family and core, the NPU API its replay calls, whether that is a
 vllm-ascend custom operator, what the portable path (CPU, CUDA) runs, the FLOP and byte
-formulas of one call, and whether this machine can replay it (which device, which custom-op
+formulas of one call, the inputs a model reads from memory at every call (measured cold,
+kernels/cache_state.py), and whether this machine can replay it (which device, which custom-op
 environment is missing, which kernels have no replay or no portable path).
 """
 
@@ -29,6 +30,7 @@ class KernelInfo:
     work: str  # FLOP and byte formulas of one call
     replayable_here: bool
     why: str  # how it replays here, or why it cannot
+    streamed: tuple[str, ...] = ()  # inputs a model reads cold: rotated by --npuperf-cache model
 
 
 def _spec_class(target: str):
@@ -44,6 +46,7 @@ def describe(device: str, custom_env: Callable[[], list[str]] = custom_op_enviro
     infos = []
     for entry in catalog.entries():
         portable, work, here, why = "", "", False, "no replay yet"
+        streamed = entry.streamed
         if entry.replay is not None:
             try:
                 spec = _spec_class(entry.replay)
@@ -51,6 +54,7 @@ def describe(device: str, custom_env: Callable[[], list[str]] = custom_op_enviro
                 why = f"replay {entry.replay} cannot be imported: {type(exc).__name__}: {exc}"
             else:
                 has_portable = spec.has_portable_path()
+                streamed = spec.streamed
                 portable = spec.portable if has_portable else "none (NPU only)"
                 work = spec.work
                 if device == "npu":
@@ -67,12 +71,13 @@ def describe(device: str, custom_env: Callable[[], list[str]] = custom_op_enviro
         for kernel_type in entry.kernel_types:
             infos.append(KernelInfo(kernel_type, entry.kernel_types, entry.family, entry.core,
                                     entry.npu_api, entry.custom_op, entry.replay, portable,
-                                    work, here, why))
+                                    work, here, why, streamed))
     return infos
 
 
 COLUMNS = (("kernel type", "kernel_type"), ("family", "family"), ("NPU API", "npu_api"),
-           ("custom op", "custom_op"), ("portable path", "portable"), ("here", "why"),
+           ("custom op", "custom_op"), ("portable path", "portable"), ("read cold", "streamed"),
+           ("here", "why"),
            ("work (FLOPs; bytes)", "work"))
 
 
@@ -82,6 +87,8 @@ def _cell(info: KernelInfo, field: str) -> str:
         return "vllm-ascend" if value else "-"
     if field == "why":
         return ("yes, " if info.replayable_here else "no, ") + value
+    if field == "streamed":
+        return ", ".join(value) if value else "-"
     return str(value) if value else "-"
 
 

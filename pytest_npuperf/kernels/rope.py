@@ -85,6 +85,8 @@ class SplitQkvRmsNormRope(KernelSpec):
     built of that shape, the rotary table covers the whole head (Qwen3), no biases.
     """
 
+    streamed = ("q_weight", "k_weight")  # the catalog's norm_weight, as this spec holds it
+
     kernel_type = "split_qkv_rmsnorm_rope_kernel"
     portable = "torch: split, float32 per-head RMS norm, rotate-half RoPE, copy"
     work = "8*T*(Hq+Hkv) flops; (2*T*(Hq+2*Hkv) + 2*head_dim)*bytes"

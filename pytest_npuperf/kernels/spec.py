@@ -17,6 +17,7 @@ from typing import ClassVar
 import torch
 
 from . import catalog
+from .cache_state import Rotation, plan, rotating
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
 from .entry import SlotLayout
@@ -56,6 +57,7 @@ class Prepared:
     bytes: float = 0.0
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     implementation: str = ""  # which implementation `call` runs (see `implemented`)
+    rotation: Rotation = field(default_factory=lambda: Rotation("warm"))
 
 
 class KernelSpec(ABC):
@@ -64,6 +66,8 @@ class KernelSpec(ABC):
     inputs: ClassVar[tuple[SlotLayout, ...]]
     outputs: ClassVar[tuple[SlotLayout, ...]]
     npu_api: ClassVar[str]
+    # Inputs a model reads from memory at every call (cache_state.py): the catalog's.
+    streamed: ClassVar[tuple[str, ...]] = ()
     # Kernels from vllm-ascend's custom op package need its environment variables.
     custom_op: ClassVar[bool] = False
     # What the portable path runs and the work of one call, as `npuperf kernels` shows them.
@@ -82,7 +86,8 @@ class KernelSpec(ABC):
             return
         metadata = {"covers": entry.kernel_types if len(entry.kernel_types) > 1 else (),
                     "inputs": entry.inputs, "outputs": entry.outputs,
-                    "npu_api": entry.npu_api, "custom_op": entry.custom_op}
+                    "npu_api": entry.npu_api, "custom_op": entry.custom_op,
+                    "streamed": entry.streamed}
         for name, value in metadata.items():
             if name not in cls.__dict__:
                 setattr(cls, name, value)
@@ -97,8 +102,9 @@ class KernelSpec(ABC):
         `portable_call`): off the NPU its cases are skipped, naming the operator."""
         return cls.portable_call is not KernelSpec.portable_call
 
-    def prepare(self, case: KernelCase, backend) -> Prepared:
-        """Check the row, build inputs once on the device, pick the call for the device."""
+    def prepare(self, case: KernelCase, backend, cache: str = "warm") -> Prepared:
+        """Check the row, build inputs once on the device, pick the call for the device; with
+        `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py)."""
         self.check(case)
         if backend.kind != "npu" and not self.has_portable_path():
             raise NpuOnly(f"{case.kernel_type} runs only on an NPU: {self.npu_api}"
@@ -112,13 +118,17 @@ class KernelSpec(ABC):
         generator = generator_for(case, backend.device)
         tensors = self.build_inputs(case, backend, generator)
         if backend.kind == "npu":
-            call = self.npu_call(tensors, case, backend)
+            def make_call(inputs):
+                return self.npu_call(inputs, case, backend)
             default = self.npu_api.split("(")[0].strip()
         else:
-            call = self.portable_call(tensors, case)
+            def make_call(inputs):
+                return self.portable_call(inputs, case)
             default = self.portable  # what the portable path runs, unless the call says
+        rotation = plan(cache, tensors, self.streamed, backend.l2_cache_bytes())
+        call = rotating(tensors, rotation, make_call)
         return Prepared(call=call, flops=self.flops(case), bytes=self.bytes_moved(case),
-                        tensors=tensors,
+                        tensors=tensors, rotation=rotation,
                         implementation=getattr(call, "implementation", None) or default)
 
     def check(self, case: KernelCase) -> None:

@@ -50,21 +50,25 @@ def _per_call(graph: GraphReplay) -> float:
 
 
 def capture_batch(call: Callable[[], object], graphs: DeviceGraphs,
-                  target_s: float = TARGET_REPLAY_S, estimate_us: float | None = None
-                  ) -> GraphReplay:
+                  target_s: float = TARGET_REPLAY_S, estimate_us: float | None = None,
+                  min_calls: int = 1) -> GraphReplay:
     """A graph of enough calls that one replay lasts about `target_s`.
 
-    The first batch is sized from `estimate_us` (eager calls timed with their launch), or
-    is a single call; both can only overestimate a short kernel (the host may not keep up
-    with it), so a replay comes out shorter than `target_s`. It is recaptured only while a
-    replay is shorter than MIN_REPLAY_S: longer replays already keep the device busy while
-    the next one is queued, and each capture costs milliseconds of graph instantiation
-    (measured on an H100: 13 ms on average for the MatMul rows), most of a case's overhead.
+    A batch holds at least `min_calls` calls: a call that rotates its inputs through that
+    many copies (kernels/cache_state.py) must meet every copy inside each replay, else the
+    replayed copies would stay in the cache between replays. The first batch is sized from
+    `estimate_us` (eager calls timed with their launch), or is a single call; both can only
+    overestimate a short kernel (the host may not keep up with it), so a replay comes out
+    shorter than `target_s`. It is recaptured only while a replay is shorter than
+    MIN_REPLAY_S: longer replays already keep the device busy while the next one is queued,
+    and each capture costs milliseconds of graph instantiation (measured on an H100: 13 ms on
+    average for the MatMul rows), most of a case's overhead.
     """
-    graph = graphs.capture(call, calls_for(estimate_us, target_s) if estimate_us else 1)
+    first = calls_for(estimate_us, target_s) if estimate_us else 1
+    graph = graphs.capture(call, max(first, min_calls))
     for _ in range(_CAPTURES - 1):
         per_call = _per_call(graph)
-        wanted = calls_for(per_call, target_s)
+        wanted = max(calls_for(per_call, target_s), min_calls)
         if wanted <= graph.calls or graph.calls * per_call >= MIN_REPLAY_S * 1e6:
             break
         graph = graphs.capture(call, wanted)
@@ -86,11 +90,11 @@ class ReplayTimer(Timer):
 
 
 def sample_graph(call: Callable[[], object], graphs: DeviceGraphs, policy: SamplingPolicy, *,
-                 deadline: float | None = None, estimate_us: float | None = None
-                 ) -> tuple[SamplingRun, int]:
+                 deadline: float | None = None, estimate_us: float | None = None,
+                 min_calls: int = 1) -> tuple[SamplingRun, int]:
     """Adaptive sampling of graph replays; the run and the calls per replay. Raises the
     device's CaptureError when the call cannot be captured (the caller falls back)."""
-    graph = capture_batch(call, graphs, estimate_us=estimate_us)
+    graph = capture_batch(call, graphs, estimate_us=estimate_us, min_calls=min_calls)
     # The caller warmed the call up eagerly; one replay warms the graph itself (its first
     # launch uploads it to the device).
     replays = dataclasses.replace(policy, warmup=1, flush_l2=False)

@@ -91,6 +91,7 @@ class CaseResult:
     extra_kernels: dict[str, int] = field(default_factory=dict)  # other kernels in the range
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
     implementation: str = ""  # which implementation ran (`Prepared.implementation`)
+    cache: str = ""  # the cache state it was measured in (kernels/cache_state.py)
 
     @property
     def measured(self) -> bool:

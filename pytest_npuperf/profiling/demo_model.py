@@ -20,8 +20,9 @@ DESCRIPTION = (f"{LAYERS} layers of a DeepSeek-V3 MoE tail at {TOKENS} tokens, T
                f"{HIDDEN}->{SHARED}->{HIDDEN}, residual")
 
 
-def demo_step(device) -> Callable[[], object]:
-    """One forward step of the demo model on `device` (a torch.device)."""
+def demo_step(device, tokens: int = TOKENS) -> Callable[[], object]:
+    """One forward step of the demo model on `device` (a torch.device), over `tokens` tokens
+    (the embedded database's rows are those of 32; a prefill profile takes more)."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
@@ -34,7 +35,7 @@ def demo_step(device) -> Callable[[], object]:
                "router": weight(EXPERTS, HIDDEN), "gate": weight(SHARED, HIDDEN),
                "up": weight(SHARED, HIDDEN), "down": weight(HIDDEN, SHARED)}
               for _ in range(LAYERS)]
-    hidden = torch.randn(TOKENS, HIDDEN, generator=generator).to(device, dtype)
+    hidden = torch.randn(tokens, HIDDEN, generator=generator).to(device, dtype)
 
     def step():
         x = hidden

@@ -60,6 +60,7 @@ class RunnerOptions:
     verify: int | None = None  # --npuperf-verify: None off, 0 first case per type, N every Nth
     # Under a device profiler: record what attribution needs (result.profile).
     profiled: bool = False
+    cache: str = "model"  # the cache state measured in (kernels/cache_state.py)
 
 
 @contextlib.contextmanager
@@ -167,13 +168,15 @@ class CaseRunner:
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                prepared = spec.prepare(case, self.backend)
+                prepared = spec.prepare(case, self.backend, cache=self.options.cache)
                 result.flops, result.bytes = prepared.flops, prepared.bytes
                 result.implementation = prepared.implementation
+                result.cache = prepared.rotation.describe()
                 if self.verifier is not None:
                     result.verified = self.verifier.check(spec, case, prepared)
                 before = reference_samples() if self.backend.kind == "cpu" else None
-                measured = self.measure_call(ref.case_id, prepared.call, deadline)
+                measured = self.measure_call(ref.case_id, prepared.call, deadline,
+                                             cycle=prepared.rotation.copies)
                 if before is not None:
                     result.reference_us = reference_us(before, reference_samples())
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
@@ -201,14 +204,16 @@ class CaseRunner:
         return result
 
     def measure_call(self, name: str, call: Callable[[], object],
-                     deadline: float | None = None) -> Measured:
+                     deadline: float | None = None, cycle: int = 1) -> Measured:
         """Samples of a ready call with the session's method (and its fallbacks); the timed
-        calls run inside a range named `name`. The kernel's own exceptions propagate."""
+        calls run inside a range named `name`. `cycle`: the call rotates through this many
+        sets of inputs, all of which a captured graph must hold. The kernel's own exceptions
+        propagate."""
         method = self.options.method
         if method == METHOD_PROFILER:
             return self._profiled(name, call, deadline, self.profiler)
         if method == METHOD_GRAPH:
-            return self._graph_or_fallback(name, call, deadline)
+            return self._graph_or_fallback(name, call, deadline, cycle)
         return self._events(name, call, deadline)
 
     def _events(self, name: str, call: Callable[[], object], deadline: float | None
@@ -244,7 +249,7 @@ class CaseRunner:
         return Measured(device_samples, run, METHOD_PROFILER)
 
     def _graph_or_fallback(self, name: str, call: Callable[[], object],
-                           deadline: float | None) -> Measured:
+                           deadline: float | None, cycle: int = 1) -> Measured:
         """Graph replays; a call that cannot be captured goes to the profiler, then to
         events, and its result says so."""
         graphs = self.backend.graphs()
@@ -255,7 +260,7 @@ class CaseRunner:
         try:
             with self.backend.named_range(name):
                 run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
-                                      estimate_us=min(warm))
+                                      estimate_us=min(warm), min_calls=cycle)
             return Measured(run.samples, run, METHOD_GRAPH)
         except CaptureError as exc:
             if isinstance(exc.__cause__, CaseTimeout):

@@ -41,6 +41,7 @@ from ..db.columns import (
     AVERAGE_DURATION,
     COUNTERS,
     INPUT_SHAPES,
+    MICROBENCH_CACHE,
     MICROBENCH_DEVICE,
     MICROBENCH_IMPLEMENTATION,
     MICROBENCH_MEAN_DURATION,
@@ -145,6 +146,7 @@ def _columns(results: list[CaseResult], run_id: str) -> dict[str, list[str | Non
         MICROBENCH_TIMESTAMP: [r.timestamp for r in results],
         MICROBENCH_STATUS: [r.status_text[:_STATUS_MAX] for r in results],
         MICROBENCH_IMPLEMENTATION: [r.implementation for r in results],
+        MICROBENCH_CACHE: [r.cache for r in results],
     }
     kept = [r.stats is not None and r.status in _RANK for r in results]
     if any(kept):

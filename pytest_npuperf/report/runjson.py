@@ -89,6 +89,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "method": result.method,
         "fallback": result.fallback,
         "implementation": result.implementation,
+        "cache": result.cache,
         "statistic": result.statistic,
         "value": _num(result.value),
         "precision": _num(result.precision),

@@ -1,0 +1,109 @@
+"""The cache state a replay measures in (`--npuperf-cache`).
+
+Inside a model a layer's weights (and its KV cache, its experts, an embedding table) are read
+from memory at every call: the rest of the step has evicted them since the layer before used
+its own. Replayed back to back on one set of inputs, a weight that fits in the last-level
+cache stays there, and the replay is faster than the model (16x4096x4096 on an H200: 0.70 of
+the in-model time, its 32 MB weight kept in the 60 MB L2). Activations are the opposite: the
+op before has just written them, they are in the cache in the model too.
+
+- `model` (the default): the inputs the kernel's catalog entry names `streamed` are rotated
+  through enough copies that the copies together exceed twice the device's last-level cache,
+  so each call reads its streamed inputs from memory; the other inputs stay one set, warm;
+- `cold`: every input is rotated;
+- `warm`: one set of inputs, as before (what a kernel takes with everything cached).
+
+A rotated input is never the same buffer two calls in a row. An input already larger than
+twice the cache is not copied: it cannot stay cached between two calls anyway. A copy has the
+same values as the original (a clone), so a check of the outputs still holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # light: the plugin's options read CACHE_MODES from here
+    import torch
+
+CACHE_MODES = ("model", "cold", "warm")
+DEFAULT_CACHE_BYTES = 64 << 20  # when the device does not say
+# Each copy is one more call to build; an input so small that this many copies stay under the
+# cache costs next to nothing to read cold, and stays partly warm (its row says so).
+MAX_COPIES = 256
+MAX_ROTATION_BYTES = 2 << 30  # memory the copies may take
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What a prepared call rotates: which inputs, through how many copies."""
+
+    mode: str
+    names: tuple[str, ...] = ()  # the rotated inputs
+    copies: int = 1  # sets of those inputs the call cycles through (1: none)
+    set_bytes: int = 0  # bytes of one set
+    cache_bytes: int = 0  # the last-level cache it is meant to exceed
+    note: str = ""  # why fewer copies than wanted, if so
+
+    def describe(self) -> str:
+        """The row's `MicroBench Cache`: the mode, and what was cold."""
+        if self.mode == "warm" or not self.names:
+            return self.mode if self.mode == "warm" else f"{self.mode} (nothing streamed)"
+        mib = (self.copies * self.set_bytes) / 2**20
+        where = (f"{self.copies} copies, {mib:.1f} MiB for a {self.cache_bytes / 2**20:.0f} "
+                 f"MiB cache" if self.copies > 1 else "larger than the cache")
+        return f"{self.mode} ({', '.join(self.names)} cold: {where}{self.note})"
+
+
+def _bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def plan(mode: str, tensors: Mapping[str, torch.Tensor], streamed: tuple[str, ...],
+         cache_bytes: int | None) -> Rotation:
+    """Which inputs to rotate, and through how many copies."""
+    if mode not in CACHE_MODES:
+        raise ValueError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
+    if mode == "warm":
+        return Rotation(mode)
+    wanted = tensors if mode == "cold" else {n: t for n, t in tensors.items() if n in streamed}
+    names = tuple(n for n, t in wanted.items() if hasattr(t, "clone") and t.numel())
+    cache = int(cache_bytes or DEFAULT_CACHE_BYTES)
+    size = sum(_bytes(tensors[n]) for n in names)
+    if not names or size >= 2 * cache:
+        return Rotation(mode, names, 1, size, cache)
+    copies = min(MAX_COPIES, math.ceil(2 * cache / size) + 1)
+    note = ""
+    if copies * size > MAX_ROTATION_BYTES:
+        copies = max(2, MAX_ROTATION_BYTES // size)
+        note = f"; capped at {MAX_ROTATION_BYTES >> 30} GiB of copies"
+    elif copies == MAX_COPIES and copies * size < 2 * cache:
+        note = f"; capped at {MAX_COPIES} copies"
+    return Rotation(mode, names, copies, size, cache, note)
+
+
+def rotating(tensors: dict[str, torch.Tensor], rotation: Rotation,
+             make_call: Callable[[dict[str, torch.Tensor]], Callable[[], object]]
+             ) -> Callable[[], object]:
+    """One call that cycles through `rotation.copies` sets of the rotated inputs (the others
+    shared by every set); the plain call when nothing rotates."""
+    first = make_call(tensors)
+    if rotation.copies <= 1:
+        return first
+    calls = [first]
+    for _ in range(rotation.copies - 1):
+        copy = dict(tensors)
+        copy.update({name: tensors[name].clone() for name in rotation.names})
+        calls.append(make_call(copy))
+    count = len(calls)
+    state = [0]
+
+    def call():
+        index = state[0]
+        state[0] = index + 1 if index + 1 < count else 0
+        return calls[index]()
+    call.implementation = getattr(first, "implementation", None)  # type: ignore[attr-defined]
+    call.rotation = calls  # type: ignore[attr-defined]  (tests look at the buffers)
+    return call
