@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from pytest_npuperf.devices import cpu_peak as cpu_peak_module
 from pytest_npuperf.devices.base import MemoryLevel, Peak
@@ -87,9 +88,67 @@ def test_cpu_peaks_are_measured_once_per_session_and_the_best_is_kept(tmp_path, 
 
 
 def test_cpu_peak_measurement_is_real_and_quick():
+    threads = torch.get_num_threads()
     peak = cpu_peak_module.measure_cpu_peak({"L2": 512 * 1024, "L3": 8 * MB})
     assert peak.measured and peak.flops > 1e8 and peak.bytes_per_s > 1e8
     assert [lv.name for lv in peak.levels] == ["L2", "LLC"]
+    assert torch.get_num_threads() == threads  # the single-threaded probe gave them back
+
+
+@pytest.fixture
+def session_threads():
+    """Sets torch's intra-op threads as a session would, and puts them back afterwards."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+def _probes(monkeypatch, gemm, copy):
+    """Probes whose rate depends on torch's threads when they run: {threads: rate}."""
+    ran = []
+
+    def probe(rates):
+        def rate(*args):
+            ran.append(torch.get_num_threads())
+            return rates[torch.get_num_threads()]
+        return rate
+
+    monkeypatch.setattr(cpu_peak_module, "_gemm_flops", probe(gemm))
+    monkeypatch.setattr(cpu_peak_module, "_copy_rate", probe(copy))
+    return ran
+
+
+def test_each_cpu_peak_figure_is_the_better_of_one_thread_and_the_sessions(monkeypatch,
+                                                                          session_threads):
+    """Measured on a 16-core host running other work: the threaded copies waited for a
+    preempted thread (the L2 read 0.04 GB/s) and a float32 MatMul of 8x128x64 that torch ran on
+    one thread in 6 us was judged 150x faster than the CPU allows. A GEMM gains from threads;
+    a small copy, whose parallel region waits for its slowest thread, need not."""
+    ran = _probes(monkeypatch, gemm={1: 50e9, 16: 400e9}, copy={1: 60e9, 16: 0.04e9})
+    session_threads(16)
+    peak = cpu_peak_module.measure_cpu_peak({"L2": 2 * MB, "L3": 32 * MB})
+    assert sorted(set(ran)) == [1, 16] and torch.get_num_threads() == 16
+    assert peak.flops == 400e9 and peak.bytes_per_s == 60e9
+    assert [(lv.name, lv.bytes_per_s) for lv in peak.levels] == [("L2", 60e9), ("LLC", 60e9)]
+    assert "with 1 and 16 threads" in peak.source
+    held_up = Peak(400e9, 0.04e9, (MemoryLevel("L2", 2 * MB, 0.04e9),), memory="DRAM",
+                   measured=True)  # the threaded figures alone
+    for figures, suspect in ((held_up, True), (peak, False)):
+        line = roofline(figures, 2 * 8 * 128 * 64, 4 * (8 * 128 + 128 * 64 + 8 * 64), 6.0)
+        assert line.memory_level == "L2" and (line.slack * line.bound_us > 6.0) is suspect
+
+
+def test_a_one_thread_session_probes_once_and_a_failed_probe_gives_the_threads_back(
+        monkeypatch, session_threads):
+    ran = _probes(monkeypatch, gemm={1: 50e9}, copy={1: 60e9})
+    session_threads(1)
+    assert "with 1 thread " in cpu_peak_module.measure_cpu_peak({"L2": 2 * MB}).source
+    assert ran == [1, 1, 1]  # L2, DRAM, GEMM: once each
+    _probes(monkeypatch, gemm={4: 50e9}, copy={4: 60e9})  # no rate for one thread: it raises
+    session_threads(4)
+    with pytest.raises(KeyError):
+        cpu_peak_module.measure_cpu_peak({"L2": 2 * MB})
+    assert torch.get_num_threads() == 4
 
 
 def test_shards_split_every_case_once_and_stably():
