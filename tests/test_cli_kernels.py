@@ -5,19 +5,27 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
 import torch
 
+from pytest_npuperf.devices import npu
 from pytest_npuperf.kernels import catalog, registry
 from pytest_npuperf.kernels.entry import KernelEntry, SlotLayout
 from pytest_npuperf.kernels.overview import describe
 
 
+def _by_type(out: str) -> dict[str, str]:
+    return {line.split()[0]: line for line in out.splitlines()[2:-1]}
+
+
+# The table and JSON tests judge the CPU (--device cpu): what replays here differs by device,
+# and the default is this host's own (on a CUDA host, cuda: see the test after them).
 def test_the_table_lists_every_catalog_kernel_type_and_what_replays_here(npuperf):
-    code, out, err = npuperf("kernels")
+    code, out, err = npuperf("kernels", "--device", "cpu")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["kernel", "type", "family"]
-    by_type = {line.split()[0]: line for line in lines[2:-1]}
+    by_type = _by_type(out)
     assert set(by_type) == set(catalog.kernel_types())
     assert "torch_npu.npu_interleave_rope(x, cos, sin)" in by_type["InterleaveRope"]
     assert "yes, cpu: portable path" in by_type["InterleaveRope"]
@@ -31,7 +39,7 @@ def test_the_table_lists_every_catalog_kernel_type_and_what_replays_here(npuperf
 
 
 def test_json_gives_one_object_per_kernel_type(npuperf):
-    code, out, _ = npuperf("kernels", "--json")
+    code, out, _ = npuperf("kernels", "--json", "--device", "cpu")
     assert code == 0
     data = json.loads(out)
     assert data["device"] == "cpu"
@@ -43,6 +51,20 @@ def test_json_gives_one_object_per_kernel_type(npuperf):
     split = kernels["split_qkv_rmsnorm_rope_kernel"]
     assert split["custom_op"] and split["replayable_here"]
     assert split["replay"] == "pytest_npuperf.kernels.rope:SplitQkvRmsNormRope"
+
+
+@pytest.mark.parametrize("cuda", [False, True], ids=["cpu-host", "cuda-host"])
+def test_without_a_device_the_table_judges_the_one_pytest_bench_picks(npuperf, monkeypatch,
+                                                                      cuda):
+    """Which device this host has is simulated (only the choice is under test): no torch_npu,
+    and CUDA available or not."""
+    monkeypatch.setattr(npu, "torch_npu_installed", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    code, out, err = npuperf("kernels")
+    assert code == 0, err
+    here = "cuda" if cuda else "cpu"
+    assert out.splitlines()[-1].endswith(f" replayable here ({here})")
+    assert f"yes, {here}: portable path" in _by_type(out)["InterleaveRope"]
 
 
 def test_on_an_npu_custom_op_kernels_need_their_environment():
