@@ -6,12 +6,15 @@ paying torch's import per rank."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Sequence
 
+import torch
 import torch.distributed as dist
 
+from pytest_npuperf.comm.buffers import Buffers
 from pytest_npuperf.comm.channel import Channel
 from pytest_npuperf.comm.runtime import Fabric
 
@@ -73,3 +76,16 @@ def run_job(world: int, body: Callable[[ThreadFabric], object], *, timeout_s: fl
         thread.join(join_s)
         assert not thread.is_alive(), "a rank thread did not finish: the job hangs"
     return results
+
+
+@functools.cache
+def gloo_refuses(op: str, dtype: str = "DT_FLOAT") -> str:
+    """What gloo in this torch says when asked to run `op` on `dtype`, "" where it runs it:
+    torch 2.11's gloo has no all_to_all (the list form, the one measured), 2.13's has. Asked
+    of a group of one rank, with the product's own buffers and call."""
+    group = dist.ProcessGroupGloo(dist.HashStore(), 0, 1, _dt.timedelta(seconds=10))
+    try:
+        Buffers(op, 8, dtype, Channel(group, (0,)), torch.device("cpu")).call()
+    except RuntimeError as exc:
+        return f"gloo in torch {torch.__version__} does not run {op} on {dtype}: {exc}"
+    return ""
