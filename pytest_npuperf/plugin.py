@@ -54,6 +54,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     collect.kernel_cases_left_out(config, items, rank_env().world)
+    collect.resumed_left_out(config, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -20,10 +20,12 @@ def test_kernel(npuperf_case, npuperf_replay):
 # than the noise rule judges (measure/noise.py): whether this shared machine happened to be
 # quiet must not decide where a test's numbers go.
 # No figures either: the tests of the figures and of the html page ask for them (and
-# test_msprof_wrap checks that the flag is obeyed).
+# test_msprof_wrap checks that the flag is obeyed). Samples during which this busy machine ran
+# other processes are kept (counted) for the same reason: tests/test_preemption.py tests the
+# rejection.
 FAST = ["--npuperf-device", "cpu", "--npuperf-warmup", "1", "--npuperf-min-samples", "3",
         "--npuperf-max-samples", "9", "--npuperf-budget", "0.05", "--npuperf-min-time", "0",
-        "--npuperf-no-figures", "-p", "no:cacheprovider"]
+        "--npuperf-no-figures", "--npuperf-preempted", "keep", "-p", "no:cacheprovider"]
 
 
 def cells(shapes, dtypes, formats, out_shapes, out_dtypes, out_formats="ND", **extra):

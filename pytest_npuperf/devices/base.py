@@ -49,6 +49,10 @@ class Timer(ABC):
     """Times calls one by one; returns microseconds per call."""
 
     name: str = "events"
+    # Per value of the last `time_calls`: True where the host says the call did not have the
+    # device to itself (a CPU preempted by another process: PreemptionAwareTimer); None when
+    # this timer cannot tell.
+    disturbed: list[bool] | None = None
 
     @abstractmethod
     def time_calls(self, call: Callable[[], object], n: int,

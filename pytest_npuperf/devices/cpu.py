@@ -13,8 +13,9 @@ import os
 
 import torch
 
-from .base import Backend, Peak
+from .base import Backend, Peak, Timer
 from .names import cpu_model
+from .preemption import PreemptionAwareTimer
 
 # Peak re-measurements per session when a case beats the roofline (about 0.1 s each): enough
 # for a busy start, bounded where a case is suspect for other reasons.
@@ -55,6 +56,9 @@ class CpuBackend(Backend):
     def stack(self) -> dict[str, str]:
         return {"torch": torch.__version__, "threads": str(torch.get_num_threads())}
 
+    def timer(self) -> Timer:
+        return PreemptionAwareTimer()
+
     def peak(self) -> Peak | None:
         """Measured once per host and thread count (devices/cpu_peak.py), then cached."""
         if self._peak is None:
@@ -87,3 +91,4 @@ def _last_level_cache() -> int | None:
     from .cpu_peak import cache_levels
 
     return max(cache_levels().values(), default=None)
+

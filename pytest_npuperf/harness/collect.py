@@ -73,6 +73,29 @@ def kernel_cases_left_out(config: pytest.Config, items: list[pytest.Item], world
         items[:] = [item for item in items if not case_of(item)]
 
 
+def resumed_left_out(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--npuperf-resume: the cases the resumed run's journal holds are not measured again."""
+    if existing_context(config) is None or not context(config).settings.resume:
+        return
+    run_owner = owner(config)
+    if run_owner is not None:
+        done = run_owner.resume()
+    else:  # an xdist worker: the controller keeps the results, the worker only skips them
+        from ..db.errors import NpuperfError
+        from .journal import journaled_results, resumable
+
+        try:
+            _, results = journaled_results(resumable(context(config).settings.out,
+                                                     context(config).settings.resume))
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
+        done = {r.case_id for r in results}
+    measured = [item for item in items if (ref := case_of(item)) and ref.case_id in done]
+    if measured:
+        config.hook.pytest_deselected(items=measured)
+        items[:] = [item for item in items if item not in set(measured)]
+
+
 def after_collection(session: pytest.Session) -> None:
     """The run's collection is complete: a collection problem is one usage-error line; the
     owner checks and locks what it will write before the first case."""
@@ -82,7 +105,11 @@ def after_collection(session: pytest.Session) -> None:
     if run.collection_error:
         raise pytest.UsageError(run.collection_error)
     run_owner = owner(session.config)
-    if run_owner is not None and run_owner.active and any(case_of(i) for i in session.items):
+    if run_owner is None or not run_owner.active:
+        return
+    selected = sum(1 for item in session.items if case_of(item))
+    if selected or run_owner.has_resumed:
+        run_owner.selected = selected
         run_owner.prepare_writes()
 
 

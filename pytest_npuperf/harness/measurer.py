@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..measure.result import FAILING_STATUSES, STATUS_ERROR, STATUS_SKIPPED
+from ..history.plateau import QuietHistory, plateau
+from ..measure.result import (
+    FAILING_STATUSES,
+    STATUS_ERROR,
+    STATUS_NOISY,
+    STATUS_OK,
+    STATUS_SKIPPED,
+)
 from ..replay.cases import result_for
 from .bench_bridge import benchmark_fixture, feed_benchmark
 from .context import RunContext
@@ -25,6 +32,7 @@ class Measurer:
     def __init__(self, context: RunContext) -> None:
         self.context = context
         self._runner: CaseRunner | None = None
+        self._quiet: QuietHistory | None = None
 
     @property
     def runner(self) -> CaseRunner:
@@ -42,11 +50,39 @@ class Measurer:
         return self._runner
 
     def run_case(self, ref: CaseRef, nodeid: str) -> CaseResult:
+        """Measure a case; a value far above its quiet history (history/plateau.py) is
+        measured again, and flagged noisy if it stays there."""
+        result = self._measure(ref, nodeid)
+        quiet = self.quiet_history.quiet(result) if result.status == STATUS_OK else None
+        first = plateau(result, quiet)
+        if first is None:
+            return result
+        again = self._measure(ref, nodeid)
+        again.wall_s += result.wall_s
+        again.time_in_calls_s += result.time_in_calls_s
+        still = plateau(again, quiet)
+        seen = f"re-measured: the first measurement, {result.value:.4g} us, was " \
+               f"{result.value / quiet.median_us:.1f}x the case's quiet history"
+        if still is None:
+            again.note = f"{again.note}; {seen}" if again.note else seen
+        elif again.status == STATUS_OK:
+            again.status, again.error = STATUS_NOISY, f"{still}; {seen}"
+        return again
+
+    def _measure(self, ref: CaseRef, nodeid: str) -> CaseResult:
         context = self.context
         result = self.runner.run(ref, context.row(ref), nodeid,
                                  str(context.destination.source / ref.file))
         context.profiler.tag(result)
         return result
+
+    @property
+    def quiet_history(self) -> QuietHistory:
+        if self._quiet is None:
+            context = self.context
+            self._quiet = QuietHistory(context.settings.history,
+                                       context.backend.database_device())
+        return self._quiet
 
     def judge(self, result: CaseResult) -> Comparison | None:
         """The case against the baseline, where it ran (see history/keeper.py)."""
@@ -106,6 +142,9 @@ class Measurer:
         return result_for(ref, nodeid, STATUS_SKIPPED, reason)
 
     def close(self) -> None:
+        if self._quiet is not None:
+            self._quiet.close()
+            self._quiet = None
         if self._runner is not None:
             self._runner.close()
             self._runner = None

@@ -73,6 +73,10 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "activations stay warm, as the op before just wrote them), cold (every input rotated), "
      "warm (one set of inputs, all cached); recorded in MicroBench Cache", CACHE_MODES),
     ("flush-l2", "bool", False, "evict the L2 (last-level) cache before every sample", None),
+    ("preempted", "str", "reject", "on a CPU, a sample during which the host ran other "
+     "processes (wall time above the CPU time the process got) is not a sample of the kernel: "
+     "reject leaves such samples out (too few undisturbed ones within the budget: the case is "
+     "noisy, its value kept out of the database); keep keeps them, counted", ("reject", "keep")),
     ("case-timeout", "float", 0.0, "fail a case that runs longer than this many seconds "
      "(0: no limit)", None),
     ("verify", "bool", False, "before measuring the first case of each kernel type, compare "
@@ -89,6 +93,9 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("regression-threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
      "(or FASTER) only when its median moved by at least this fraction and the rank test "
      "says the difference is significant", None),
+    ("resume", "str", None, "continue a run that did not end writing its results (stopped, "
+     "killed, its host lost): RUN (a run id) or last; the cases its journal (<out>/runs/"
+     "<run>.jsonl) holds are taken from it, the others measured, and all are written", None),
     ("no-figures", "bool", False, "draw no figures in the html reports (their tables stay): "
      "smaller reports for very large runs", None),
     ("shard", "str", None, "run only shard I of N (I/N, 1-based): cases are split by a "
@@ -255,6 +262,7 @@ class Settings:
     profiler: str = PROFILER_AUTO  # as requested; RunContext.profiler resolves it
     model_profile: bool = True  # the demo model profiled once per device (embedded database)
     cache: str = "model"  # the cache state measured in (kernels/cache_state.py)
+    resume: str | None = None  # the run whose journal this one continues
     embedded: bool = False  # the cases come from the embedded default database
     keep_prof: bool = False
     strict_stack: bool = False
@@ -269,7 +277,8 @@ class Settings:
                 "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
-                "model_profile": self.model_profile, "cache": self.cache}
+                "model_profile": self.model_profile, "cache": self.cache,
+                "resume": self.resume}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -284,7 +293,8 @@ def read_settings(config: pytest.Config) -> Settings:
             min_samples=int(values["min-samples"]),
             max_samples=int(values["max-samples"]), budget_s=float(values["budget"]),
             min_time_s=float(values["min-time"]), precision=float(values["precision"]),
-            statistic=str(values["statistic"]), flush_l2=bool(values["flush-l2"]))
+            statistic=str(values["statistic"]), flush_l2=bool(values["flush-l2"]),
+            reject_preempted=values["preempted"] == "reject")
     except ValueError as exc:
         raise pytest.UsageError(f"npuperf sampling options: {exc}") from None
     timeout = float(values["case-timeout"])
@@ -322,6 +332,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     profiler=str(values["profiler"]), keep_prof=bool(values["keep-prof"]),
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
                     cache=str(values["cache"]),
+                    resume=str(values["resume"]).strip() or None if values["resume"] else None,
                     strict_stack=bool(values["strict-stack"]))
 
 

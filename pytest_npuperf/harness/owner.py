@@ -1,15 +1,18 @@
 """The process that owns a replay run (the serial process, or the xdist controller): it checks
-and locks what the run will write before the first case, receives every case's result, and
-ends the run.
+and locks what the run will write before the first case, receives every case's result (and
+journals it at once, harness/journal.py), and ends the run.
 
 How the run ends is chosen once: an msprof child hands its results to its parent (which
 attributes the kernels and ends the run, harness/wrap.py); every other run ends here through
-`run.finish.finish_run`.
+`run.finish.finish_run`. A run stopped early (SIGTERM, SIGHUP, Ctrl-C, `-x`) ends the same way:
+every finished case is written, and the run is recorded as partial, with why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,8 +23,14 @@ from ..db.transaction import check_inside
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .context import RunContext
+from .journal import Journal, forget, journal_path, journaled_results, resumable
 from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
+
+# What a CI timeout or a closed terminal sends: the run ends as after Ctrl-C (its finished
+# cases written), not killed with nothing saved. A second one ends the process at once.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
 
 if TYPE_CHECKING:
     from ..db.lock import DatabaseLock
@@ -39,7 +48,35 @@ class Owner:
         self.extra_results: list = []  # results of other kinds to record with the run
         self.end: RunEnd | None = None
         self.interrupted = False
+        self.stopped_by = ""  # the signal that ended the run early
+        self.selected: int | None = None  # replay cases selected (after -k, -m, resume)
         self._lock: DatabaseLock | None = None
+        self._journal: Journal | None = None
+        self.resumed_from = ""
+        self._resumed: list[CaseResult] = []
+        self._resumed_journal: Path | None = None
+        self._handlers: dict[int, object] = {}
+        self._catch_stop_signals()
+
+    # -- a run stopped from outside ends as any run ends ------------------------------------------
+    def _catch_stop_signals(self) -> None:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for number in STOP_SIGNALS:
+            self._handlers[number] = signal.signal(number, self._stop)
+
+    def _stop(self, number: int, frame) -> None:
+        self.stopped_by = signal.Signals(number).name
+        signal.signal(number, signal.SIG_DFL)
+        raise KeyboardInterrupt(f"stopped by {self.stopped_by}")
+
+    def _restore_signals(self) -> None:
+        for number, handler in self._handlers.items():
+            if signal.getsignal(number) == self._stop:
+                signal.signal(number, handler)
+        self._handlers.clear()
 
     @property
     def hands_off(self) -> bool:
@@ -104,14 +141,52 @@ class Owner:
         if self.active:
             return
         case_ids = {ref.case_id for ref in self.context.case_refs()}
-        if any(case_id_of_nodeid(nodeid) in case_ids for nodeid in node_ids):
+        selected = sum(case_id_of_nodeid(nodeid) in case_ids for nodeid in node_ids)
+        if selected or self.resume():
             self.active = True
+            self.selected = selected
             self.prepare_writes()
+
+    @property
+    def has_resumed(self) -> bool:
+        return bool(self._resumed)
 
     # -- results --------------------------------------------------------------------------------
     def record(self, result: CaseResult) -> None:
         self.active = True
         self.results.append(result)
+        journal = self._journal_for_write()
+        if journal is not None:
+            journal.append(result)
+
+    def _journal_for_write(self) -> Journal | None:
+        settings = self.context.settings
+        if self._journal is None and not settings.dry_run and not self.hands_off:
+            context = self.context
+            self._journal = Journal(journal_path(settings.out, context.run_id), {
+                "run_id": context.run_id, "started": context.identity.started_iso,
+                "source": str(context.destination.source), "resumed_from": self.resumed_from,
+                "selected": self.selected})
+            for result in self._resumed:  # a run resumed again finds them here too
+                self._journal.append(result)
+        return self._journal
+
+    def resume(self) -> set[str]:
+        """--npuperf-resume: the journaled results of the run named, kept for the finish; the
+        ids of their cases, which this run does not measure again."""
+        settings = self.context.settings
+        if not settings.resume or self.resumed_from:
+            return {r.case_id for r in self._resumed}
+        try:
+            path = resumable(settings.out, settings.resume)
+            header, self._resumed = journaled_results(path)
+            self._resumed_journal = path
+        except NpuperfError as exc:
+            raise pytest.UsageError(f"npuperf: {exc}") from None
+        self.resumed_from = str(header.get("run_id") or path.stem)
+        self.notes.append(f"resumed run {self.resumed_from}: {len(self._resumed)} case(s) taken "
+                          f"from its journal, the others measured now")
+        return {r.case_id for r in self._resumed}
 
     def judge_late(self, report: pytest.TestReport, result: CaseResult) -> None:
         """A result that arrives without a verdict (its worker could not open the baseline)
@@ -157,31 +232,64 @@ class Owner:
         settings = context.settings
         if not self.writes_ready and not (settings.dry_run and self.results):
             return True  # no case ran (all deselected, or a usage error): nothing to write
-        if interrupted:
-            self.notes.append("session interrupted: the database was left as it was")
-            return True
         from ..run.finish import RunFacts, finish_run
 
+        partial = self._partial(interrupted)
+        results = [*self._resumed, *self.results]
+        if partial and not results:
+            self.notes.append(f"session {partial.split(' after')[0]} before any case finished: "
+                              f"the database was left as it was")
+            return True
+        if partial:
+            self.notes.append(f"partial run: {partial}; its finished cases are written "
+                              f"(--npuperf-resume {context.run_id} measures the rest)")
         self.notes += context.profiler.complete(self.results, settings.keep_prof)
         if not profile_demo_once(context, self._lock):
             self.interrupted = True
             return False
+        kept = sum(1 for r in results if r.preempted_kept)
+        if kept:
+            self.notes.append(f"{kept} case(s) keep samples the host preempted (--npuperf-"
+                              f"preempted keep): this run is never a last-good baseline")
+        options = {**settings.as_dict(), "partial": partial, "resumed_from": self.resumed_from}
         facts = RunFacts.of(context.identity, source=str(context.destination.source),
-                            options=settings.as_dict(), root=context.rootpath)
+                            options=options, root=context.rootpath)
         self.end = finish_run(
-            facts, self.results, context.destination.run_target(self._lock),
+            facts, results, context.destination.run_target(self._lock),
             info=context.session_info, keeper=context.keeper, notes=self.notes,
             record=not settings.dry_run, reports=not settings.dry_run,
-            extra_cases=self.extra_results, exit_status=exitstatus)
+            extra_cases=self.extra_results, exit_status=exitstatus,
+            good=not partial and not kept)
         self.interrupted = self.interrupted or self.end.interrupted
+        written = self.end.outcome is not None and not partial
+        if self._journal is not None:
+            self._journal.end(written, partial or ("" if self.end.ok else "not all written"))
+        if written and self._resumed_journal is not None:
+            forget(self._resumed_journal)  # the run it continued is complete now
         return self.end.ok
+
+    def _partial(self, interrupted: bool) -> str:
+        """Why the run measured fewer cases than it selected ("" when it did not)."""
+        measured = len(self.results)
+        total = f" after {measured} of {self.selected} case(s)" if self.selected else \
+            f" after {measured} case(s)"
+        if self.stopped_by:
+            return f"stopped by {self.stopped_by}{total}"
+        if interrupted:
+            return f"interrupted (Ctrl-C){total}"
+        if self.selected is not None and measured < self.selected:
+            return f"the session stopped early{total}"
+        return ""
 
     def _hand_off(self, interrupted: bool) -> bool:
         """The msprof child: what was measured goes to the parent, which writes."""
-        if interrupted:
-            self.notes.append("session interrupted: no hand-off written")
-            return True
         context = self.context
+        partial = self._partial(interrupted)
+        if partial and not self.results:
+            self.notes.append("session interrupted before any case finished: no hand-off written")
+            return True
+        if partial:
+            self.notes.append(f"partial run: {partial}; its finished cases are handed over")
         settings = context.settings
         destination = context.destination
         header = {
@@ -192,6 +300,7 @@ class Owner:
             "stamp": context.identity.stamp, "dry_run": settings.dry_run,
             "prune_empty": settings.prune_empty, "keep_prof": settings.keep_prof,
             "writes_ready": self.writes_ready, "root": str(context.rootpath),
+            "partial": partial,
             "info": dataclasses.asdict(context.session_info()), "notes": list(self.notes)}
         self.release()  # the parent takes the lock for its write-back
         try:
@@ -224,6 +333,10 @@ class Owner:
                             figures=end.figures, baseline=end.baseline)
 
     def release(self) -> None:
+        self._restore_signals()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None

@@ -7,6 +7,7 @@ import json
 import math
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ RUN_JSON_SCHEMA_PREFIX = "npuperf-run/"
 _GIT_TIMEOUT_S = 5.0
 _EXTRA_FIELDS = ("file", "row", "nodeid", "error", "fallback", "note", "threads", "host_load",
                  "warmup", "measured_kernel_type", "verified", "wall_s", "time_in_calls_s",
-                 "reference_us", "cache")
+                 "reference_us", "cache", "preempted", "preempted_kept")
 
 
 def git_commit(directory: Path) -> tuple[str, bool | None]:
@@ -55,11 +56,18 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _extra(field: Callable[[str], Any]) -> dict[str, Any]:
+    extra = {name: field(name) for name in _EXTRA_FIELDS if field(name) not in (None, "")}
+    if not extra.get("preempted"):  # the usual case: said by the keys' absence
+        extra.pop("preempted", None)
+        extra.pop("preempted_kept", None)
+    return extra
+
+
 def case_record(result: CaseResult) -> CaseRecord:
     st = result.stats
     regression = result.regression or {}
-    extra = {name: getattr(result, name) for name in _EXTRA_FIELDS
-             if getattr(result, name) not in (None, "")}
+    extra = _extra(lambda name: getattr(result, name))
     return CaseRecord(
         kind=KIND_KERNEL, key=result.case_id, kernel=result.kernel_type,
         signature=result.signature, status=result.status, method=result.method,
@@ -124,8 +132,10 @@ def history_record(result: CaseResult | CommResult) -> CaseRecord:
 
 def run_record(*, run_id: str, started: float, started_iso: str, device: dict[str, Any],
                options: dict[str, Any], source: str, target: str, cases: int,
-               exit_status: int | None, baseline: str = "", root: Path | None = None
-               ) -> RunRecord:
+               exit_status: int | None, baseline: str = "", root: Path | None = None,
+               good: bool = True) -> RunRecord:
+    """`good`: False keeps a run that exited 0 out of `last-good` (a partial run, one measured
+    on a preempted host)."""
     commit, dirty = git_commit(root) if root is not None else ("", None)
     stack = device.get("stack") if isinstance(device.get("stack"), dict) else {}
     return RunRecord(
@@ -134,7 +144,7 @@ def run_record(*, run_id: str, started: float, started_iso: str, device: dict[st
         device_name=str(device.get("name") or ""), stack=dict(stack), host=host_name(),
         git_commit=commit, git_dirty=dirty, options=options, source=source, target=target,
         cases=cases, exit_status=exit_status,
-        passed=None if exit_status is None else exit_status == 0, baseline=baseline)
+        passed=None if exit_status is None else exit_status == 0 and good, baseline=baseline)
 
 
 # -- run JSON files (report/runjson.py) ------------------------------------------------------------
@@ -197,7 +207,7 @@ def _case_from_json(case: dict[str, Any], path: Path) -> CaseRecord:
     except ValueError as exc:
         raise ContractError(f"{path}: case {case.get('case_id')}: damaged samples: "
                             f"{exc}") from None
-    extra = {name: case.get(name) for name in _EXTRA_FIELDS if case.get(name) not in (None, "")}
+    extra = _extra(case.get)
     return CaseRecord(
         kind=str(case.get("kind") or KIND_KERNEL), key=str(case["case_id"]),
         kernel=str(case.get("kernel_type") or ""), signature=str(case.get("signature") or ""),

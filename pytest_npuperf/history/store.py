@@ -278,7 +278,8 @@ class HistoryStore:
 
     def latest_cases(self, kind: str, key: str, *, device: str | None = None,
                      before: float | None = None, passed_only: bool = False,
-                     exclude: Iterable[str] = (), limit: int = 1) -> list[CaseRecord]:
+                     exclude: Iterable[str] = (), limit: int = 1,
+                     with_samples: bool = True) -> list[CaseRecord]:
         """The newest `limit` measurements of a case (measured statuses only), newest first,
         optionally only on `device`, in runs started before `before`, in passed runs, not in
         runs `exclude`."""
@@ -290,7 +291,7 @@ class HistoryStore:
             clauses.append("r.started < ?")
             params.append(before)
         return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
-                           limit=limit)
+                           limit=limit, with_samples=with_samples)
 
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None) -> list[CaseRecord]:

@@ -42,6 +42,9 @@ class SamplingPolicy:
     precision: float = 0.02  # target relative 95 % CI half-width
     statistic: str = "median"
     flush_l2: bool = False
+    # A sample the host's other processes took CPU time from is not the kernel's (a timer
+    # that can tell: the CPU's); False keeps such samples, counted.
+    reject_preempted: bool = True
 
     def __post_init__(self) -> None:
         if self.statistic not in STATISTICS:

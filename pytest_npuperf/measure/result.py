@@ -26,6 +26,10 @@ STATUS_SUSPECT = "suspect"  # faster than the device's physical bound: flagged, 
 # Samples inconsistent with a quiet machine (see noise.py): kept in the MicroBench columns,
 # never stored as the row's latency.
 STATUS_NOISY = "noisy"
+# How the error of a case left noisy by a preempted host, and of one far above its quiet
+# history (harness/measurer.py), begin.
+PREEMPTED_REASON = "preempted:"
+PLATEAU_REASON = "plateau:"
 STATUS_CRASHED = "crashed"  # the xdist worker running the case died
 # Measured, but the profiler's kernels could not be tied to the case (no marker, no kernel of
 # the expected type, a count that does not match its calls): the row keeps its latency.
@@ -92,6 +96,10 @@ class CaseResult:
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
     implementation: str = ""  # which implementation ran (`Prepared.implementation`)
     cache: str = ""  # the cache state it was measured in (kernels/cache_state.py)
+    # Samples the host's other processes took CPU time from (devices/preemption.py): left
+    # out, or with --npuperf-preempted keep kept among the samples (`preempted_kept`).
+    preempted: int = 0
+    preempted_kept: bool = False
 
     @property
     def measured(self) -> bool:

@@ -30,6 +30,7 @@ class CaseTimeout(Exception):
 @dataclass
 class SamplingRun:
     samples: list[float] = field(default_factory=list)  # microseconds per call
+    preempted: int = 0  # samples left out: the host ran other work during them
     warmup: int = 0
     time_in_calls_s: float = 0.0  # wall time spent inside timed calls
     precision: float = math.inf  # relative CI half-width reached
@@ -90,14 +91,23 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
             run.time_in_calls_s += sum(values) * calls_per_sample / 1e6
         else:
             run.time_in_calls_s += time.perf_counter() - clock
+        if timer.disturbed:  # not samples of the kernel: the host ran other work meanwhile
+            kept = [v for v, lost in zip(values, timer.disturbed) if not lost]
+            run.preempted += len(values) - len(kept)
+            values = kept if policy.reject_preempted else values
         run.samples.extend(values)
         ordered.extend(values)
         ordered.sort()
         n = len(run.samples)
-        estimate = ordered[n // 2]
-        if n < policy.min_samples:
-            continue
         spent = run.time_in_calls_s
+        if n < policy.min_samples:
+            if run.preempted and spent >= policy.budget_s:
+                run.stop_reason = STOP_BUDGET  # too few undisturbed samples within the budget
+                return run
+            if n:
+                estimate = ordered[n // 2]
+            continue
+        estimate = ordered[n // 2]
         # The precision only decides once the minimum time is spent (and is reported at the
         # stop): not computed for the batches before.
         if n >= policy.max_samples:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..db.errors import CellError
-from ..devices.base import Backend, CaptureError
+from ..devices.base import Backend, CaptureError, HostClockTimer
 from ..kernels.case import case_from_row
 from ..kernels.registry import spec_for
 from ..kernels.spec import ReplaySkipped
@@ -32,6 +32,7 @@ from ..measure.result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
     METHOD_PROFILER,
+    PREEMPTED_REASON,
     STATUS_ERROR,
     STATUS_FAILED,
     STATUS_NOISY,
@@ -112,6 +113,8 @@ class CaseRunner:
         backend.activate()
         self.options = options
         self.timer = backend.timer()
+        self.plain_timer = HostClockTimer(backend.synchronize) if backend.kind == "cpu" \
+            else self.timer
         self._profiler: ProfilerSession | None = None
         self._flush_buffer: torch.Tensor | None = None
         self.last_samples: list[float] = []
@@ -184,8 +187,9 @@ class CaseRunner:
             self._record(result, measured)
             if self.options.profiled and measured.method == METHOD_EVENTS:
                 self._record_profile(result, measured)
-            self._check_bound(result)
-            self._check_noise(result, measured.samples)
+            if not self._check_preempted(result, measured):
+                self._check_bound(result)
+                self._check_noise(result, measured.samples)
         except CellError as exc:
             result.status, result.error = STATUS_ERROR, str(exc)
         except ReplaySkipped as exc:  # NpuOnly too: the row cannot run here, it is kept
@@ -233,12 +237,15 @@ class CaseRunner:
         run = measured.run
         result.profile = profile_record(
             result.case_id, result.kernel_type, pid=os.getpid(), device=self.backend.index,
-            calls=run.warmup + len(run.samples), warmup=run.warmup, range_us=self.last_range_us)
+            calls=run.warmup + len(run.samples) + run.preempted, warmup=run.warmup,
+            range_us=self.last_range_us)
 
     def _profiled(self, name: str, call: Callable[[], object], deadline: float | None,
                   profiler: ProfilerSession) -> Measured:
+        # The profiler's samples are every timed call's: the host clock beside them must not
+        # leave preempted ones out, or the two would no longer pair up.
         with self.backend.named_range(name):
-            run = sample(call, self.timer, self.options.policy, flush=self._flush(),
+            run = sample(call, self.plain_timer, self.options.policy, flush=self._flush(),
                          deadline=deadline, wrap=profiler.wrap)
         # The profiler cycle ends outside the case's range: a range left open across cycles
         # leaves the profiler holding an event it has already handed over.
@@ -292,11 +299,29 @@ class CaseRunner:
         result.method, result.fallback = measured.method, measured.fallback
         result.warmup, result.time_in_calls_s = measured.run.warmup, measured.run.time_in_calls_s
         result.stop_reason = measured.run.stop_reason
+        self.last_samples = measured.samples  # all of them, for pytest-benchmark here
+        if not measured.samples:  # every one preempted (_check_preempted says so)
+            return
         # Of the stored samples: with the profiler they are not the ones the sampler judged.
         precision = relative_precision(measured.samples, result.statistic)
         result.precision = precision if math.isfinite(precision) else None
         result.set_samples(measured.samples)
-        self.last_samples = measured.samples  # all of them, for pytest-benchmark here
+
+    def _check_preempted(self, result: CaseResult, measured: Measured) -> bool:
+        """Samples the host's other processes took time from are not the kernel's: too few
+        undisturbed ones left, and the case is noisy, its value kept out of the database."""
+        result.preempted = measured.run.preempted
+        kept, needed = len(measured.samples), self.options.policy.min_samples
+        if not self.options.policy.reject_preempted:
+            result.preempted_kept = bool(result.preempted)
+            return False
+        if not result.preempted or kept >= needed:
+            return False
+        result.status = STATUS_NOISY
+        result.error = (f"{PREEMPTED_REASON} {result.preempted} of {result.preempted + kept} samples "
+                        f"lost CPU time to other processes within the budget, {kept} "
+                        f"undisturbed (fewer than {needed})")
+        return True
 
     def _check_load(self, result: CaseResult) -> None:
         if self.cores is None:

@@ -10,7 +10,14 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ..db.layout import device_of
-from ..measure.result import FAILING_STATUSES, STATUS_NOISY, STATUS_SUSPECT, STATUSES, CaseResult
+from ..measure.result import (
+    FAILING_STATUSES,
+    PREEMPTED_REASON,
+    STATUS_NOISY,
+    STATUS_SUSPECT,
+    STATUSES,
+    CaseResult,
+)
 from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 
 PROBLEM_STATUSES = FAILING_STATUSES  # failed, error, timeout, crashed
@@ -80,6 +87,16 @@ def duty_line(results: list[CaseResult], session: SessionInfo) -> str | None:
     return text
 
 
+def preemption(results: list[CaseResult]) -> dict[str, int]:
+    """Samples the host's other processes took CPU time from: in all, the cases that had
+    any, those left without enough undisturbed ones (noisy), and those that kept them."""
+    hit = [r for r in results if r.preempted]
+    return {"samples": sum(r.preempted for r in hit), "cases": len(hit),
+            "noisy": sum(1 for r in hit if r.status == STATUS_NOISY
+                         and r.error.startswith(PREEMPTED_REASON)),
+            "kept": sum(1 for r in hit if r.preempted_kept)}
+
+
 def host_warnings(results: list[CaseResult], session: SessionInfo) -> list[str]:
     """A machine too busy to trust its timings, and cases whose samples say so."""
     lines = []
@@ -91,6 +108,12 @@ def host_warnings(results: list[CaseResult], session: SessionInfo) -> list[str]:
     if busy:
         lines.append(f"{busy} case(s) started while the machine was oversubscribed (see their "
                      f"status)")
+    preempted = preemption(results)
+    if preempted["samples"]:
+        kept = "kept, counted (--npuperf-preempted keep)" if preempted["kept"] else "left out"
+        lines.append(f"{preempted['samples']} sample(s) of {preempted['cases']} case(s) "
+                     f"preempted: the host ran other processes during them ({kept}); "
+                     f"{preempted['noisy']} case(s) without enough undisturbed samples")
     flagged = len(noisy(results))
     if flagged:
         lines.append(f"{flagged} case(s) noisy: samples inconsistent with a quiet machine, kept "

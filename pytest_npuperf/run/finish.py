@@ -168,7 +168,7 @@ class _Steps:
             end.notes.append(f"{len(end.slower)} case(s) SLOWER than the baseline: "
                              + ", ".join(r.case_id for r in end.slower[:10]))
 
-    def record_history(self, exit_status: int | None, extra: Iterable) -> bool:
+    def record_history(self, exit_status: int | None, extra: Iterable, good: bool) -> bool:
         """The run, whole, in the history (nothing on failure: a note says why)."""
         end, keeper = self.end, self.keeper
         if keeper.history is None:
@@ -182,7 +182,7 @@ class _Steps:
                          options=facts.options, source=facts.source,
                          target="" if end.outcome.target is None else str(end.outcome.target),
                          cases=len(cases), exit_status=exit_status,
-                         baseline=facts.baseline or "", root=facts.root)
+                         baseline=facts.baseline or "", root=facts.root, good=good)
 
         def record() -> None:
             end.recorded = keeper.record(run, cases)
@@ -222,7 +222,8 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
                info: Callable[[], SessionInfo], keeper: HistoryKeeper | None = None,
                notes: list[str] | None = None, judge: bool = False, record: bool = True,
                reports: bool = True, extra_cases: Iterable = (), exit_status: int | None = None,
-               device: Callable[[], str] = str, write_errors: str = "note") -> RunEnd:
+               device: Callable[[], str] = str, write_errors: str = "note",
+               good: bool = True) -> RunEnd:
     """End a run: judge (if asked), write, record, draw, report.
 
     `info` is called once the target is written (the wall time runs to it); `keeper`: the
@@ -230,8 +231,9 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
     closed at the end; `notes`: the run's notes so far (appended to, in place); `record` /
     `reports`: whether the run goes into the history / its reports (neither in a dry run);
     `extra_cases`: results of other kinds recorded with the run (collectives of a kernel
-    session); `write_errors`: "note" makes a failed write a note and a failed run, "raise"
-    lets the error out (a command's one-line error)."""
+    session); `good`: False for a run that is never a `last-good` baseline, whatever its exit
+    status (partial, or measured on a preempted host); `write_errors`: "note" makes a failed
+    write a note and a failed run, "raise" lets the error out (a command's one-line error)."""
     from ..history.keeper import HistoryKeeper
 
     own_keeper = keeper is None
@@ -260,7 +262,7 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
             return end
         entered = time.time()
         status = 1 if end.slower else exit_status  # the run fails on a case judged here
-        recorded = steps.record_history(status, extra_cases) if record else True
+        recorded = steps.record_history(status, extra_cases, good) if record else True
         if reports and target.reports_dir is not None and facts.figures:
             steps.draw_figures()
         # The duty cycle's wall time runs to the reports (issue 7: one definition): history

@@ -252,6 +252,8 @@ def finish_handoff(session: dict, results: list[CaseResult], notes: list[str], w
                           if k in SessionInfo.__dataclass_fields__})
     entered = time.time()
     facts = RunFacts.from_handoff(session, info)
+    partial = str(session.get("partial") or "")
+    facts.options["partial"] = partial
     source = Path(session["source"])
     dry_run = bool(session.get("dry_run"))
     reports_dir = Path(session["reports_dir"])
@@ -271,4 +273,4 @@ def finish_handoff(session: dict, results: list[CaseResult], notes: list[str], w
     # write-back stores their verdicts.
     return finish_run(facts, results, target, info=final_info, notes=notes, judge=True,
                       record=not dry_run, reports=not dry_run, exit_status=exit_status,
-                      device=lambda: device)
+                      device=lambda: device, good=not partial)
