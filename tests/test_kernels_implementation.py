@@ -65,20 +65,20 @@ def run_case(spec_class) -> CaseResult:
 
 def test_the_implementation_reaches_the_result_and_the_row(scratch_catalog, tmp_path):
     result = run_case(_Doubling)
-    assert (result.status, result.implementation) == (STATUS_OK, "torch.add (test)")
-    assert CaseResult.from_dict(result.to_dict()).implementation == "torch.add (test)"
+    assert (result.status, result.implementation) == (STATUS_OK, "eager: torch.add (test)")
+    assert CaseResult.from_dict(result.to_dict()).implementation == "eager: torch.add (test)"
     db = write_db(tmp_path / "db", {"DoublingForTest": [row([((4,), F32)], [((4,), F32)])]})
     signatures, _ = row_signatures(read_table(db / "DoublingForTest.csv"), "DoublingForTest")
     result.signature = short_hash(signatures[0])  # the row it was collected from
     backfill(db, db, [result], native=True, run_id="r", stamp="s")
     assert read_table(db / "DoublingForTest.csv")[MICROBENCH_IMPLEMENTATION][0] == \
-        "torch.add (test)"
+        "eager: torch.add (test)"
 
 
 def test_a_call_that_names_nothing_is_its_portable_path_and_an_npu_call_its_api(
         scratch_catalog):
     _, prepared = prepare("MatMulV2", row([((4, 8), F32), ((6, 8), F32)], [((4, 6), F32)]))
-    assert prepared.implementation == "torch.mm / torch.addmm"  # MatMul.portable
+    assert prepared.implementation == "eager: torch.mm / torch.addmm"  # MatMul.portable
 
     class Unnamed(_Doubling):
         kernel_type = "UnnamedForTest"
@@ -89,12 +89,12 @@ def test_a_call_that_names_nothing_is_its_portable_path_and_an_npu_call_its_api(
 
     registry.register(Unnamed)
     _, prepared = prepare("UnnamedForTest", row([((4,), F32)], [((4,), F32)]))
-    assert prepared.implementation == "plain torch"  # a spec that does not say
+    assert prepared.implementation == "eager: plain torch"  # a spec that does not say
     from tests.npu_standin import npu_backend
 
     _, prepared = prepare("AscendQuantV2", row([((4, 16), BF16), ((16,), BF16), None],
                                                [((4, 16), I8)]), npu_backend([]))
-    assert prepared.implementation == "torch_npu.npu_quantize"
+    assert prepared.implementation == "npu: torch_npu.npu_quantize"
 
 
 def test_a_row_that_cannot_run_here_is_skipped_with_its_reason(scratch_catalog):

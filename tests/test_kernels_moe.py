@@ -58,7 +58,7 @@ def test_grouped_matmul_multiplies_each_row_group_by_its_expert(weight, transpos
     for g, rows in groups(sizes):
         want[rows] = f64(t["x"])[rows] @ w[g]
     np.testing.assert_allclose(f64(prepared.call()), want, atol=1e-5)
-    assert prepared.implementation == "loop of torch.mm"  # torch._grouped_mm: CUDA only
+    assert prepared.implementation == "eager: loop of torch.mm"  # torch._grouped_mm: CUDA only
     assert prepared.flops == 2 * 10 * 16 * 8
 
 
@@ -254,7 +254,7 @@ def test_dispatch_ffn_combine_npu_call(monkeypatch):
     assert torch.equal(scale1.view(-1), prepared.tensors["scale1"])
     assert args["bias1"][0].numel() == 0 and args["probs"].dtype == torch.float32
     assert args["out"].shape == (6, 64) and args["expert_token_nums"].dtype == torch.int32
-    assert prepared.implementation == "torch.ops._C_ascend.dispatch_ffn_combine"
+    assert prepared.implementation == "npu: torch.ops._C_ascend.dispatch_ffn_combine"
 
 
 def test_dispatch_ffn_combine_checks_its_ep_size():

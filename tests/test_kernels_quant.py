@@ -38,7 +38,7 @@ def test_quant_matmul_dequantises_int_sums_per_channel_and_token():
     got = prepared.call()
     assert got.dtype == torch.bfloat16 and got.shape == (8, 64)
     np.testing.assert_allclose(f64(got), want, rtol=1e-2, atol=1e-3)
-    assert prepared.implementation == "float32 GEMM (int8 emulated)"  # _int_mm: CUDA only
+    assert prepared.implementation == "eager: float32 GEMM (int8 emulated)"  # _int_mm: CUDA only
     assert prepared.flops == 2 * 8 * 32 * 64
 
 

@@ -145,7 +145,11 @@ def test_the_runner_measures_with_graph_replays():
     graphs = StandInGraphs(kernel_us=2.0, launch_us=20.0)
     _, result = _run(GraphCapable(graphs))
     assert result.status == STATUS_OK and result.method == METHOD_GRAPH
-    assert 0 < result.bound_us < 2.0  # judged on the roofline
+    # Judged on the roofline: its FLOP and byte bounds, and the latency floor measured with
+    # the same stand-in graphs (every replayed call takes its kernel_us there).
+    assert 0 < max(result.compute_bound_us, result.memory_bound_us or 0) < 2.0
+    assert result.bound_by == "latency" and result.bound_us == 2.0
+    assert "latency floor 2 us (fastest of" in result.bound_derivation
     assert result.fallback == ""
     assert result.stats.median == 2.0 and result.stats.samples >= FAST.min_samples
     values = _values(result, "run-1")

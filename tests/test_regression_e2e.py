@@ -286,5 +286,5 @@ def test_html_reports_carry_the_figures(gemms):
     columns = list(table.columns)
     assert columns.index("MicroBench MFU") > max(columns.index(c) for c in CONTRACT_COLUMNS)
     measured = table[table["MicroBench Bound(us)"] != ""]
-    assert len(measured) and set(measured["MicroBench Bound By"]) <= {"compute", "memory"}
+    assert len(measured) and set(measured["MicroBench Bound By"]) <= {"compute", "memory", "latency"}
     assert all(float(v) > 0 for v in measured["MicroBench Memory Bound(us)"])

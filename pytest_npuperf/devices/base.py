@@ -25,6 +25,9 @@ class MemoryLevel:
     name: str  # "L2", "LLC"...
     capacity: int  # bytes
     bytes_per_s: float | None  # None: not published, so no bound is drawn from it
+    # A generous estimate where the vendor publishes none: the bound drawn from it is for
+    # reading, never a reason to call a measurement impossible.
+    estimated: bool = False
 
 
 @dataclass(frozen=True)

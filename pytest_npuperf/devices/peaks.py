@@ -17,6 +17,9 @@ Sources:
 - H200: NVIDIA H200 data sheet (989 TFLOPS BF16 dense, 1,979 FP8, 4.8 TB/s HBM3e, 141 GB).
 - B200: NVIDIA HGX B200 / DGX B200 data sheets (per GPU 2.25 PFLOPS FP16/BF16 dense, 4.5 FP8,
   8 TB/s HBM3e, 192 GB). L2 bandwidth unpublished: 2x the H100 estimate.
+- L40S: NVIDIA L40S data sheet (362 TFLOPS BF16 dense, 864 GB/s, 96 MB L2); L2 bandwidth
+  unpublished: 5 TB/s taken.
+Estimated figures are marked `estimated`: a bound drawn from them never flags a measurement.
 - Ascend: the database device names carry the chip's FP16 TFLOPS and HBM size
   (`ATLAS_800_A2_376T_64G`: Atlas 800T A2 with Ascend 910B, 376 TFLOPS FP16, 64 GB). Atlas
   A2 and A3 data sheets give 2x for INT8. HBM bandwidth 1.6 TB/s per 910B (HBM2e, Atlas 800T
@@ -36,22 +39,24 @@ from .base import MemoryLevel, Peak
 TB = 1e12
 MB = 1 << 20
 
+_L2_H100 = MemoryLevel("L2", 50 * MB, 12 * TB, estimated=True)
+
 # Matched against torch.cuda.get_device_name() in this order (the first key found wins).
 # L2 capacity here is a fallback: the device properties give the real one.
 CUDA_PEAKS: tuple[tuple[str, Peak], ...] = (
-    ("H200", Peak(989 * TB, 4.8 * TB, (MemoryLevel("L2", 50 * MB, 12 * TB),), 1979 * TB,
+    ("H200", Peak(989 * TB, 4.8 * TB, (_L2_H100,), 1979 * TB,
                   source="NVIDIA H200 data sheet")),
-    ("H100 PCIe", Peak(756 * TB, 2.0 * TB, (MemoryLevel("L2", 50 * MB, 12 * TB),), 1513 * TB,
+    ("H100 PCIe", Peak(756 * TB, 2.0 * TB, (_L2_H100,), 1513 * TB,
                        source="NVIDIA H100 data sheet (PCIe)")),
-    ("H100", Peak(989 * TB, 3.35 * TB, (MemoryLevel("L2", 50 * MB, 12 * TB),), 1979 * TB,
+    ("H100", Peak(989 * TB, 3.35 * TB, (_L2_H100,), 1979 * TB,
                   source="NVIDIA H100 data sheet (SXM)")),
-    ("B200", Peak(2250 * TB, 8.0 * TB, (MemoryLevel("L2", 126 * MB, 24 * TB),), 4500 * TB,
+    ("B200", Peak(2250 * TB, 8.0 * TB, (MemoryLevel("L2", 126 * MB, 24 * TB, True),), 4500 * TB,
                   source="NVIDIA HGX B200 data sheet")),
     ("A100-SXM4-40GB", Peak(312 * TB, 1.555 * TB, (MemoryLevel("L2", 40 * MB, 7.2 * TB),),
                             624 * TB, source="NVIDIA A100 data sheet (40 GB)")),
     ("A100", Peak(312 * TB, 2.039 * TB, (MemoryLevel("L2", 40 * MB, 7.2 * TB),), 624 * TB,
                   source="NVIDIA A100 data sheet (80 GB)")),
-    ("L40S", Peak(362 * TB, 0.864 * TB, (MemoryLevel("L2", 96 * MB, 5 * TB),), 733 * TB,
+    ("L40S", Peak(362 * TB, 0.864 * TB, (MemoryLevel("L2", 96 * MB, 5 * TB, True),), 733 * TB,
                   source="NVIDIA L40S data sheet")),
 )
 
@@ -65,7 +70,8 @@ def cuda_peak(device_name: str, l2_bytes: int | None = None) -> Peak | None:
         if key in device_name:
             if l2_bytes and peak.levels:
                 level = peak.levels[0]
-                return _with_levels(peak, (MemoryLevel(level.name, l2_bytes, level.bytes_per_s),))
+                return _with_levels(peak, (MemoryLevel(level.name, l2_bytes, level.bytes_per_s,
+                                                         level.estimated),))
             return peak
     return None
 
@@ -79,7 +85,7 @@ def ascend_peak(device_dir: str) -> Peak | None:
     dies = 2 if device_dir.endswith("_DIE") else 1
     per_device = tflops / dies
     hbm = ASCEND_HBM_PER_DIE  # one 910B, or one die of an A3 chip
-    return Peak(per_device, hbm, (MemoryLevel("L2", ASCEND_L2_PER_DIE, 4 * hbm),),
+    return Peak(per_device, hbm, (MemoryLevel("L2", ASCEND_L2_PER_DIE, 4 * hbm, True),),
                 2 * per_device, source=f"{device_dir}: {per_device / TB:g} TFLOPS FP16 per "
                                        f"device, HBM {hbm / TB:g} TB/s (Atlas data sheets)")
 

@@ -15,10 +15,11 @@ import pytest
 
 from ..db.errors import NpuperfError
 from ..devices import BackendError, check_workers, select_backend
+from ..kernels.implementations import ALL, AUTO, BEST
 from ..measure.clock import inherited_run, process_start
 from ..measure.host import available_cores, default_threads, host_load, worker_cores
 from ..measure.result import METHOD_EVENTS, METHOD_GRAPH, METHOD_PROFILER
-from ..replay.cases import CaseCatalog, CaseRef
+from ..replay.cases import CaseCatalog, CaseRef, with_implementations
 from ..replay.outcome import SessionInfo
 from ..replay.shard import in_shard
 from .destination import Destination, destination_for
@@ -207,9 +208,37 @@ class RunContext:
             skip = (self.destination.measured(self.catalog)
                     if self.settings.update_mode == "missing-only" else None)
             shard = self.settings.shard
-            self._refs = [ref for ref in self.catalog.cases(skip=skip)
-                          if in_shard(ref.case_id, shard)]
+            refs = [ref for ref in self.catalog.cases(skip=skip)
+                    if in_shard(ref.case_id, shard)]
+            # A named implementation is checked here, before any case runs (auto and best
+            # need no device at collection).
+            if self.settings.impl not in (AUTO, BEST) and self.impl == ALL:
+                refs = with_implementations(refs, self._implementations_of)
+            self._refs = refs
         return self._refs
+
+    @property
+    def impl(self) -> str:
+        """--npuperf-impl for this device (auto resolved); a name that cannot run here at all
+        is a usage error."""
+        from ..kernels.implementations import known_names, resolve_mode
+
+        mode = resolve_mode(self.settings.impl, self.backend.kind)
+        if mode in known_names():
+            from ..kernels.implementations import absent_everywhere
+
+            why = absent_everywhere(mode, self.backend.kind)
+            if why:
+                raise pytest.UsageError(f"--npuperf-impl {mode}: {why}")
+        return mode
+
+    def _implementations_of(self, kernel_type: str) -> list[str]:
+        from ..kernels.registry import spec_for
+        from ..replay.choice import available
+
+        spec = spec_for(kernel_type)
+        return [] if spec is None else available(kernel_type, self.backend.kind,
+                                                 portable=spec.has_portable_path())
 
     @property
     def cases_known(self) -> bool:

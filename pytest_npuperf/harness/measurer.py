@@ -45,7 +45,7 @@ class Measurer:
             self._runner = CaseRunner(context.backend, RunnerOptions(
                 policy=settings.policy, method=context.method,
                 case_timeout_s=settings.case_timeout_s, verify=settings.verify,
-                profiled=profiler.profiled, cache=settings.cache))
+                profiled=profiler.profiled, cache=settings.cache, impl=context.impl))
             profiler.start(context.backend)  # before the first case: markers, profiler session
         return self._runner
 

@@ -73,6 +73,12 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "activations stay warm, as the op before just wrote them), cold (every input rotated), "
      "warm (one set of inputs, all cached); recorded in MicroBench Cache", CACHE_MODES),
     ("flush-l2", "bool", False, "evict the L2 (last-level) cache before every sample", None),
+    ("impl", "str", "auto", "which implementation of each kernel type runs (npuperf kernels "
+     "lists them per device): eager (the portable path), compiled (torch.compile), npu (the "
+     "NPU operator), a vendor library (vllm, liger, flash-attn...), best (every available "
+     "one, verified, the fastest stored), all (one case per implementation: -k compiled "
+     "selects them) or auto: best on a GPU, npu on an NPU, eager on a CPU; recorded in "
+     "MicroBench Implementation", None),
     ("preempted", "str", "reject", "on a CPU, a sample during which the host ran other "
      "processes (wall time above the CPU time the process got) is not a sample of the kernel: "
      "reject leaves such samples out (too few undisturbed ones within the budget: the case is "
@@ -262,6 +268,7 @@ class Settings:
     profiler: str = PROFILER_AUTO  # as requested; RunContext.profiler resolves it
     model_profile: bool = True  # the demo model profiled once per device (embedded database)
     cache: str = "model"  # the cache state measured in (kernels/cache_state.py)
+    impl: str = "auto"  # --npuperf-impl, as given (RunContext.impl resolves auto)
     resume: str | None = None  # the run whose journal this one continues
     embedded: bool = False  # the cases come from the embedded default database
     keep_prof: bool = False
@@ -277,7 +284,7 @@ class Settings:
                 "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
-                "model_profile": self.model_profile, "cache": self.cache,
+                "model_profile": self.model_profile, "cache": self.cache, "impl": self.impl,
                 "resume": self.resume}
 
 
@@ -331,9 +338,19 @@ def read_settings(config: pytest.Config) -> Settings:
                     figures=not values["no-figures"],
                     profiler=str(values["profiler"]), keep_prof=bool(values["keep-prof"]),
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
-                    cache=str(values["cache"]),
+                    cache=str(values["cache"]), impl=_impl(values["impl"]),
                     resume=str(values["resume"]).strip() or None if values["resume"] else None,
                     strict_stack=bool(values["strict-stack"]))
+
+
+def _impl(value: object) -> str:
+    from ..kernels.implementations import MODES, known_names
+
+    name = str(value).strip().lower()
+    if name not in (*MODES, *known_names()):
+        raise pytest.UsageError(f"npuperf_impl: {value!r} is not one of "
+                                f"{', '.join((*MODES, *known_names()))}")
+    return name
 
 
 def parse_shard(text: object) -> tuple[int, int]:

@@ -170,7 +170,7 @@ def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Compariso
     return judge_samples(KIND_KERNEL, result.case_id, result.samples, baseline, threshold,
                          status=result.status, reference=result.reference_us,
                          median=result.stats.median if result.stats else None,
-                         condition=cache_mode(result.cache))
+                         condition=cache_mode(result.cache), impl=result.impl or None)
 
 
 def cache_mode(text: str | None) -> str:
@@ -178,12 +178,28 @@ def cache_mode(text: str | None) -> str:
     return (text or "warm").split(" ", 1)[0]
 
 
+# Measurements recorded before implementations were an axis ran the device's default.
+_DEFAULT_IMPLS = ("eager", "npu")
+
+
+def other_impl(base: CaseRecord, impl: str | None) -> str:
+    """The baseline's implementation when it is not `impl` ("" when comparable)."""
+    if impl is None:
+        return ""
+    recorded = base.extra.get("impl")
+    if recorded is None:
+        return "" if impl in _DEFAULT_IMPLS else "the device's default"
+    return "" if recorded == impl else str(recorded)
+
+
 def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
                   threshold: float, *, status: str = "ok", reference: float | None = None,
-                  median: float | None = None, condition: str | None = None) -> Comparison:
+                  median: float | None = None, condition: str | None = None,
+                  impl: str | None = None) -> Comparison:
     """The verdict of a case (`kind`, `key`: a kernel replay or a collective point) whose
     `samples` were just measured; `condition`: the cache mode a kernel replay ran in, which a
-    baseline measured in another one cannot judge (a cold weight is slower by design)."""
+    baseline measured in another one cannot judge (a cold weight is slower by design); `impl`:
+    likewise the implementation that ran (a compiled kernel is faster by design)."""
     base = baseline.case(kind, key)
     if base is None:
         return Comparison(NEW, reason=f"not measured in the baseline ({baseline.ref})",
@@ -193,6 +209,12 @@ def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
         return Comparison(NEW, reason=f"the baseline run {base.run_id} measured it with the "
                                       f"cache {cache_mode(base.extra.get('cache'))}, this run "
                                       f"{condition}: not comparable",
+                          new_samples=len(samples), threshold=threshold, base_run=base.run_id,
+                          new_median_us=median)
+    other = other_impl(base, impl)
+    if other:
+        return Comparison(NEW, reason=f"the baseline run {base.run_id} measured it with "
+                                      f"{other}, this run {impl}: not comparable",
                           new_samples=len(samples), threshold=threshold, base_run=base.run_id,
                           new_median_us=median)
     if not base.samples:

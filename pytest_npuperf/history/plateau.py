@@ -5,9 +5,10 @@ tight, the precision target is reached, and the value is the time slice (7,990 u
 GEMMs that take 20-300 us). The preemption evidence (devices/preemption.py) catches that where
 the operating system counts it; this check is the second line, for whatever it misses: the
 case's quiet history (its newest trusted measurements on this device, in the same cache
-state, none of them holding preempted samples) says what the kernel takes. A value more than
-PLATEAU_FACTOR times that, while the host's reference loop (measure/reference.py) ran no
-slower than then, is measured again (harness/measurer.py), and flagged if it stays there.
+state and implementation, none of them holding preempted samples) says what the kernel
+takes. A value more than PLATEAU_FACTOR times that, while the host's reference loop
+(measure/reference.py) ran no slower than then, is measured again (harness/measurer.py), and
+flagged if it stays there.
 
 Only where the reference loop exists (a CPU): without it a slower host and a slower kernel
 cannot be told apart, and a real regression must stay a SLOWER verdict, not be called noise.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ..db.errors import NpuperfError
 from ..measure.result import PLATEAU_REASON, STATUS_OK, CaseResult
-from .baseline import DEPTH
+from .baseline import DEPTH, other_impl
 from .compare import HOST_TOLERANCE
 from .records import KIND_KERNEL, CaseRecord
 from .store import HistoryStore
@@ -50,7 +51,8 @@ class QuietHistory:
         quiet = [c for c in found if c.status == STATUS_OK and c.median_us
                  and not c.extra.get("preempted_kept")
                  and (not result.cache or not c.extra.get("cache")
-                      or c.extra.get("cache") == result.cache)]
+                      or c.extra.get("cache") == result.cache)
+                 and not other_impl(c, result.impl or None)]
         return min(quiet, key=lambda c: c.median_us) if quiet else None
 
     def _open(self) -> HistoryStore | None:

@@ -397,6 +397,53 @@ def sdpa_backends(device: torch.device) -> list[tuple[str, object]]:
             if hasattr(SDPBackend, attr)]
 
 
+@dataclass(frozen=True)
+class LseKernel:
+    """One of torch's attention kernels that returns the softmax LSE with the output:
+    `run(q, k, v, additive mask or None, is_causal, scale) -> (out, lse)`."""
+
+    name: str
+    run: Callable
+    gqa: bool  # takes fewer key/value heads than query heads as they are
+    needs_no_mask: bool = False
+
+
+def lse_kernels(device: torch.device) -> list[LseKernel]:
+    """The kernels behind scaled_dot_product_attention that return the LSE (aten's own ops:
+    flash and cuDNN compute it in the same pass, the memory-efficient kernel too), fastest
+    first; they are what `F.scaled_dot_product_attention` runs, minus the LSE it drops."""
+    aten = torch.ops.aten
+    if device.type == "cpu":
+        if not hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+            return []
+        return [LseKernel("aten._scaled_dot_product_flash_attention_for_cpu",
+                          lambda q, k, v, m, causal, scale:
+                          aten._scaled_dot_product_flash_attention_for_cpu(
+                              q, k, v, 0.0, causal, attn_mask=m, scale=scale)[:2], gqa=True)]
+    if device.type != "cuda":
+        return []
+    found = []
+    if hasattr(aten, "_scaled_dot_product_flash_attention"):
+        found.append(LseKernel("aten._scaled_dot_product_flash_attention",
+                               lambda q, k, v, m, causal, scale:
+                               aten._scaled_dot_product_flash_attention(
+                                   q, k, v, 0.0, causal, False, scale=scale)[:2],
+                               gqa=True, needs_no_mask=True))
+    if hasattr(aten, "_scaled_dot_product_cudnn_attention"):
+        found.append(LseKernel("aten._scaled_dot_product_cudnn_attention",
+                               lambda q, k, v, m, causal, scale:
+                               aten._scaled_dot_product_cudnn_attention(
+                                   q, k, v, m, True, 0.0, causal, False, scale=scale)[:2],
+                               gqa=False))
+    if hasattr(aten, "_scaled_dot_product_efficient_attention"):
+        found.append(LseKernel("aten._scaled_dot_product_efficient_attention",
+                               lambda q, k, v, m, causal, scale:
+                               aten._scaled_dot_product_efficient_attention(
+                                   q, k, v, m, True, 0.0, causal, scale=scale)[:2],
+                               gqa=False))
+    return found
+
+
 class AttentionRunner:
     """The portable attention call of a plan: gather, attend, lay out like the kernel."""
 
@@ -492,19 +539,20 @@ class AttentionRunner:
             if allowed is not None:
                 scores = scores.masked_fill(~allowed[..., a:b, :], float("-inf"))
             parts.append(torch.logsumexp(scores, dim=-1))
-        lse = torch.cat(parts, dim=-1)  # (B, N, S)
-        if plan.lse == "BNS1":
+        return self.lse_layout(torch.cat(parts, dim=-1))
+
+    def lse_layout(self, lse: torch.Tensor) -> torch.Tensor:
+        """A (B, N, S) LSE in the plan's LSE layout."""
+        if self.plan.lse == "BNS1":
             return lse.unsqueeze(-1)
         tokens = self._tokens(lse.transpose(1, 2))  # (T, N)
-        return tokens.unsqueeze(-1) if plan.lse == "TN1" else tokens.transpose(0, 1).contiguous()
+        return tokens.unsqueeze(-1) if self.plan.lse == "TN1" else \
+            tokens.transpose(0, 1).contiguous()
 
     def call(self, tensors: Mapping[str, torch.Tensor]) -> Callable[[], object]:
         """The measured call on tensors named query, key, value (query_rope, key_rope,
         block_table when the plan has them)."""
         plan = self.plan
-        query, key, value = tensors["query"], tensors["key"], tensors["value"]
-        q_rope, k_rope = tensors.get("query_rope"), tensors.get("key_rope")
-        table = tensors.get("block_table")
         allowed, is_causal = self.allowed, self.is_causal
         # Without a mask the query heads of a KV head can share one "sequence" (decode, MQA):
         # no K/V expansion, the same scores.
@@ -512,17 +560,10 @@ class AttentionRunner:
         gqa = self.gqa and not fold
         expand = plan.group if plan.group > 1 and not gqa and not fold else 1
         extra = {"enable_gqa": True} if gqa else {}
+        operands = self._operands(tensors, fold)
 
         def attention(pin=contextlib.nullcontext):
-            q, k, v = self.queries(query), self.keys(key, table), self.keys(value, table)
-            if q_rope is not None:
-                q = torch.cat([q, self.queries(q_rope)], dim=-1)
-                k = torch.cat([k, self.keys(k_rope, table)], dim=-1)
-            qa, ka, va = q, k, v
-            if fold:
-                qa = q.reshape(plan.batch, plan.kv_heads, -1, q.shape[-1])
-            elif expand > 1:
-                ka, va = k.repeat_interleave(expand, 1), v.repeat_interleave(expand, 1)
+            q, k, qa, ka, va = operands(expand)
             with pin():
                 o = F.scaled_dot_product_attention(qa, ka, va, attn_mask=allowed,
                                                    is_causal=is_causal, scale=plan.scale,
@@ -532,6 +573,10 @@ class AttentionRunner:
                 return out, self.lse(q, k)
             return out, torch.zeros(1, dtype=torch.float32, device=out.device)
 
+        if plan.lse:
+            fused = self._with_lse(tensors, fold, expand)
+            if fused is not None:
+                return fused
         label, pin = self._pick_backend(attention)
         parts = [f"scaled_dot_product_attention[{label}]"]
         if plan.paged:
@@ -539,6 +584,66 @@ class AttentionRunner:
         if plan.lse:
             parts.append("float32 logsumexp")
         return implemented(" + ".join(parts), lambda: attention(pin))
+
+    def _operands(self, tensors: Mapping[str, torch.Tensor], fold: bool
+                  ) -> Callable[[int], tuple[torch.Tensor, ...]]:
+        """What a call computes on (inside the timed call): q and k as the math needs them
+        (rope slots concatenated, pages gathered), and the kernel's operands: q folded onto
+        the KV heads, or k and v expanded `expand` times for a kernel without GQA."""
+        plan = self.plan
+        query, key, value = tensors["query"], tensors["key"], tensors["value"]
+        q_rope, k_rope = tensors.get("query_rope"), tensors.get("key_rope")
+        table = tensors.get("block_table")
+
+        def operands(expand: int):
+            q, k, v = self.queries(query), self.keys(key, table), self.keys(value, table)
+            if q_rope is not None:
+                q = torch.cat([q, self.queries(q_rope)], dim=-1)
+                k = torch.cat([k, self.keys(k_rope, table)], dim=-1)
+            qa, ka, va = q, k, v
+            if fold:
+                qa = q.reshape(plan.batch, plan.kv_heads, -1, q.shape[-1])
+            elif expand > 1:
+                ka, va = k.repeat_interleave(expand, 1), v.repeat_interleave(expand, 1)
+            return q, k, qa, ka, va
+        return operands
+
+    def _with_lse(self, tensors: Mapping[str, torch.Tensor], fold: bool, expand: int
+                  ) -> Callable[[], object] | None:
+        """The call through the first of torch's attention kernels that returns the softmax
+        LSE itself (lse_kernels), as a serving engine's kernel does: no second pass over the
+        scores. None when none of them takes this case (the math backend then computes the
+        LSE in float32 beside it)."""
+        plan = self.plan
+        query = tensors["query"]
+        allowed, is_causal = self.allowed, self.is_causal
+        additive = None if allowed is None else torch.zeros(
+            allowed.shape, dtype=query.dtype, device=query.device).masked_fill_(
+                ~allowed, float("-inf"))
+        operands = self._operands(tensors, fold)
+
+        def attention(kernel: LseKernel):
+            _, _, qa, ka, va = operands(1 if kernel.gqa else plan.group)
+            o, lse = kernel.run(qa, ka, va, additive, is_causal, plan.scale)
+            # An LSE may come padded (the memory-efficient kernel rounds S up to 32).
+            lse = lse.reshape(qa.shape[0], qa.shape[1], -1)[..., :qa.shape[2]]
+            out = self.to_output(o.view(plan.batch, plan.heads, self.s_max, -1))
+            return out, self.lse_layout(lse.reshape(plan.batch, plan.heads, self.s_max))
+
+        for kernel in lse_kernels(self.device):
+            if kernel.needs_no_mask and additive is not None:
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    attention(kernel)
+            except (RuntimeError, TypeError, AttributeError):
+                continue  # this kernel does not take the case (dtype, dims, mask layout)
+            parts = [f"{kernel.name} + its softmax LSE"]
+            if plan.paged:
+                parts.append("paged KV gathered")
+            return implemented(" + ".join(parts), lambda kernel=kernel: attention(kernel))
+        return None
 
     def _pick_backend(self, attention) -> tuple[str, Callable]:
         """The first backend that runs this case, and a context manager pinning it."""

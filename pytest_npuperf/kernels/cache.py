@@ -43,6 +43,7 @@ class ReshapeAndCacheNd(KernelSpec):
     """
 
     kernel_type = "ReshapeAndCacheNdKernel"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: index_copy_ of key and value rows into the flattened caches"
     work = "0 flops; 4*T*KV*D*bytes + T*4 (the written slots, not the caches)"
 

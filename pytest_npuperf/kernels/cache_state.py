@@ -47,6 +47,14 @@ class Rotation:
     cache_bytes: int = 0  # the last-level cache it is meant to exceed
     note: str = ""  # why fewer copies than wanted, if so
 
+    @property
+    def cold_bytes(self) -> int:
+        """Bytes read from memory at every call: the rotated inputs, or inputs too large to
+        stay cached; none where the copies were capped below twice the cache (partly warm)."""
+        cold = self.mode != "warm" and self.names and \
+            self.copies * self.set_bytes >= 2 * self.cache_bytes
+        return self.set_bytes if cold else 0
+
     def describe(self) -> str:
         """The row's `MicroBench Cache`: the mode, and what was cold."""
         if self.mode == "warm" or not self.names:
@@ -84,19 +92,25 @@ def plan(mode: str, tensors: Mapping[str, torch.Tensor], streamed: tuple[str, ..
     return Rotation(mode, names, copies, size, cache, note)
 
 
-def rotating(tensors: dict[str, torch.Tensor], rotation: Rotation,
-             make_call: Callable[[dict[str, torch.Tensor]], Callable[[], object]]
-             ) -> Callable[[], object]:
-    """One call that cycles through `rotation.copies` sets of the rotated inputs (the others
-    shared by every set); the plain call when nothing rotates."""
-    first = make_call(tensors)
-    if rotation.copies <= 1:
-        return first
-    calls = [first]
+def input_sets(tensors: dict[str, torch.Tensor], rotation: Rotation
+               ) -> list[dict[str, torch.Tensor]]:
+    """`rotation.copies` sets of inputs: the first the tensors themselves, the others with
+    clones of the rotated inputs (the rest shared by every set). Built once per case, and
+    shared by every implementation a best-of measures."""
+    sets = [tensors]
     for _ in range(rotation.copies - 1):
         copy = dict(tensors)
         copy.update({name: tensors[name].clone() for name in rotation.names})
-        calls.append(make_call(copy))
+        sets.append(copy)
+    return sets
+
+
+def cycling(calls: list[Callable[[], object]]) -> Callable[[], object]:
+    """One call that cycles through `calls` (one per set of inputs); the call itself when
+    there is one."""
+    first = calls[0]
+    if len(calls) == 1:
+        return first
     count = len(calls)
     state = [0]
 

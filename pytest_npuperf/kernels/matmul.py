@@ -28,6 +28,7 @@ class MatMul(KernelSpec):
     """`torch.mm(a, b.t())` with b stored (N, K); the reference replay of all three types."""
 
     kernel_type = "MatMulV2"  # and the other types of its catalog entry
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch.mm / torch.addmm"
     work = "2*M*N*K flops; (M*K + N*K + M*N)*bytes"
 
@@ -80,6 +81,7 @@ def _batch_layout(case: KernelCase) -> tuple[bool, bool, int, int, int, int]:
 
 class BatchMatMulV2(KernelSpec):
     kernel_type = "BatchMatMulV2"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch.matmul"
     work = "2*B*M*N*K flops; (B*M*K + B*K*N + B*M*N)*bytes"
 

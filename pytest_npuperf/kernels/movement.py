@@ -42,6 +42,7 @@ class TensorMove(SameCall):
     """
 
     kernel_type = "TensorMove"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: Tensor.copy_"
     work = "0 flops; 2*numel*bytes"
 
@@ -72,6 +73,7 @@ class Slice(KernelSpec):
     shape; offsets are drawn (seeded) so that the slice lies inside the input."""
 
     kernel_type = "Slice"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: basic slicing + clone"
     work = "0 flops; 2*numel(y)*bytes"
 
@@ -195,6 +197,7 @@ class GatherV2(SameCall):
     streamed = ("table",)  # the catalog's x, by this spec's name
 
     kernel_type = "GatherV2"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch.nn.functional.embedding"
     work = "0 flops; 2*numel(y)*bytes + numel(indices)*index_bytes"
 
@@ -229,6 +232,7 @@ class Transpose(SameCall):
     """
 
     kernel_type = "Transpose"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: permute + contiguous"
     work = "0 flops; 2*numel*bytes"
 

@@ -34,6 +34,7 @@ class AddRmsNormBias(KernelSpec):
     streamed = ("gamma", "beta")  # the catalog's gamma and bias, by this spec's names
 
     kernel_type = "AddRmsNormBias"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: add, float32 RMS norm, gamma and bias"
     work = "6*T*D flops (x: T*D); (4*T*D + 2*D)*bytes + 4*T"
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 from . import catalog
 from .custom_ops import custom_op_environment
+from .implementations import options
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class KernelInfo:
     replayable_here: bool
     why: str  # how it replays here, or why it cannot
     streamed: tuple[str, ...] = ()  # inputs a model reads cold: rotated by --npuperf-cache model
+    # Implementations on the device (kernels/implementations.py): (name, why absent or "").
+    implementations: tuple[tuple[str, str], ...] = ()
 
 
 def _spec_class(target: str):
@@ -46,7 +49,7 @@ def describe(device: str, custom_env: Callable[[], list[str]] = custom_op_enviro
     infos = []
     for entry in catalog.entries():
         portable, work, here, why = "", "", False, "no replay yet"
-        streamed = entry.streamed
+        streamed, implementations = entry.streamed, ()
         if entry.replay is not None:
             try:
                 spec = _spec_class(entry.replay)
@@ -55,6 +58,9 @@ def describe(device: str, custom_env: Callable[[], list[str]] = custom_op_enviro
             else:
                 has_portable = spec.has_portable_path()
                 streamed = spec.streamed
+                implementations = tuple(
+                    (o.name, o.absent) for o in options(entry.name, entry.family, device,
+                                                        portable=has_portable))
                 portable = spec.portable if has_portable else "none (NPU only)"
                 work = spec.work
                 if device == "npu":
@@ -71,13 +77,13 @@ def describe(device: str, custom_env: Callable[[], list[str]] = custom_op_enviro
         for kernel_type in entry.kernel_types:
             infos.append(KernelInfo(kernel_type, entry.kernel_types, entry.family, entry.core,
                                     entry.npu_api, entry.custom_op, entry.replay, portable,
-                                    work, here, why, streamed))
+                                    work, here, why, streamed, implementations))
     return infos
 
 
 COLUMNS = (("kernel type", "kernel_type"), ("family", "family"), ("NPU API", "npu_api"),
            ("custom op", "custom_op"), ("portable path", "portable"), ("read cold", "streamed"),
-           ("here", "why"),
+           ("here", "why"), ("implementations here", "implementations"),
            ("work (FLOPs; bytes)", "work"))
 
 
@@ -89,6 +95,11 @@ def _cell(info: KernelInfo, field: str) -> str:
         return ("yes, " if info.replayable_here else "no, ") + value
     if field == "streamed":
         return ", ".join(value) if value else "-"
+    if field == "implementations":
+        here = [name for name, absent in value if not absent]
+        absent = [name for name, why in value if why]
+        text = ", ".join(here) or "-"
+        return f"{text} (absent: {', '.join(absent)})" if absent else text
     return str(value) if value else "-"
 
 
@@ -101,8 +112,12 @@ def render(infos: list[KernelInfo], device: str) -> str:
     lines.insert(1, "  ".join("-" * width for width in widths))
     replays = sum(1 for i in infos if i.replay)
     here = sum(1 for i in infos if i.replayable_here)
-    lines.append(f"{len(infos)} kernel types: {replays} with a replay, {here} replayable here "
-                 f"({device})")
+    lines += ["", f"{len(infos)} kernel types: {replays} with a replay, {here} replayable here "
+                  f"({device})",
+              "implementations: the first of each is the device's default; --npuperf-impl "
+              "NAME|best|all picks"]
+    absent = {name: why for info in infos for name, why in info.implementations if why}
+    lines += [f"  absent here: {name}: {why}" for name, why in absent.items()]
     return "\n".join(lines)
 
 

@@ -90,6 +90,7 @@ class AscendQuantV2(KernelSpec):
     last dim (`npu_quantize(..., div_mode=False)`)."""
 
     kernel_type = "AscendQuantV2"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: x*scale + offset, round half to even, saturate to int8"
     work = "3*numel(x) flops; bytes of every slot of the row"
 
@@ -140,6 +141,7 @@ class DynamicQuant(KernelSpec):
     with smooth scales x is multiplied by them first (per group of rows with group_index)."""
 
     kernel_type = "DynamicQuant"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: per-row abs-max scale, round half to even, saturate to int8"
     work = "4*numel(x) flops; bytes of every slot of the row"
 
@@ -229,6 +231,7 @@ class QuantBatchMatmulV3(KernelSpec):
     adds `offset` and saturates. An INT64 scale slot carries the float32 scale's bits."""
 
     kernel_type = "QuantBatchMatmulV3"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch._int_mm on CUDA, else a float32 GEMM (int8 emulated); dequantised"
     work = "2*M*N*K flops; bytes of every slot of the row"
 

@@ -11,20 +11,30 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import torch
 
-from . import catalog
-from .cache_state import Rotation, plan, rotating
+from . import catalog, implementations
+from .cache_state import Rotation, cycling, input_sets, plan
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
 from .entry import SlotLayout
+from .implementations import (
+    COMPILED,
+    EAGER,
+    NPU,
+    Unsupported,
+    compile_call,
+    default_name,
+    load_build,
+    vendor,
+)
 from .tensors import generator_for, input_tensor
 
 __all__ = ["KernelSpec", "NpuOnly", "Prepared", "ReplaySkipped", "SameCall", "SlotLayout",
-           "implemented", "present"]
+           "Unsupported", "implemented", "present"]
 
 # What a spec's portable path runs when it does not say (`KernelSpec.portable`), which is also
 # what `Prepared.implementation` says of a portable call that does not name itself.
@@ -41,23 +51,38 @@ class NpuOnly(ReplaySkipped):
     naming the operator."""
 
 
-def implemented(name: str, call: Callable[[], object]) -> Callable[[], object]:
-    """Tag a call with the implementation it runs (e.g. which scaled-dot-product backend or
-    grouped GEMM), which travels to the row's `MicroBench Implementation`."""
+def implemented(name: str, call: Callable[[], object],
+                outputs: tuple[int, ...] | None = None) -> Callable[[], object]:
+    """Tag a call with what it runs (e.g. which scaled-dot-product backend or grouped GEMM),
+    which travels to the row's `MicroBench Implementation`; `outputs`: the kernel's outputs
+    (by index) it computes, when not all of them (what verification compares)."""
     call.implementation = name  # type: ignore[attr-defined]
+    if outputs is not None:
+        call.outputs = outputs  # type: ignore[attr-defined]
     return call
 
 
 @dataclass
 class Prepared:
-    """A case ready to run: the measured call and the work it does."""
+    """A case ready to run: the measured call, the work it does, and its inputs (`sets`: one
+    per rotated copy, shared by every implementation prepared on them)."""
 
     call: Callable[[], object]
     flops: float = 0.0
     bytes: float = 0.0
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    implementation: str = ""  # which implementation `call` runs (see `implemented`)
+    implementation: str = ""  # what `call` runs, as the row's MicroBench Implementation says
     rotation: Rotation = field(default_factory=lambda: Rotation("warm"))
+    impl: str = EAGER  # which implementation (kernels/implementations.py)
+    note: str = ""  # e.g. why another implementation runs than the one asked for
+    # The spec's outputs (by index) the call computes, when not all of them (a vendor kernel
+    # without the rstd an NPU RMS norm also returns): what verification compares.
+    outputs: tuple[int, ...] | None = None
+    sets: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+
+def _not_built() -> object:
+    raise RuntimeError("no implementation prepared yet")
 
 
 class KernelSpec(ABC):
@@ -70,6 +95,10 @@ class KernelSpec(ABC):
     streamed: ClassVar[tuple[str, ...]] = ()
     # Kernels from vllm-ascend's custom op package need its environment variables.
     custom_op: ClassVar[bool] = False
+    # `bytes_moved` is what the kernel must move (each input read once, each output written
+    # once, nothing it can skip): a memory bound from it holds, and a measurement beating it
+    # is suspect (measure/roofline.py). False where it counts slots the kernel may not read.
+    bytes_exact: ClassVar[bool] = False
     # What the portable path runs and the work of one call, as `npuperf kernels` shows them.
     portable: ClassVar[str] = PLAIN_TORCH
     work: ClassVar[str] = ""
@@ -102,34 +131,88 @@ class KernelSpec(ABC):
         `portable_call`): off the NPU its cases are skipped, naming the operator."""
         return cls.portable_call is not KernelSpec.portable_call
 
-    def prepare(self, case: KernelCase, backend, cache: str = "warm") -> Prepared:
-        """Check the row, build inputs once on the device, pick the call for the device; with
+    def prepare(self, case: KernelCase, backend, cache: str = "warm", impl: str | None = None
+                ) -> Prepared:
+        """Check the row, build inputs once on the device, and the call of `impl` on them (the
+        device's default: the NPU operator on an NPU, the portable path elsewhere); with
         `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py)."""
+        impl = impl or default_name(backend.kind)
         self.check(case)
-        if backend.kind != "npu" and not self.has_portable_path():
+        self._check_runnable(case, backend, impl)
+        generator = generator_for(case, backend.device)
+        tensors = self.build_inputs(case, backend, generator)
+        rotation = plan(cache, tensors, self.streamed, backend.l2_cache_bytes())
+        inputs = Prepared(call=_not_built, flops=self.flops(case),
+                          bytes=self.bytes_touched(case, tensors), tensors=tensors,
+                          rotation=rotation, sets=input_sets(tensors, rotation))
+        return self.implement(inputs, impl, case, backend)
+
+    def implement(self, prepared: Prepared, impl: str, case: KernelCase, backend) -> Prepared:
+        """The call of `impl` on `prepared`'s inputs (a new Prepared sharing them). Unsupported
+        when the implementation cannot run this row."""
+        self._check_runnable(case, backend, impl)
+        calls = [self.call_of(impl, inputs, case, backend) for inputs in prepared.sets]
+        note = ""
+        if impl == COMPILED:
+            calls, note = self._compiled(calls, prepared, case, backend)
+            if note:
+                impl = EAGER
+        call = cycling(calls)
+        return replace(prepared, call=call, impl=impl, note=note,
+                       implementation=self.describe(impl, call),
+                       outputs=getattr(calls[0], "outputs", None))
+
+    def call_of(self, impl: str, inputs: dict[str, torch.Tensor], case: KernelCase, backend
+                ) -> Callable[[], object]:
+        """One set of inputs' call in `impl`."""
+        if impl == NPU:
+            return self.npu_call(inputs, case, backend)
+        if impl in (EAGER, COMPILED):
+            return self.portable_call(inputs, case)
+        found = vendor(impl, case.kernel_type)
+        if found is None:
+            raise Unsupported(f"{impl} has no {case.kernel_type}")
+        return load_build(found.build)(self, inputs, case, backend)
+
+    def _compiled(self, calls: list[Callable[[], object]], prepared: Prepared,
+                  case: KernelCase, backend) -> tuple[list[Callable[[], object]], str]:
+        """The calls through torch.compile, compiled now (a call of the first set), so that no
+        sample ever times a compilation; on a failure the eager calls, and why."""
+        compiled = [compile_call(c) for c in calls]
+        try:
+            for call in compiled:  # each set's first call: one compilation, then guard hits
+                call()
+            backend.synchronize()
+        except Exception as exc:  # inductor's errors have no common base class
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return calls, f"torch.compile failed ({type(exc).__name__}: {first[:200]}): eager measured"
+        for call, plain in zip(compiled, calls):
+            call.implementation = getattr(plain, "implementation", None)  # type: ignore[attr-defined]
+        return compiled, ""
+
+    def describe(self, impl: str, call: Callable[[], object]) -> str:
+        """What the row's MicroBench Implementation says: the implementation, then what it
+        ran where the call names it."""
+        named = getattr(call, "implementation", None)
+        if impl == NPU:
+            return f"{NPU}: {named or self.npu_api.split('(')[0].strip()}"
+        if impl == EAGER:
+            return f"{EAGER}: {named or self.portable}"
+        if impl == COMPILED:
+            backend = implementations.COMPILE_BACKEND
+            return f"{COMPILED}: torch.compile[{backend}] of {named or self.portable}"
+        return f"{impl}: {named}" if named else impl
+
+    def _check_runnable(self, case: KernelCase, backend, impl: str) -> None:
+        if impl in (EAGER, COMPILED) and not self.has_portable_path():
             raise NpuOnly(f"{case.kernel_type} runs only on an NPU: {self.npu_api}"
                           f"{' (a vllm-ascend custom operator)' if self.custom_op else ''} "
                           f"has no portable path; skipped on {backend.kind}")
-        if self.custom_op and backend.kind == "npu":
+        if impl == NPU and self.custom_op and backend.kind == "npu":
             missing = custom_op_environment()
             if missing:
                 raise case.error(f"{case.kernel_type} runs from vllm-ascend's custom operators: "
                                  + "; ".join(missing), column=None)
-        generator = generator_for(case, backend.device)
-        tensors = self.build_inputs(case, backend, generator)
-        if backend.kind == "npu":
-            def make_call(inputs):
-                return self.npu_call(inputs, case, backend)
-            default = self.npu_api.split("(")[0].strip()
-        else:
-            def make_call(inputs):
-                return self.portable_call(inputs, case)
-            default = self.portable  # what the portable path runs, unless the call says
-        rotation = plan(cache, tensors, self.streamed, backend.l2_cache_bytes())
-        call = rotating(tensors, rotation, make_call)
-        return Prepared(call=call, flops=self.flops(case), bytes=self.bytes_moved(case),
-                        tensors=tensors, rotation=rotation,
-                        implementation=getattr(call, "implementation", None) or default)
 
     def check(self, case: KernelCase) -> None:
         """Raise `case.error(...)` when the row cannot describe a call of this kernel."""
@@ -175,6 +258,11 @@ class KernelSpec(ABC):
     def bytes_moved(self, case: KernelCase) -> float:
         """Bytes read and written once: the inputs and outputs of the row."""
         return case.io_bytes
+
+    def bytes_touched(self, case: KernelCase, tensors: dict[str, torch.Tensor]) -> float:
+        """The bytes of a call on these inputs, where they depend on the values (the experts
+        a grouped GEMM's tokens went to); `bytes_moved` otherwise."""
+        return self.bytes_moved(case)
 
 
 class SameCall(KernelSpec):

@@ -20,6 +20,7 @@ def _npu(backend):
 
 class RmsNorm(KernelSpec):
     kernel_type = "RmsNorm"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: float32 RMS norm times gamma"
     work = "4*T*D flops; (2*T*D + D)*bytes + 4*T"
 
@@ -55,6 +56,7 @@ class RmsNorm(KernelSpec):
 
 class SwiGlu(KernelSpec):
     kernel_type = "SwiGlu"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch: silu(gate) * up"
     work = "3*numel(x) flops; 1.5*numel(x)*bytes"
 
@@ -86,6 +88,7 @@ class SwiGlu(KernelSpec):
 
 class SoftmaxV2(KernelSpec):
     kernel_type = "SoftmaxV2"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch.softmax"
     work = "5*numel flops; 2*numel*bytes"
 
@@ -107,6 +110,7 @@ class Add(KernelSpec):
     """`torch.add(a, b)`; an empty slot that carries a dtype is a 0-d (scalar) tensor."""
 
     kernel_type = "Add"
+    bytes_exact = True  # every slot read or written once: what the kernel must move
     portable = "torch.add"
     work = "numel(y) flops; (numel(a) + numel(b) + numel(y))*bytes"
 

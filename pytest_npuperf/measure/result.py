@@ -70,7 +70,9 @@ class CaseResult:
     memory_bound_us: float | None = None  # at the bandwidth of `memory_level`
     memory_level: str = ""  # where the working set streams from: L2, LLC, HBM, DRAM
     hbm_bound_us: float | None = None  # at main memory's bandwidth
-    bound_by: str = ""  # compute | memory
+    bound_by: str = ""  # compute | memory | latency
+    bound_derivation: str = ""  # how each term of the bound was made (measure/roofline.py)
+    cold_bytes: float = 0.0  # of `bytes`, those read cold at every call (--npuperf-cache)
     achieved_tflops: float | None = None
     achieved_gbps: float | None = None
     mfu: float | None = None  # achieved / peak FLOP/s
@@ -94,7 +96,8 @@ class CaseResult:
     counters: dict[str, float] = field(default_factory=dict)  # mean hardware counters (msprof)
     extra_kernels: dict[str, int] = field(default_factory=dict)  # other kernels in the range
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
-    implementation: str = ""  # which implementation ran (`Prepared.implementation`)
+    implementation: str = ""  # what ran (`Prepared.implementation`): MicroBench Implementation
+    impl: str = ""  # which implementation (kernels/implementations.py): eager, compiled, npu...
     cache: str = ""  # the cache state it was measured in (kernels/cache_state.py)
     # Samples the host's other processes took CPU time from (devices/preemption.py): left
     # out, or with --npuperf-preempted keep kept among the samples (`preempted_kept`).

@@ -101,7 +101,7 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
         n = len(run.samples)
         spent = run.time_in_calls_s
         if n < policy.min_samples:
-            if run.preempted and spent >= policy.budget_s:
+            if policy.reject_preempted and run.preempted and spent >= policy.budget_s:
                 run.stop_reason = STOP_BUDGET  # too few undisturbed samples within the budget
                 return run
             if n:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -36,11 +36,25 @@ class CaseRef:
     # refers to the row at `position` ("" when a cell cannot be parsed)
     replayable: bool
     problem: str = ""  # the file could not be read: the case errors with this message
+    impl: str = ""  # --npuperf-impl all: the implementation this case measures
 
     @property
     def row_number(self) -> int:
         """1-based data row, as validate and error messages count."""
         return self.position + 1
+
+
+def with_implementations(refs: Iterable[CaseRef], names: Callable[[str], list[str]]
+                         ) -> list[CaseRef]:
+    """`--npuperf-impl all`: each replayable case once per implementation of its kernel type
+    (`names(kernel_type)`), its id suffixed with the implementation's name (`-k compiled`
+    selects them); the others as they are."""
+    out: list[CaseRef] = []
+    for ref in refs:
+        found = names(ref.kernel_type) if ref.replayable and not ref.problem else []
+        out += [replace(ref, case_id=f"{ref.case_id}-{name}", impl=name) for name in found] \
+            or [ref]
+    return out
 
 
 def result_for(ref: CaseRef, nodeid: str, status: str, error: str) -> CaseResult:
@@ -49,7 +63,7 @@ def result_for(ref: CaseRef, nodeid: str, status: str, error: str) -> CaseResult
     return CaseResult(case_id=ref.case_id, nodeid=nodeid, kernel_type=ref.kernel_type,
                       file=ref.file, signature=ref.signature,
                       row=None if ref.problem else ref.row_number, status=status, error=error,
-                      method="")
+                      method="", impl=ref.impl)
 
 
 def marker_name(kernel_type: str) -> str:

@@ -20,9 +20,11 @@ import torch
 
 from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError, HostClockTimer
-from ..kernels.case import case_from_row
+from ..kernels.case import KernelCase, case_from_row
+from ..kernels.implementations import EAGER, Unsupported, default_name
 from ..kernels.registry import spec_for
-from ..kernels.spec import ReplaySkipped
+from ..kernels.spec import KernelSpec, Prepared, ReplaySkipped
+from ..measure.floor import Floor, latency_floor
 from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
 from ..measure.noise import noise_reason
@@ -45,8 +47,9 @@ from ..measure.result import (
 from ..measure.roofline import roofline
 from ..measure.sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample, warm_up
 from ..measure.stats import relative_precision
-from ..measure.verify import Verifier
+from ..measure.verify import Verifier, VerifyError
 from .cases import CaseRef
+from .choice import choose
 
 # CaseResult fields taken from the roofline.
 ROOFLINE_FIELDS = ("bound_us", "compute_bound_us", "memory_bound_us", "memory_level",
@@ -62,6 +65,7 @@ class RunnerOptions:
     # Under a device profiler: record what attribution needs (result.profile).
     profiled: bool = False
     cache: str = "model"  # the cache state measured in (kernels/cache_state.py)
+    impl: str = EAGER  # --npuperf-impl, resolved for the device (replay/choice.py)
 
 
 @contextlib.contextmanager
@@ -125,6 +129,10 @@ class CaseRunner:
         self.cores = len(available_cores()) if backend.kind == "cpu" else None
         self.verifier = (Verifier(options.verify, backend.synchronize)
                          if options.verify is not None else None)
+        self._candidates: Verifier | None = None  # best-of checks without --npuperf-verify
+        # (kernel type, implementation) that failed verification: out of later best-ofs.
+        self.rejected: set[tuple[str, str]] = set()
+        self._floor: Floor | None = None
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -171,15 +179,9 @@ class CaseRunner:
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                prepared = spec.prepare(case, self.backend, cache=self.options.cache)
-                result.flops, result.bytes = prepared.flops, prepared.bytes
-                result.implementation = prepared.implementation
-                result.cache = prepared.rotation.describe()
-                if self.verifier is not None:
-                    result.verified = self.verifier.check(spec, case, prepared)
                 before = reference_samples() if self.backend.kind == "cpu" else None
-                measured = self.measure_call(ref.case_id, prepared.call, deadline,
-                                             cycle=prepared.rotation.copies)
+                prepared, measured = self._measure_implementations(ref, spec, case, deadline,
+                                                                   result)
                 if before is not None:
                     result.reference_us = reference_us(before, reference_samples())
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
@@ -202,10 +204,82 @@ class CaseRunner:
             result.detail = traceback.format_exc()
             self._abandon_profiler_cycle()
         finally:
-            prepared = None  # free the case's tensors before the next case allocates
+            # Free the case's tensors (every implementation's) before the next case allocates.
+            prepared = None  # noqa: F841
             self.backend.empty_cache()
         result.wall_s = time.perf_counter() - started
         return result
+
+    def _measure_implementations(self, ref: CaseRef, spec: KernelSpec, case: KernelCase,
+                                 deadline: float | None, result: CaseResult
+                                 ) -> tuple[Prepared, Measured]:
+        """The case in the implementations its choice names (replay/choice.py), on one set
+        of inputs; the one kept says what it ran in `result`."""
+        device = self.backend.kind
+        choice = choose(self.options.impl, ref.kernel_type, device,
+                        portable=spec.has_portable_path(), case_impl=ref.impl)
+        names, notes = list(choice.names), [choice.note] if choice.note else []
+        if choice.fastest and self.options.profiled and len(names) > 1:
+            # Attribution ties one profiled range to a case: one implementation per case.
+            notes.append(f"best of {len(names)} implementations needs one range per "
+                         f"implementation, which the session's profiler cannot attribute: "
+                         f"{names[0]} measured")
+            names = names[:1]
+        compared = choice.fastest and len(names) > 1
+        base = spec.prepare(case, self.backend, cache=self.options.cache,
+                            impl=default_name(device))
+        result.flops, result.bytes = base.flops, base.bytes
+        result.cache = base.rotation.describe()
+        result.cold_bytes = base.rotation.cold_bytes
+        done: list[tuple[Prepared, Measured, str]] = []
+        for name in names:
+            if compared and (ref.kernel_type, name) in self.rejected:
+                continue
+            try:
+                prepared = base if name == base.impl else spec.implement(base, name, case,
+                                                                         self.backend)
+            except Unsupported as exc:
+                notes.append(f"{name}: {exc}")
+                continue
+            if prepared.note:
+                notes.append(prepared.note)
+            if compared and prepared.impl != name:
+                continue  # compiled fell back to eager: measured as itself already
+            try:
+                verified = self._verify(spec, case, prepared, compared=compared)
+            except VerifyError as exc:
+                if not compared:
+                    raise
+                self.rejected.add((ref.kernel_type, name))
+                notes.append(f"{name} left out of the best-of for {ref.kernel_type}: {exc}")
+                continue
+            measured = self.measure_call(ref.case_id, prepared.call, deadline,
+                                         cycle=prepared.rotation.copies)
+            done.append((prepared, measured, verified))
+            if not choice.fastest:
+                break
+        if not done:
+            raise ReplaySkipped("; ".join(notes) or f"no implementation of {ref.kernel_type} "
+                                                    f"runs here")
+        prepared, measured, verified = min(done, key=lambda d: _median(d[1].samples))
+        if len(done) > 1:
+            notes.append("best of " + ", ".join(f"{p.impl} {_median(m.samples):.4g} us"
+                                                for p, m, _ in done))
+        result.impl, result.implementation = prepared.impl, prepared.implementation
+        result.verified = verified
+        result.note = "; ".join(n for n in (result.note, *notes) if n)
+        return prepared, measured
+
+    def _verify(self, spec: KernelSpec, case: KernelCase, prepared: Prepared, *,
+                compared: bool) -> str:
+        """--npuperf-verify's check; in a best-of every implementation other than the
+        device's default is checked the first time it runs a kernel type, verify or not."""
+        verifier = self.verifier
+        if verifier is None and compared and prepared.impl != default_name(self.backend.kind):
+            if self._candidates is None:
+                self._candidates = Verifier(0, self.backend.synchronize)
+            verifier = self._candidates
+        return verifier.check(spec, case, prepared) if verifier is not None else ""
 
     def measure_call(self, name: str, call: Callable[[], object],
                      deadline: float | None = None, cycle: int = 1) -> Measured:
@@ -345,9 +419,29 @@ class CaseRunner:
             self._profiler.finish_case()
 
     def _roofline(self, peak, result: CaseResult):
+        floor = self.latency_floor()
+        spec = spec_for(result.kernel_type)
         return roofline(peak, result.flops, result.bytes, result.stats.median,
                         cache_bytes=self.backend.l2_cache_bytes(),
-                        flushed=self.options.policy.flush_l2, operand_dtype=self._operand_dtype)
+                        flushed=self.options.policy.flush_l2, operand_dtype=self._operand_dtype,
+                        cold_bytes=result.cold_bytes,
+                        bytes_exact=bool(spec is not None and spec.bytes_exact),
+                        floor_us=floor.us if floor is not None else None,
+                        floor_how=floor.how if floor is not None else "")
+
+    def latency_floor(self) -> Floor | None:
+        """The device's latency floor with the session's method (measure/floor.py), once;
+        None under a profiler (its ranges belong to cases) or where it cannot be measured."""
+        if self._floor is None and not self.options.profiled \
+                and self.options.method != METHOD_PROFILER:
+            try:
+                found = latency_floor(self.backend.device, self.timer, self.backend.graphs(),
+                                      self.options.method)
+            except Exception as exc:  # a device that cannot time a fill: no floor, say why
+                found = Floor(math.nan, f"not measured: {_first_line(exc)}")
+            self._floor = found
+        return self._floor if self._floor is not None and math.isfinite(self._floor.us) \
+            else None
 
     def _check_bound(self, result: CaseResult) -> None:
         """The case on the device's roofline (measure/roofline.py); faster than its bound
@@ -356,18 +450,27 @@ class CaseRunner:
         if peak is None or result.stats is None:
             return
         line = self._roofline(peak, result)
-        if line.bound_us and result.stats.min < line.slack * line.bound_us \
+        if line.exact_bound_us and result.stats.min < line.slack * line.exact_bound_us \
                 and self.backend.remeasure_peak():
             line = self._roofline(self.backend.peak(), result)
         for name in ROOFLINE_FIELDS:
             setattr(result, name, getattr(line, name))
-        if line.bound_us and result.stats.min < line.slack * line.bound_us:
+        result.bound_derivation = line.derivation
+        if line.exact_bound_us and result.stats.min < line.slack * line.exact_bound_us:
             result.status = STATUS_SUSPECT
             where = (f"{line.memory_level} at {line.level_gbps:.4g} GB/s"
                      if line.bound_by == "memory" and line.level_gbps else
                      f"{line.peak_tflops:.4g} TFLOP/s")
             result.error = (f"faster than the device allows: min {result.stats.min:.3f} us < "
-                            f"bound {result.bound_us:.3f} us ({line.bound_by}-bound, {where}) "
+                            f"bound {line.exact_bound_us:.3f} us ({line.bound_by}-bound, {where}) "
                             f"for {result.flops:.3g} FLOP, {result.bytes:.3g} B")
         else:
             result.status = STATUS_OK
+
+
+def _median(samples: list[float]) -> float:
+    """The median of unsorted samples (infinite without any: never the fastest)."""
+    if not samples:
+        return math.inf
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2]

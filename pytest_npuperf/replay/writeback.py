@@ -192,8 +192,9 @@ def _roofline_values(result: CaseResult) -> dict[str, str]:
         ROOFLINE_COLUMNS[4]: format_number(result.hbm_bound_us),
         ROOFLINE_COLUMNS[5]: result.bound_by,
         **{column: format_number(value) for column, value in
-           zip(ROOFLINE_COLUMNS[6:], (result.achieved_tflops, result.achieved_gbps,
-                                      result.mfu, result.mbu))},
+           zip(ROOFLINE_COLUMNS[6:10], (result.achieved_tflops, result.achieved_gbps,
+                                        result.mfu, result.mbu))},
+        ROOFLINE_COLUMNS[10]: result.bound_derivation,
     }
 
 
@@ -270,13 +271,16 @@ def _matrix_counter_columns(results: list[CaseResult], matrix: CounterMatrix,
 
 
 def _better(new: CaseResult, old: CaseResult | None) -> bool:
-    """Which of two results for one row wins: the better status, then the earlier row, so
-    that the outcome does not depend on the order xdist workers report in."""
+    """Which of two results for one row wins: the better status, then the earlier row, then
+    (implementations of one row, --npuperf-impl all) the faster, so that the outcome does not
+    depend on the order xdist workers report in."""
     if old is None:
         return True
+
     def key(r):
-        return (_RANK.get(r.status, 9), r.row if r.row is not None else 1 << 62,
-                         r.case_id)
+        value = r.value if r.status == STATUS_OK and r.value is not None else math.inf
+        return (_RANK.get(r.status, 9), r.row if r.row is not None else 1 << 62, value,
+                r.case_id)
     return key(new) < key(old)
 
 

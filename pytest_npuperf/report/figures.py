@@ -30,7 +30,7 @@ MAX_SERIES = 12  # lines in one plot before it stops being readable
 _GEMM_ID = re.compile(r"^(?P<type>[A-Za-z0-9_]+)-(?P<m>\d+)x(?P<k>\d+)x(?P<n>\d+)-(?P<dtype>[A-Z0-9_]+)-")
 VERDICT_COLORS = {SLOWER: "#d1242f", FASTER: "#1a7f37", SAME: "#57606a", UNCERTAIN: "#bf8700",
                   NEW: "#8250df"}
-BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "": "#57606a"}
+BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "latency": "#8250df", "": "#57606a"}
 MARKER, LINE_WIDTH = 2.0, 1.6  # series: dot radius and line width (drawing units)
 
 
@@ -98,7 +98,7 @@ def roofline(results: list[CaseResult]) -> str | None:
             left.line(xs, [min(peak, x * bw) / 1e12 for x in xs], width=1.3, dash=DASHED,
                       label=f"{name} {bw / 1e9:.4g} GB/s")
         left.hline(peak / 1e12, color=INK, label=f"peak {peak / 1e12:.4g} TFLOP/s")
-        for bound_by in ("compute", "memory"):
+        for bound_by in ("compute", "memory", "latency"):
             chosen = [(x, r) for x, r in zip(intensity, with_flops) if r.bound_by == bound_by]
             if chosen:
                 left.scatter([x for x, _ in chosen], [r.achieved_tflops for _, r in chosen],
@@ -116,7 +116,7 @@ def roofline(results: list[CaseResult]) -> str | None:
     lo, hi = min(bounds + times) / 2, max(bounds + times) * 2
     right.line([lo, hi], [lo, hi], color=INK, width=1.3, label="median = bound")
     right.log()
-    right.xlabel = "bound (us): compute or memory, whichever is larger"
+    right.xlabel = "bound (us): compute, memory or the latency floor, the largest"
     right.ylabel = "median (us)"
     suspects = sum(1 for r in cases if r.status == STATUS_SUSPECT)
     right.title = f"Achieved vs bound ({suspects} suspect, red)"
