@@ -37,7 +37,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..db.errors import ContractError, NpuperfError, os_error
+from ..db.errors import ContractError, NpuperfError
+from ..db.files import read_bounded
 from ..db.shapes import is_known_dtype, normalize_dtype
 from .ops import OPS, op_named
 from .sweep import check_grid, tier_of
@@ -92,14 +93,8 @@ class ImportOptions:
 
 
 def read_log(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise NpuperfError(f"{path}: {size} bytes; a benchmark log is expected to be under "
-                               f"{MAX_LOG_BYTES >> 20} MiB")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise os_error(path, exc) from None
+    data = read_bounded(path, MAX_LOG_BYTES, "a benchmark log",
+                        f"a benchmark log is expected to be under {MAX_LOG_BYTES >> 20} MiB")
     return data.decode("utf-8", errors="replace")
 
 

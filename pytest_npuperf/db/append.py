@@ -68,6 +68,7 @@ def read_existing(path: Path, kernel_type: str) -> ExistingFile | None:
         raise NpuperfError(f"{path}: not a file")
     check_not_lfs(path)
     table = Table.read(path)  # its stamp is taken first: a change after it shows at commit
+    table.check_matchable("npuperf grid")
     try:
         data = path.read_bytes()
     except OSError as exc:

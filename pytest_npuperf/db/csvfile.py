@@ -24,12 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ContractError, clip, os_error
-from .files import open_binary
+from .files import MAX_HEADER_BYTES, MAX_LINE_BYTES, open_binary
 
 BLOCK = 1 << 20
-MAX_LINE_BYTES = 4 << 20
-"""Longest physical line accepted (real kernel table lines are a few kilobytes)."""
-MAX_HEADER_BYTES = 1 << 20
 _EXAMPLES = 20
 _BOM = b"\xef\xbb\xbf"
 _QUOTE, _COMMA, _NL, _CR = 34, 44, 10, 13

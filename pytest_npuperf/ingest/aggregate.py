@@ -57,6 +57,10 @@ from .kernel_details import (
 KEY_COLUMNS = (TYPE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES)
 MAX_DURATION_US = 1e12
 """Longer than 11 days: not a kernel launch (and its statistics would overflow to inf)."""
+MAX_IDENTITY_CHARS = 1 << 20
+"""Identity cells of one row, as written. A real row has a few hundred characters (31 slots at
+most); a hostile one (a million empty slots, each padded with `DT_UNDEFINED` and `NULL`) would
+become a line longer than the database's readers accept, and the table unreadable."""
 
 # Skip reasons, as negative group ids.
 SKIP_NO_TYPE = "no kernel type (N/A)"
@@ -67,7 +71,10 @@ SKIP_DUPLICATE = "duplicate launch record (same stream, task, start time and sig
 SKIP_MISALIGNED = "dtype or format list with more entries than shape slots"
 SKIP_SHORT = "fewer fields than the header"
 SKIP_HUGE_DURATION = f"duration above {MAX_DURATION_US:.0e} us"
-_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3, SKIP_MISALIGNED: -5}
+SKIP_OVERSIZED = (f"identity cells longer than {MAX_IDENTITY_CHARS >> 20} MiB once written "
+                  f"(an absurd slot count)")
+_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3, SKIP_MISALIGNED: -5,
+               SKIP_OVERSIZED: -6}
 _NO_TYPE_TOKENS = frozenset({"", "N/A", "NA", "NULL", "NONE", "UNDEFINED"})
 
 
@@ -186,6 +193,7 @@ class KernelAggregator:
         self._groups: list[tuple[str, Signature, dict[str, str]]] = []
         self._sources: list[set[str]] = []
         self._counter_names: list[str] = []
+        self._counter_at: dict[str, int] = {}  # a table may have 10^5 columns: no list.index
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = []
         self.fia_rows: dict[Path, np.ndarray] = {}
         self.files: list[Path] = []
@@ -271,9 +279,11 @@ class KernelAggregator:
         self._parts.append((gid[valid], duration[valid], matrix[valid], counter_idx))
 
     def _counter_index(self, name: str) -> int:
-        if name not in self._counter_names:
+        index = self._counter_at.get(name)
+        if index is None:
+            index = self._counter_at[name] = len(self._counter_names)
             self._counter_names.append(name)
-        return self._counter_names.index(name)
+        return index
 
     def _group_ids(self, chunk: pd.DataFrame, info: KernelTableHeader, offset: int,
                    reader: KernelDetailsReader | None) -> np.ndarray:
@@ -318,11 +328,16 @@ class KernelAggregator:
             key = (kernel_type, sig)
             gid = self._group_of_sig.get(key)
             if gid is None:
-                gid = len(self._groups)
-                self._group_of_sig[key] = gid
-                self._groups.append((kernel_type, sig, _identity_cells(cells)))
-                self._sources.append(set())
+                gid = self._new_group(key, _identity_cells(cells))
         self._combo_gid[combo] = gid
+        return gid
+
+    def _new_group(self, key: tuple[str, Signature], identity: dict[str, str]) -> int:
+        if sum(map(len, identity.values())) > MAX_IDENTITY_CHARS:
+            return _SKIP_CODES[SKIP_OVERSIZED]
+        gid = self._group_of_sig[key] = len(self._groups)
+        self._groups.append((*key, identity))
+        self._sources.append(set())
         return gid
 
     # -- result -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ so is a header that names a column twice.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,10 @@ NON_COUNTER = frozenset({
 })
 NA_VALUES = ["", "N/A", "NA", "n/a", "NULL", "null", "None", "-", "nan", "NaN"]
 DEFAULT_CHUNK_ROWS = 200_000
+MAX_TABLE_COLUMNS = 1024
+"""Real profiler tables have 21 columns plus a few dozen counters. Each column costs pandas a
+fixed overhead per chunk, and each counter becomes a database column: a header of 10^5
+columns is refused rather than parsed for minutes into a database header no reader accepts."""
 
 
 @dataclass
@@ -107,11 +112,18 @@ def find_kernel_details(path: str | Path) -> list[Path]:
     return found
 
 
+def check_column_count(path: Path, header: list[str]) -> None:
+    if len(header) > MAX_TABLE_COLUMNS:
+        raise ContractError(f"{path}: the header has {len(header):,} columns; a profiler table "
+                            f"has at most {MAX_TABLE_COLUMNS:,} (a corrupted or generated file?)")
+
+
 def read_kernel_header(path: Path) -> KernelTableHeader:
     info = KernelTableHeader(path=path, raw_columns=read_header(path))
     columns = info.columns
+    check_column_count(path, columns)
     present = set(columns)
-    twice = sorted({c for c in columns if c and columns.count(c) > 1})
+    twice = sorted(name for name, seen in Counter(columns).items() if name and seen > 1)
     if twice:
         raise ContractError(f"{path}: the header names column(s) {', '.join(map(clip, twice))} "
                             f"more than once; which one holds the data cannot be told")

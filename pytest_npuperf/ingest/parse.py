@@ -293,6 +293,7 @@ def parse_profiling(profiling_path: str | Path, database: str | Path | Place, *,
           else contextlib.nullcontext()) as tx:
         for kernel_type in sorted(by_type):
             table = db.get_or_new(kernel_type)
+            table.check_matchable("npuperf parse")
             updates = _clearing_stale_counters(table.frame, by_type[kernel_type])
             merged = apply_updates(table.frame, kernel_type, updates, add_new=True,
                                    signatures=table.signatures)

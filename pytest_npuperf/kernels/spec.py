@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import torch
 
+from ..db.errors import CellError
 from . import catalog
 from .cache_state import Rotation, plan, rotating
 from .case import KernelCase, TensorSlot
@@ -77,6 +78,9 @@ class KernelSpec(ABC):
     # order among (near-)equal scores depends on the device's arithmetic. --npuperf-verify
     # compares them sorted.
     unordered_outputs: ClassVar[tuple[int, ...]] = ()
+    # A kernel that takes any number of inputs past its layout (Index: one index tensor per
+    # indexed dim) says so; any other row listing tensors past the layout is refused.
+    variadic_inputs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Metadata a subclass does not set itself comes from its catalog entry."""
@@ -105,6 +109,7 @@ class KernelSpec(ABC):
     def prepare(self, case: KernelCase, backend, cache: str = "warm") -> Prepared:
         """Check the row, build inputs once on the device, pick the call for the device; with
         `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py)."""
+        self._check_extra_inputs(case)
         self.check(case)
         if backend.kind != "npu" and not self.has_portable_path():
             raise NpuOnly(f"{case.kernel_type} runs only on an NPU: {self.npu_api}"
@@ -115,6 +120,7 @@ class KernelSpec(ABC):
             if missing:
                 raise case.error(f"{case.kernel_type} runs from vllm-ascend's custom operators: "
                                  + "; ".join(missing), column=None)
+        check_memory(case, backend)
         generator = generator_for(case, backend.device)
         tensors = self.build_inputs(case, backend, generator)
         if backend.kind == "npu":
@@ -130,6 +136,15 @@ class KernelSpec(ABC):
         return Prepared(call=call, flops=self.flops(case), bytes=self.bytes_moved(case),
                         tensors=tensors, rotation=rotation,
                         implementation=getattr(call, "implementation", None) or default)
+
+    def _check_extra_inputs(self, case: KernelCase) -> None:
+        """A row listing tensors past the kernel's layout would be measured without them, and
+        get a duration that is not its own (whatever the spec's own `check` looks at)."""
+        extra = [slot for slot in case.inputs[len(self.inputs):] if slot.present]
+        if extra and not self.variadic_inputs:
+            raise case.error(f"{case.kernel_type}: {len(case.inputs):,} input slots, "
+                             f"{len(extra):,} of them with a shape beyond the {len(self.inputs)} "
+                             f"this kernel takes")
 
     def check(self, case: KernelCase) -> None:
         """Raise `case.error(...)` when the row cannot describe a call of this kernel."""
@@ -175,6 +190,29 @@ class KernelSpec(ABC):
     def bytes_moved(self, case: KernelCase) -> float:
         """Bytes read and written once: the inputs and outputs of the row."""
         return case.io_bytes
+
+
+def check_memory(case: KernelCase, backend) -> None:
+    """Skip a row whose tensors do not fit in the memory the device has left, before anything
+    is allocated: on a host, Linux would hand the memory out and its OOM killer end the whole
+    session once the pages are written. Counted: every input and output slot, plus the
+    float32 staging copy of the largest input that random data is drawn in."""
+    available = backend.available_memory()
+    if available is None:
+        return
+    try:
+        needed = case.io_bytes
+    except CellError:
+        return  # an unknown dtype: building the tensors says so, naming the cell
+    needed += max((slot.numel * 4 for slot in case.inputs if slot.present), default=0)
+    if needed > available:
+        raise ReplaySkipped(f"{case.kernel_type}: its tensors need {_gib(needed)} and "
+                            f"{backend.kind} has {_gib(available)} available; nothing was "
+                            f"allocated")
+
+
+def _gib(size: float) -> str:
+    return f"{size / 2 ** 30:,.1f} GiB"
 
 
 class SameCall(KernelSpec):
