@@ -243,3 +243,124 @@ def test_merge_never_takes_an_unbelievable_timestamp_over_todays(tmp_path, npupe
     target, source = shard("target", "999", stamp), shard("source2", "5", today)
     assert npuperf("merge", "--database", target, source)[0] == 0
     assert read_rows(target / "Add.csv")[0]["Average Duration(us)"] == "5"
+
+
+# -- the WEAK findings: one-line errors, named skips, said replacements -------------------------
+
+def test_a_file_with_two_byte_order_marks_is_one_line_not_a_traceback(tmp_path, npuperf):
+    kd = _kd(tmp_path, [kd_row("Add", 2.0, **ADD)])
+    kd.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf" + kd.read_bytes())
+    code, _, err = _parse(npuperf, kd, tmp_path / "db")
+    _one_line(code, err, "parse", str(kd), "two UTF-8 byte-order marks", status=1)
+    db = write_db(tmp_path / "db2", {"Add": [cells("8,16", "FLOAT", "ND", "8,16", "FLOAT")]})
+    (db / "Add.csv").write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf" + (db / "Add.csv").read_bytes())
+    code, out, _ = npuperf("validate", db)
+    assert code == 1 and "two UTF-8 byte-order marks" in out and "missing column" not in out
+
+
+def test_a_duration_spelled_with_an_underscore_is_no_number(tmp_path, npuperf):
+    """Python's float() reads `1_000`; pandas and the simulator do not."""
+    kd = _kd(tmp_path, [kd_row("Add", 2.0, **ADD), kd_row("Add", "1_000", **ADD)])
+    code, _, err = _parse(npuperf, kd, tmp_path / "db")
+    _one_line(code, err, "parse", "row 2", "'Duration(us)'", "'1_000'", status=1)
+    db = write_db(tmp_path / "db2", {"Add": [cells("8,16", "FLOAT", "ND", "8,16", "FLOAT", **{
+        "Average Duration(us)": "1_000", "Profiling Average Duration(us)": "２"})]})
+    code, out, _ = npuperf("validate", db)
+    assert code == 1 and "unparsable duration '1_000'" in out and "unparsable duration '２'" in out
+
+
+def test_launches_without_a_start_time_are_not_counted_as_duplicates(tmp_path, npuperf):
+    rows = [kd_row("Add", d, task=7, start=start, **ADD)
+            for d, start in ((2.0, "N/A"), (4.0, "N/A"), (6.0, ""))]
+    kd = tmp_path / "prof" / "kernel_details.csv"
+    kd.parent.mkdir()
+    kd.write_text(kernel_details_text(rows))  # `N/A\t`: the TAB after every start time
+    code, out, err = _parse(npuperf, kd, tmp_path / "db")
+    assert code == 0, err
+    assert "duplicate" not in out and "3 row(s) without a stream, task or start time: kept" in out
+    assert read_rows(tmp_path / "db" / "Add.csv")[0]["Profiling Count"] == "3"
+
+
+def test_a_second_profile_says_it_replaced_the_first_ones_statistics(tmp_path, npuperf):
+    first = _kd(tmp_path, [kd_row("Add", 2.0, **ADD)], "run1/kernel_details.csv")
+    second = _kd(tmp_path, [kd_row("Add", 4.0, **ADD)], "run2/kernel_details.csv")
+    db = tmp_path / "db"
+    assert _parse(npuperf, first, db)[0] == 0
+    code, out, err = _parse(npuperf, second, db)
+    assert code == 0, err
+    assert ("note: Add.csv: 1 row(s) held profiling statistics of an earlier parse (run1): "
+            "replaced by this profile's, not combined") in out
+    assert read_rows(db / "Add.csv")[0]["Profiling Count"] == "1"
+
+
+def test_a_profile_of_more_kernel_types_than_files_one_parse_writes(tmp_path, npuperf,
+                                                                    monkeypatch):
+    from pytest_npuperf.ingest import parse
+
+    monkeypatch.setattr(parse, "MAX_KERNEL_TYPES", 2)  # 10,000: a table of 10^5 names
+    kd = _kd(tmp_path, [kd_row(f"K{i}", 2.0, **ADD) for i in range(3)])
+    code, _, err = _parse(npuperf, kd, tmp_path / "db")
+    _one_line(code, err, "parse", "3 kernel types ('K0', 'K1', 'K2', ...)", status=1)
+    assert not (tmp_path / "db").exists()
+
+
+def test_a_fifo_named_like_a_trace_in_a_parse_directory_is_named(tmp_path, npuperf):
+    _kd(tmp_path, [kd_row("Add", 2.0, **ADD)], "rank0/kernel_details.csv")
+    fifo = tmp_path / "prof" / "trace.json"
+    os.mkfifo(fifo)
+    code, _, err = _parse(npuperf, tmp_path / "prof", tmp_path / "db")
+    _one_line(code, err, "parse", str(fifo), "not a regular file")
+
+
+def test_a_grid_shape_beyond_any_tensor_is_one_line(tmp_path, npuperf):
+    config = tmp_path / "grid.yaml"
+    config.write_text('patterns: {p: {iterators: {M: [100000000000000000000]}, '
+                      'inputs: ["(M, 1)", "(M, 1)"], outputs: ["(M, 1)"]}}\n'
+                      'assignments: {Add: p}\n')
+    (tmp_path / "db").mkdir()
+    code, _, err = npuperf("grid", "--data-dir", tmp_path / "db", "--config", config,
+                           "--max-hbm-gb", "0", "--quiet")
+    _one_line(code, err, "grid", "(100000000000000000000, 1)", "more elements than any tensor")
+    assert not any((tmp_path / "db").iterdir())
+
+
+# -- nccl-tests and HCCL Test logs ---------------------------------------------------------------
+
+NCCL_LOG = REALDATA / "nccl_tests" / "lessizzmore_a3mega_H100x16_all_reduce_perf.txt"
+HCCL_LOG = REALDATA / "hccl_test" / "cann_oamtools_doc_all_reduce_test_example.txt"
+
+
+def _result_lines(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if line.strip()[:1].isdigit()]
+
+
+def test_two_logs_of_the_same_points_keep_one_row_each_and_say_so(realdata, tmp_path, npuperf):
+    again = tmp_path / "again_all_reduce_perf.txt"
+    shutil.copy(NCCL_LOG, again)
+    code, out, err = npuperf("import-nccl-tests", NCCL_LOG, again, "--database-path",
+                             tmp_path / "hccl")
+    assert code == 0, err
+    assert f"note: 31 point(s) {NCCL_LOG} measured too: this log's kept" in out
+    assert len(read_rows(tmp_path / "hccl" / "hcom_allReduce_.csv")) == 31
+
+
+def test_a_cut_last_line_and_junk_rows_are_left_out_and_said(realdata, tmp_path, npuperf):
+    lines = NCCL_LOG.read_text().splitlines()
+    lines.insert(_result_lines(lines)[2], "        4096     junk!  float sum -1 1 1 1 0 1 1 1 0")
+    last = _result_lines(lines)[-1]
+    cut = tmp_path / "cut_all_reduce_perf.txt"
+    cut.write_text("\n".join(lines[:last]) + "\n" + lines[last][:40])  # cut mid-row, no end
+    code, out, err = npuperf("import-nccl-tests", cut, "--database-path", tmp_path / "hccl")
+    assert code == 0, err
+    assert "1 line(s) inside the result table are no result row, left out" in out
+    assert "the last line has no line end (the log was cut there): left out" in out
+    assert len(read_rows(tmp_path / "hccl" / "hcom_allReduce_.csv")) == 30
+    hccl = tmp_path / "all_reduce_test.txt"
+    text = HCCL_LOG.read_text().replace("16384             |", "16x84             |")
+    hccl.write_text(text.rstrip("\n"))  # its last row cut: no line end
+    code, out, err = npuperf("import-nccl-tests", hccl, "--num-devices", "8",
+                             "--database-path", tmp_path / "hccl2")
+    assert code == 0, err
+    assert "1 line(s) inside the result table are no result row" in out
+    assert "the last line has no line end" in out
+    assert len(read_rows(tmp_path / "hccl2" / "hcom_allReduce_.csv")) == 12

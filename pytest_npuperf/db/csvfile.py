@@ -100,6 +100,9 @@ def read_first_line(path: str | Path) -> bytes:
         except OSError as exc:
             raise os_error(path, exc) from None
     head = head.removeprefix(_BOM)
+    if head.startswith(_BOM):  # readers drop one: the header's first name would keep the other
+        raise ContractError(f"{path}: starts with two UTF-8 byte-order marks (a file saved "
+                            f"with a BOM twice); remove the second and try again")
     end = head.find(b"\n")
     line = head if end < 0 else head[:end + 1]
     if b"\0" in line:

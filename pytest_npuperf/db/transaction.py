@@ -594,6 +594,18 @@ def _clean_temps(root: Path) -> int:
     return removed
 
 
+def _stale_temps(root: Path) -> bool:
+    """Whether staged files, backups or half-written journals of dead writers lie in `root`
+    (one killed before it wrote its journal leaves no journal to say so)."""
+    now = time.time()
+    for directory in _directories(root):
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            if any(_TEMP_RE.match(e.name) and _stale_temp(e, directory == root, now)
+                   for e in entries):
+                return True
+    return False
+
+
 def _stale_temp(entry: os.DirEntry, at_root: bool, now: float) -> bool:
     """A temporary file of a writer that is gone (its pid is in the name), or of an earlier
     release older than a minute. ctime, not mtime: a backup is a hard link to the old file,
@@ -610,14 +622,14 @@ def _stale_temp(entry: os.DirEntry, at_root: bool, now: float) -> bool:
 
 
 def recover_if_free(root: str | Path, wait_s: float = 10.0) -> list[str]:
-    """Before reading without the lock: roll back an interrupted transaction (cheap when there
-    is none: one directory listing). When another process holds the lock meanwhile (another
-    reader recovering, e.g. a second xdist worker), wait up to `wait_s` for it, so that every
-    reader sees the recovered files; a writer that keeps the lock longer recovered before
-    writing, and is left alone."""
+    """Before reading without the lock: roll back an interrupted transaction and remove
+    temporary files of dead writers (cheap when there are none: a directory listing). When
+    another process holds the lock meanwhile (another reader recovering, e.g. a second xdist
+    worker), wait up to `wait_s` for it, so that every reader sees the recovered files; a
+    writer that keeps the lock longer recovered before writing, and is left alone."""
     root = Path(root)
     deadline = time.monotonic() + wait_s
-    while root.is_dir() and pending_journals(root):
+    while root.is_dir() and (pending_journals(root) or _stale_temps(root)):
         lock = DatabaseLock(root, "recovery of an interrupted write")
         try:
             notes = lock.acquire()

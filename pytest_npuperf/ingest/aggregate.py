@@ -48,6 +48,7 @@ from ..measure.groupstats import GroupStats
 from ..measure.stats import StdConvention
 from .kernel_details import (
     DEFAULT_CHUNK_ROWS,
+    LAUNCH_KEY,
     TYPE,
     KernelDetailsReader,
     KernelTableHeader,
@@ -244,13 +245,25 @@ class KernelAggregator:
         duration = np.concatenate(durations)
         matrix = np.concatenate(counters)
         if launch_keys:
-            # Same stream, task, start time and (type, signature): one launch exported twice.
-            keys = pd.DataFrame(np.concatenate(launch_keys))
-            dup = keys.duplicated().to_numpy() & (gid >= 0)
-            self.skipped[SKIP_DUPLICATE] += int(dup.sum())
-            gid = np.where(dup, -4, gid)
+            gid = self._drop_repeated_launches(path, gid, np.concatenate(launch_keys))
         self._add_part(path, gid, duration, matrix, counter_idx, source)
         return info
+
+    def _drop_repeated_launches(self, path: Path, gid: np.ndarray, keys: np.ndarray
+                                ) -> np.ndarray:
+        """Same stream, task, start time and (type, signature): one launch exported twice.
+        A record without one of these (`N/A`) cannot be told from another launch: kept.
+        (`keys`: the group id, then LAUNCH_KEY, then a Context ID that is often N/A.)"""
+        known = np.isfinite(keys[:, 1:1 + len(LAUNCH_KEY)]).all(axis=1)
+        dup = np.zeros(len(gid), bool)
+        dup[known] = pd.DataFrame(keys[known]).duplicated().to_numpy()
+        dup &= gid >= 0
+        self.skipped[SKIP_DUPLICATE] += int(dup.sum())
+        unknown = int((~known & (gid >= 0)).sum())
+        if unknown:
+            self.notes.append(f"{path}: {unknown:,} row(s) without a stream, task or start time: "
+                              f"kept, not checked for a second export of the same launch")
+        return np.where(dup, -4, gid)
 
     def add_rows(self, path: Path, rows: pd.DataFrame, source: str) -> None:
         """Rows that are not a kernel table's (a trace's calls): the key columns, `Duration(us)`."""

@@ -57,6 +57,7 @@ NON_COUNTER = frozenset({
     OUTPUT_FORMATS, "Context ID", "Device_id", "Model Name", "Infer ID",
 })
 NA_VALUES = ["", "N/A", "NA", "n/a", "NULL", "null", "None", "-", "nan", "NaN"]
+NA_VALUES += [f"{token}\t" for token in NA_VALUES]  # start times end with a TAB, N/A ones too
 DEFAULT_CHUNK_ROWS = 200_000
 MAX_TABLE_COLUMNS = 1024
 """Real profiler tables have 21 columns plus a few dozen counters. Each column costs pandas a
@@ -140,6 +141,11 @@ def read_kernel_header(path: Path) -> KernelTableHeader:
     return info
 
 
+# What pandas' C parser says of a cell it cannot read as the float64 asked for (`1_000`
+# is "cannot safely convert ... object dtyped data").
+_BAD_NUMBER_TEXTS = ("could not convert", "Unable to parse", "cannot safely convert")
+
+
 @contextlib.contextmanager
 def csv_read_errors(path: Path, locate_bad_number: Callable[[], None]) -> Iterator[None]:
     """pandas' failures while reading a table, as one-line errors naming the file; a number
@@ -155,7 +161,7 @@ def csv_read_errors(path: Path, locate_bad_number: Callable[[], None]) -> Iterat
     except OSError as exc:
         raise os_error(path, exc) from None
     except ValueError as exc:
-        if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
+        if not any(text in str(exc) for text in _BAD_NUMBER_TEXTS):
             raise
         locate_bad_number()
         raise ContractError(f"{path}: unparsable number: {clip(str(exc), 160)}") from None
