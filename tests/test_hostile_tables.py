@@ -364,3 +364,28 @@ def test_a_cut_last_line_and_junk_rows_are_left_out_and_said(realdata, tmp_path,
     assert "1 line(s) inside the result table are no result row" in out
     assert "the last line has no line end" in out
     assert len(read_rows(tmp_path / "hccl2" / "hcom_allReduce_.csv")) == 12
+
+
+def test_a_grid_pattern_of_thousands_of_slots_is_refused_before_it_is_compiled(tmp_path, npuperf):
+    """450,000 slots ran 7 minutes, then overflowed the compiler's recursion: every dim is
+    code the grid compiles."""
+    config = tmp_path / "grid.yaml"
+    slots = ", ".join(['"(1,)"'] * 5000)
+    config.write_text(f'patterns: {{p: {{iterators: {{M: [1]}}, inputs: [{slots}], '
+                      f'outputs: ["(M,)"]}}}}\nassignments: {{Add: p}}\n')
+    (tmp_path / "db").mkdir()
+    code, _, err = npuperf("grid", "--data-dir", tmp_path / "db", "--config", config, "--quiet")
+    _one_line(code, err, "grid", "patterns.p.inputs: 5,000 shape templates", "at most 256")
+
+
+def test_backfill_of_a_fifo_or_a_fifo_summary_is_refused_without_blocking(tmp_path, npuperf):
+    db = write_db(tmp_path / "db", {"Add": [cells("8,16", "FLOAT", "ND", "8,16", "FLOAT")]})
+    fifo = tmp_path / "prof.csv"
+    os.mkfifo(fifo)
+    code, _, err = npuperf("backfill", "--prof-path", fifo, "--database-path", db)
+    _one_line(code, err, "backfill", "not a regular file", status=2)
+    (tmp_path / "prof").mkdir()
+    summary = tmp_path / "prof" / "op_summary_20260101010101.csv"
+    os.mkfifo(summary)
+    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db)
+    _one_line(code, err, "backfill", str(summary), "not a regular file", status=2)

@@ -387,12 +387,21 @@ def write_frame(frame, handle) -> None:
         handle.write(terminator.join(rows) + terminator)
 
 
-def _check_rows(rows: list[str], first: int) -> None:
+def _check_rows(rows: list[str], first: int, what: str = "row") -> None:
     """A line the table's readers would refuse (`files.MAX_LINE_BYTES`) is refused before it
     is written: a table its own reader cannot read is lost to every later command."""
     if rows and max(map(len, rows)) * 4 > MAX_LINE_BYTES:  # 4: the most bytes per character
         for number, row in enumerate(rows, start=first + 1):
-            _check_line_length(row, MAX_LINE_BYTES, f"row {number}")
+            _check_line_length(row, MAX_LINE_BYTES, f"{what} {number}")
+
+
+def check_table_text(path: Path, text: str) -> None:
+    """`write_frame`'s check for table text written as is (rows appended to a table's own
+    bytes): no line longer than its readers accept."""
+    try:
+        _check_rows(text.split("\n"), 0, "new line")
+    except ContractError as exc:
+        raise ContractError(f"{path}: {exc}") from None
 
 
 def _check_line_length(line: str, limit: int, what: str) -> None:

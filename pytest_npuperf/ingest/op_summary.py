@@ -150,6 +150,9 @@ def _ascend_pt_source(root: Path) -> ProfileSource:
 def find_sources(path: str | Path) -> list[ProfileSource]:
     """Every run directory below `path` (or `path` itself), in path order."""
     path = existing_path(path)
+    if not path.is_file() and not path.is_dir():
+        raise NpuperfError(f"{path}: not a regular file (a FIFO or device?); give profiler "
+                           f"output: a directory or a summary file")
     if path.is_file():
         source = ProfileSource(path.parent, "files")
         if "msprof_tx" in path.name:
