@@ -125,6 +125,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     finish = FinishOptions(history=history_path(args.history), baseline=args.baseline,
                            threshold=args.regression_threshold, figures=not args.no_figures)
+    if args.baseline:
+        _check_baseline(args.baseline, finish.history)
     lines, code = backfill_profile(args.prof_path, args.database_path,
                                    update_mode=args.update_mode,
                                    prune_empty=args.prune_empty_duration_rows,
@@ -132,6 +134,17 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return code
+
+
+def _check_baseline(ref: str, history: Path | None) -> None:
+    """A baseline that names nothing readable is a usage error before the profile is read,
+    as in a pytest session, not a note under a run that then exits 0."""
+    from .history.baseline import resolve_baseline
+
+    try:
+        resolve_baseline(ref, history=history).close()
+    except NpuperfError as exc:
+        raise NpuperfError(f"--baseline: {exc}") from None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

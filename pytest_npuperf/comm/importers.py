@@ -37,7 +37,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..db.errors import ContractError, NpuperfError, os_error
+from ..db.errors import ContractError, NpuperfError, clip
+from ..db.files import read_bounded
 from ..db.shapes import is_known_dtype, normalize_dtype
 from .ops import OPS, op_named
 from .sweep import check_grid, tier_of
@@ -92,14 +93,8 @@ class ImportOptions:
 
 
 def read_log(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise NpuperfError(f"{path}: {size} bytes; a benchmark log is expected to be under "
-                               f"{MAX_LOG_BYTES >> 20} MiB")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise os_error(path, exc) from None
+    data = read_bounded(path, MAX_LOG_BYTES, "a benchmark log",
+                        f"a benchmark log is expected to be under {MAX_LOG_BYTES >> 20} MiB")
     return data.decode("utf-8", errors="replace")
 
 
@@ -125,7 +120,39 @@ def import_log(path: str | Path, options: ImportOptions) -> ImportedLog:
                             f"a '# size count type ...' header; HCCL Test: a 'data_size | "
                             f"avg_time | ...' header)")
     parse = _parse_nccl_tests if kind == NCCL_TESTS else _parse_hccl_test
-    return parse(path, _lines(text), options)
+    lines = _lines(text)
+    cut = _cut_last_line(text, lines)
+    log = parse(path, lines, options)
+    if cut is not None:
+        log.notes.append(f"the last line has no line end (the log was cut there): left out: "
+                         f"{clip(cut, 60)}")
+    return log
+
+
+def _cut_last_line(text: str, lines: list[str]) -> str | None:
+    """Remove and return a result row on the last line when it has no line end: a log cut
+    while it was written holds half a row there, whose numbers would be read as whole."""
+    if not lines or text.endswith(("\n", "\r")) or not lines[-1].strip()[:1].isdigit():
+        return None
+    return lines.pop().strip()
+
+
+class _Junk:
+    """Lines inside a result table that are no result row: counted, one shown."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.example = ""
+
+    def add(self, line: str) -> None:
+        self.count += 1
+        self.example = self.example or line.strip()
+
+    def note(self) -> list[str]:
+        if not self.count:
+            return []
+        return [f"{self.count} line(s) inside the result table are no result row, left out "
+                f"(e.g. {clip(self.example, 60)})"]
 
 
 def _op_of(path: Path, lines: list[str], options: ImportOptions, binary: re.Pattern,
@@ -241,6 +268,7 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
     failed_checks = 0
     layout: _Layout | None = None
     raw: list[tuple[list[str], _Layout]] = []
+    junk = _Junk()
     for line in lines:
         stripped = line.strip()
         rank_line = _RANK_LINE.match(stripped)
@@ -264,7 +292,10 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
             old_style = old_style or "error" in stripped.split()
             continue
         tokens = stripped.split()
-        if layout is None or len(tokens) < 2 or not (tokens[0].isdigit() and tokens[1].isdigit()):
+        if layout is None or not tokens[:1] or not tokens[0].isdigit():
+            continue  # before the table, or MPI / NCCL chatter between its rows
+        if len(tokens) < 2 or not tokens[1].isdigit():
+            junk.add(stripped)
             continue
         raw.append((tokens, layout))
     if not raw:
@@ -300,6 +331,7 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
         by_key[key] = {**base, **row}
     log.rows = list(by_key.values())
     log.notes += [f"{count} row(s): {reason}" for reason, count in skipped.items()]
+    log.notes += junk.note()
     if old_style:
         log.notes.append("old nccl-tests table (an 'error' column: the largest deviation, kept "
                          "in check)")
@@ -403,6 +435,7 @@ def _parse_hccl_test(path: Path, lines: list[str], options: ImportOptions) -> Im
     columns: dict[str, int] | None = None
     skipped: dict[str, int] = {}
     by_size: dict[int, dict[str, str]] = {}
+    junk = _Junk()
     for line in lines:
         if "|" not in line:
             continue
@@ -411,7 +444,10 @@ def _parse_hccl_test(path: Path, lines: list[str], options: ImportOptions) -> Im
             columns = header
             continue
         fields = [f.strip() for f in line.split("|")]
-        if columns is None or len(fields) <= max(columns.values()) or not fields[0].isdigit():
+        if columns is None or not any(fields) or set("".join(fields)) <= set("-=+: "):
+            continue  # before the table, or a rule under its header
+        if len(fields) <= max(columns.values()) or not fields[columns["size"]].isdigit():
+            junk.add(line)
             continue
         message = int(fields[columns["size"]])
         time = _positive(fields[columns["time"]])
@@ -439,5 +475,6 @@ def _parse_hccl_test(path: Path, lines: list[str], options: ImportOptions) -> Im
         raise ContractError(f"{path}: no HCCL Test header (data_size | avg_time | ...)")
     log.rows = list(by_size.values())
     log.notes += [f"{count} row(s): {reason}" for reason, count in skipped.items()]
+    log.notes += junk.note()
     log.notes.append("data_size read as the per-NPU message_bytes (HCCL Test documentation)")
     return log

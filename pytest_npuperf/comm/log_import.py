@@ -8,9 +8,9 @@ from pathlib import Path
 from ..db.errors import NpuperfError
 from ..db.layout import HCCL_DIR, OP_MAPPING_FILE
 from ..measure.clock import mint_run
-from .importers import ImportOptions, import_log
+from .importers import ImportedLog, ImportOptions, import_log
 from .sweep import check_grid
-from .table import write_tables
+from .table import row_key, write_tables
 
 
 def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
@@ -33,11 +33,13 @@ def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
         raise NpuperfError(str(exc)) from None
     rows: dict[str, list[dict[str, str]]] = {}
     lines = []
+    seen: dict[tuple, Path] = {}
     for log in imported:
         rows.setdefault(log.file_name, []).extend(log.rows)
         lines.append(f"{log.path}: {log.format} {log.op}, {log.num_devices} rank(s), topology "
                      f"tier {log.topology_tier}: {len(log.rows)} row(s)")
         lines += [f"  note: {note}" for note in log.notes]
+        lines += [f"  note: {note}" for note in _measured_again(log, seen)]
     if not any(rows.values()):
         raise NpuperfError("no row to import (see the notes above)" if lines else "no log")
     stats = write_tables(directory, rows, purpose=f"npuperf import-nccl-tests {options.run_id}",
@@ -57,3 +59,17 @@ def import_logs(logs: list[Path], directory: Path, *, op: str | None = None,
                      f"(none of the same CANN version beside them): pass --version-dir DIR "
                      f"for the one the simulator reads")
     return "\n".join(lines)
+
+
+def _measured_again(log: ImportedLog, seen: dict[tuple, Path]) -> list[str]:
+    """Points an earlier log of this import measured too: one row each, the later log's."""
+    again: dict[Path, int] = {}
+    for row in log.rows:
+        key = (log.file_name, row_key(row["message_bytes"], row["num_devices"], row["dtype"],
+                                      row["topology_tier"]))
+        earlier = seen.get(key)
+        if earlier is not None:
+            again[earlier] = again.get(earlier, 0) + 1
+        seen[key] = log.path
+    return [f"{count} point(s) {earlier} measured too: this log's kept (one row per point)"
+            for earlier, count in again.items()]

@@ -95,6 +95,7 @@ def upsert(frame: pd.DataFrame, rows: Iterable[Mapping[str, str]], name: str = "
     records = frame.to_dict("records")
     drop: set[int] = set()
     added: list[dict[str, str]] = []
+    added_at: dict[tuple, int] = {}
     for row in rows:
         key = row_key(row["message_bytes"], row["num_devices"], row["dtype"],
                       row["topology_tier"])
@@ -102,15 +103,17 @@ def upsert(frame: pd.DataFrame, rows: Iterable[Mapping[str, str]], name: str = "
             raise ValueError(f"row without a valid key: {dict(row)}")
         values = {c: str(row.get(c, "")) for c in COLUMNS}
         where = positions.get(key)
-        if where:
+        if key in added_at:  # a point given twice: the later replaces the earlier
+            added[added_at[key]].update(values)
+        elif where:
             records[where[0]].update(values)
             stats.updated += 1
             drop.update(where[1:])
             stats.duplicates_dropped += len(where) - 1
             positions[key] = where[:1]
         else:
+            added_at[key] = len(added)
             added.append({**dict.fromkeys(columns, ""), **values})
-            positions[key] = [len(records) + len(added) - 1]
     if stats.duplicates_dropped:
         stats.notes.append(f"{name}: {stats.duplicates_dropped} duplicate row(s) of a rewritten "
                            f"point removed (one row per message_bytes, num_devices, dtype, "

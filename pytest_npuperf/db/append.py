@@ -34,7 +34,7 @@ from .errors import ContractError, NpuperfError, os_error
 from .merge import ensure_columns
 from .signature import Signature
 from .table import check_not_lfs
-from .transaction import FileStamp, Transaction
+from .transaction import FileStamp, Transaction, check_table_text
 
 
 @dataclass
@@ -68,6 +68,7 @@ def read_existing(path: Path, kernel_type: str) -> ExistingFile | None:
         raise NpuperfError(f"{path}: not a file")
     check_not_lfs(path)
     table = Table.read(path)  # its stamp is taken first: a change after it shows at commit
+    table.check_matchable("npuperf grid")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -96,7 +97,9 @@ def stage_rows(tx: Transaction, path: Path, kernel_type: str, rows: list[dict[st
                existing: ExistingFile | None) -> str:
     """Stage `path` with `rows` added; returns how: created, appended or rewritten."""
     if existing is None:
-        tx.stage_text(path, new_file_text(kernel_type, rows), expect=None)
+        text = new_file_text(kernel_type, rows)
+        check_table_text(path, text)
+        tx.stage_text(path, text, expect=None)
         return "created"
     header = existing.header
     needed = [c for row in rows for c, v in row.items()
@@ -113,7 +116,9 @@ def stage_rows(tx: Transaction, path: Path, kernel_type: str, rows: list[dict[st
         terminator = existing.line_terminator
         if text and not text.endswith(("\n", "\r")):
             text += terminator
-        tx.stage_text(path, text + _csv_lines(rows, header, terminator), expect=existing.stamp)
+        added = _csv_lines(rows, header, terminator)
+        check_table_text(path, added)
+        tx.stage_text(path, text + added, expect=existing.stamp)
         return "appended"
     frame = ensure_columns(existing.frame, kernel_type, dict.fromkeys(needed))
     attrs = dict(frame.attrs)

@@ -164,18 +164,24 @@ _LEGACY_PROFILING_MARKERS = ("Median Duration(us)", "Std Duration(us)",
 DURATION_PRIORITY: tuple[str, ...] = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, RAW_DURATION)
 
 
+def parse_float(text: str) -> float | None:
+    """A number as the C parsers that read these tables (pandas, the simulator) read it; None
+    otherwise. Python's float() also takes `1_000` and non-ASCII digits, which they do not."""
+    text = text.strip()
+    if "_" in text or not text.isascii():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def parse_duration(text: object) -> float | None:
     """A duration if the cell is a float > 0 (finite), else None (empty, 0, N/A, junk)."""
     if text is None:
         return None
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        try:
-            value = float(str(text).strip())
-        except ValueError:
-            return None
-    if not math.isfinite(value) or value <= 0:
+    value = float(text) if isinstance(text, (int, float)) else parse_float(str(text))
+    if value is None or not math.isfinite(value) or value <= 0:
         return None
     return value
 

@@ -30,8 +30,8 @@ from typing import Literal
 
 import pandas as pd
 
-from .columns import contract_columns_for
-from .errors import CellError, NpuperfError, os_error
+from .columns import SIGNATURE_COLUMNS, contract_columns_for
+from .errors import CellError, ContractError, NpuperfError, os_error
 from .layout import kernel_file_name, kernel_type_of_file
 from .lock import DatabaseLock
 from .merge import migrate_legacy, row_signatures
@@ -86,6 +86,17 @@ class Table:
     def bad_rows(self) -> int:
         return len(self.errors)
 
+    def check_matchable(self, writer: str) -> None:
+        """Refuse to add rows to a table whose header lacks a column of the signature (removed
+        by hand): its rows read that cell as empty, so none would match and `writer` would
+        append a duplicate of each, silently."""
+        missing = [c for c in SIGNATURE_COLUMNS if c not in self.frame.columns]
+        if missing and len(self.frame):
+            raise ContractError(
+                f"{self.path}: no {', '.join(map(repr, missing))} column: part of every row's "
+                f"identity, so no row can be matched and {writer} would add a duplicate of "
+                f"each; restore the column (npuperf validate lists what is missing)")
+
     def positions(self) -> dict[Signature, list[int]]:
         """Signature -> row positions holding it (several for duplicate rows)."""
         if self._positions is None:
@@ -126,21 +137,24 @@ def kernel_csvs(directory: str | Path) -> list[Path]:
         raise NpuperfError(f"{directory}: no such directory") from None
     except OSError as exc:
         raise os_error(directory, exc) from None
+    # Anything but a directory: a FIFO or a link to a device named like a table is read, and
+    # refused there with its name, rather than left out without a word.
     return [directory / n for n in names
-            if n.endswith(".csv") and not n.startswith(("hcom_", ".")) and (directory / n).is_file()]
+            if n.endswith(".csv") and not n.startswith(("hcom_", ".")) and not (directory / n).is_dir()]
 
 
 def walk_files(path: Path, keep) -> list[Path]:
     """Files below `path` for which `keep(relative parts)` holds; a directory that cannot be
     read is an error naming it (never skipped silently). Hidden and symlinked directories
-    are not entered (a link cycle would never end)."""
+    are not entered (a link cycle would never end). Entries that are not regular files (a
+    FIFO, a link to a device) are kept: their readers refuse them by name, never silently."""
     found: list[Path] = []
     problems: list[OSError] = []
     for directory, dirs, files in os.walk(path, onerror=problems.append):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git and the like
         for name in files:
             candidate = Path(directory) / name
-            if keep(candidate.relative_to(path).parts) and candidate.is_file():
+            if keep(candidate.relative_to(path).parts):
                 found.append(candidate)
     if problems:
         first = problems[0]

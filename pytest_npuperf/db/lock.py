@@ -69,6 +69,37 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+_START_SLACK_S = 2.0  # /proc's boot time is whole seconds: a start time is that coarse
+
+
+def process_start(pid: int) -> float | None:
+    """When process `pid` started, in seconds since the epoch; None where /proc does not say.
+    The same process always gives the same value (one boot time, its start in clock ticks)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            ticks = int(handle.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/stat", "rb") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith(b"btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def writer_alive(pid: int, written: float, started: float | None = None) -> bool:
+    """Whether the process `pid` that wrote a file at `written` (its ctime) still runs; with
+    `started`, the writer's own start time as it recorded it. A live process with that pid
+    that started at another time (or after the file was written) is another process that was
+    given the pid again: the writer is dead."""
+    if not pid_alive(pid):
+        return False
+    now = process_start(pid)
+    if now is None:
+        return True
+    if started is not None:
+        return abs(now - started) < 1e-3
+    return now <= written + _START_SLACK_S
+
+
 @dataclass(frozen=True)
 class LockOwner:
     pid: int

@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from .errors import ContractError, NpuperfError, os_error
+from .files import read_bounded
 from .layout import (
     FRAMEWORK_DIR,
     HCCL_DIR,
@@ -90,14 +91,7 @@ def is_unedited_generated(text: str) -> bool:
 
 
 def read_text_bounded(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_OP_MAPPING_BYTES + 1)
-    except OSError as exc:
-        raise os_error(path, exc) from None
-    if len(data) > MAX_OP_MAPPING_BYTES:
-        raise ContractError(f"{path}: larger than {MAX_OP_MAPPING_BYTES >> 20} MiB; not an "
-                            f"op_mapping.yaml")
+    data = read_bounded(path, MAX_OP_MAPPING_BYTES, "an op_mapping.yaml")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:

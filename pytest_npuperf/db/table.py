@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise NpuperfError(f"{path}: not a regular file" if os.path.exists(path)
                            else f"{path}: no such file")
     header = read_header(path)
-    duplicates = sorted({h for h in header if header.count(h) > 1})
+    duplicates = sorted(name for name, seen in Counter(header).items() if seen > 1)
     if duplicates:
         raise ContractError(f"{path}: duplicate column name(s) {', '.join(map(repr, duplicates))}")
     layout = scan_csv(path)

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import NpuperfError
-from .lock import DatabaseLock, pid_alive
+from .errors import ContractError, NpuperfError
+from .files import MAX_HEADER_BYTES, MAX_LINE_BYTES
+from .lock import DatabaseLock, process_start, writer_alive
 
 JOURNAL_PREFIX = ".npuperf-journal."
 _TAG = "npuperf-"
@@ -254,6 +255,9 @@ class Transaction:
         except OSError as exc:
             self.abort()
             raise NpuperfError(f"cannot write {target}: {exc.strerror or exc}") from None
+        except ContractError as exc:  # what was staged could not be read back
+            self.abort()
+            raise ContractError(f"{target}: {exc}") from None
         except BaseException:
             self.abort()
             raise
@@ -363,19 +367,50 @@ def write_frame(frame, handle) -> None:
         frame.to_csv(handle, index=False, lineterminator=terminator)
         return
     writer = csv.writer(handle, lineterminator=terminator)
-    writer.writerow([str(c) for c in frame.columns])
+    header = [str(c) for c in frame.columns]
+    _check_line_length(",".join(header), MAX_HEADER_BYTES, "the header")
+    writer.writerow(header)
     columns = [(column.fillna("") if column.hasnans else column).to_numpy(dtype=object)
                for _, column in frame.items()]
     if len(columns) < 2:  # a row of one empty field is quoted: the csv module knows
         for at in range(0, len(frame), _WRITE_ROWS):
-            writer.writerows(zip(*(cells[at:at + _WRITE_ROWS].tolist() for cells in columns)))
+            block = [[str(c) for c in cells[at:at + _WRITE_ROWS].tolist()] for cells in columns]
+            _check_rows(block[0] if block else [], at)
+            writer.writerows(zip(*block))
         return
     # Each column's cells quoted as the csv module would (QUOTE_MINIMAL), then every row
     # joined: about half the time of its writer, which inspects every cell.
     fields = [_csv_fields(cells.tolist(), terminator) for cells in columns]
     for at in range(0, len(frame), _WRITE_ROWS):
-        rows = map(",".join, zip(*(cells[at:at + _WRITE_ROWS] for cells in fields)))
+        rows = list(map(",".join, zip(*(cells[at:at + _WRITE_ROWS] for cells in fields))))
+        _check_rows(rows, at)
         handle.write(terminator.join(rows) + terminator)
+
+
+def _check_rows(rows: list[str], first: int, what: str = "row") -> None:
+    """A line the table's readers would refuse (`files.MAX_LINE_BYTES`) is refused before it
+    is written: a table its own reader cannot read is lost to every later command."""
+    if rows and max(map(len, rows)) * 4 > MAX_LINE_BYTES:  # 4: the most bytes per character
+        for number, row in enumerate(rows, start=first + 1):
+            _check_line_length(row, MAX_LINE_BYTES, f"{what} {number}")
+
+
+def check_table_text(path: Path, text: str) -> None:
+    """`write_frame`'s check for table text written as is (rows appended to a table's own
+    bytes): no line longer than its readers accept."""
+    try:
+        _check_rows(text.split("\n"), 0, "new line")
+    except ContractError as exc:
+        raise ContractError(f"{path}: {exc}") from None
+
+
+def _check_line_length(line: str, limit: int, what: str) -> None:
+    if len(line) * 4 <= limit:
+        return
+    size = len(line.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ContractError(f"{what} would be a line of {size:,} bytes, longer than the "
+                            f"{limit >> 20} MiB the table's readers accept; nothing was written")
 
 
 def _csv_fields(cells: list, terminator: str) -> list[str]:
@@ -412,7 +447,8 @@ def _backup(target: Path, backup: Path) -> None:
 
 def _write_journal(journal: Path, tx: Transaction, entries: list[_Entry]) -> None:
     record = {
-        "txid": tx.txid, "pid": os.getpid(), "host": socket.gethostname(),
+        "txid": tx.txid, "pid": os.getpid(), "pid_started": process_start(os.getpid()),
+        "host": socket.gethostname(),
         "purpose": tx.purpose, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "entries": [{"target": e.target.name, "dir": os.path.relpath(e.target.parent,
                                                                      journal.parent),
@@ -517,10 +553,13 @@ def _recover_one(journal: Path) -> str | None:
         record = json.loads(journal.read_text(encoding="utf-8"))
         txid, pid = str(record["txid"]), int(record["pid"])
         host = str(record.get("host", ""))
+        started = record.get("pid_started")
+        started = None if started is None else float(started)
         entries = record["entries"]
     except (OSError, ValueError, KeyError, TypeError):
         return f"{journal}: unreadable journal of an interrupted write; left alone (remove it)"
-    if pid != os.getpid() and host == socket.gethostname() and pid_alive(pid):
+    if pid != os.getpid() and host == socket.gethostname() \
+            and writer_alive(pid, st.st_ctime, started):
         return None  # a writer at work under a subdirectory's lock: not ours to touch
     base = journal.parent
     restored = 0
@@ -557,30 +596,49 @@ def _clean_temps(root: Path) -> int:
                 name = entry.name
                 if not name.startswith(".") or not entry.is_file(follow_symlinks=False):
                     continue
-                match = _TEMP_RE.match(name)
-                if match:
-                    stale = not pid_alive(int(match.group("pid") or match.group("jpid")))
-                elif _LEGACY_TEMP_RE.match(name) and directory == root:
-                    with contextlib.suppress(OSError):
-                        stale = now - entry.stat(follow_symlinks=False).st_mtime > _LEGACY_AGE_S
-                else:
-                    continue
-                if stale:
+                if _stale_temp(entry, directory == root, now):
                     with contextlib.suppress(OSError):
                         os.unlink(entry.path)
                         removed += 1
     return removed
 
 
+def _stale_temps(root: Path) -> bool:
+    """Whether staged files, backups or half-written journals of dead writers lie in `root`
+    (one killed before it wrote its journal leaves no journal to say so)."""
+    now = time.time()
+    for directory in _directories(root):
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            if any(_TEMP_RE.match(e.name) and _stale_temp(e, directory == root, now)
+                   for e in entries):
+                return True
+    return False
+
+
+def _stale_temp(entry: os.DirEntry, at_root: bool, now: float) -> bool:
+    """A temporary file of a writer that is gone (its pid is in the name), or of an earlier
+    release older than a minute. ctime, not mtime: a backup is a hard link to the old file,
+    whose mtime is older than its writer."""
+    match = _TEMP_RE.match(entry.name)
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    if match:
+        return not writer_alive(int(match.group("pid") or match.group("jpid")), st.st_ctime)
+    return bool(_LEGACY_TEMP_RE.match(entry.name)) and at_root and \
+        now - st.st_mtime > _LEGACY_AGE_S
+
+
 def recover_if_free(root: str | Path, wait_s: float = 10.0) -> list[str]:
-    """Before reading without the lock: roll back an interrupted transaction (cheap when there
-    is none: one directory listing). When another process holds the lock meanwhile (another
-    reader recovering, e.g. a second xdist worker), wait up to `wait_s` for it, so that every
-    reader sees the recovered files; a writer that keeps the lock longer recovered before
-    writing, and is left alone."""
+    """Before reading without the lock: roll back an interrupted transaction and remove
+    temporary files of dead writers (cheap when there are none: a directory listing). When
+    another process holds the lock meanwhile (another reader recovering, e.g. a second xdist
+    worker), wait up to `wait_s` for it, so that every reader sees the recovered files; a
+    writer that keeps the lock longer recovered before writing, and is left alone."""
     root = Path(root)
     deadline = time.monotonic() + wait_s
-    while root.is_dir() and pending_journals(root):
+    while root.is_dir() and (pending_journals(root) or _stale_temps(root)):
         lock = DatabaseLock(root, "recovery of an interrupted write")
         try:
             notes = lock.acquire()

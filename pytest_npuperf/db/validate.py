@@ -29,6 +29,8 @@ from .columns import (
     SHAPE_COLUMNS,
     is_legacy_profiling_schema,
     legacy_renames,
+    parse_duration,
+    parse_float,
 )
 from .consumer_check import kernel_table_warnings, op_mapping_warnings
 from .database import walk_files
@@ -104,9 +106,8 @@ def _check_duration_cells(frame: pd.DataFrame, report: FileReport) -> None:
             stripped = text.strip()
             if stripped.upper() in _NO_VALUE:
                 continue
-            try:
-                value = float(stripped)
-            except ValueError:
+            value = parse_float(stripped)
+            if value is None:
                 report.problems.append(Problem(f"unparsable duration {text!r}", i, column))
                 continue
             if not math.isfinite(value) or value < 0 or (strictly and value == 0):
@@ -240,11 +241,7 @@ def validate_collective_table(path: Path) -> FileReport:
     for column in _COLLECTIVE_REQUIRED:
         _check_int_column(frame, column, report)
     for i, text in enumerate(frame[durations[0]].tolist(), start=1):
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not (math.isfinite(value) and value > 0):
+        if parse_duration(text) is None:
             report.problems.append(Problem(f"invalid duration {text!r}", i, durations[0]))
     if "dtype" in frame.columns:
         for i, text in enumerate(frame["dtype"].tolist(), start=1):

@@ -179,6 +179,10 @@ class Backend(ABC):
     def l2_cache_bytes(self) -> int | None:
         return None
 
+    def available_memory(self) -> int | None:
+        """Bytes a case may still allocate on this device; None when unknown."""
+        return None
+
     def peak(self) -> Peak | None:
         return None
 

@@ -14,6 +14,7 @@ import os
 import torch
 
 from .base import Backend, Peak, Timer
+from .memory import host_available_bytes
 from .names import cpu_model
 from .preemption import PreemptionAwareTimer
 
@@ -78,6 +79,9 @@ class CpuBackend(Backend):
         before, self._peak = self._peak, cpu_peak(self.device_name(), self.peak_cache_dir)
         return self._peak.flops > before.flops or self._peak.bytes_per_s > before.bytes_per_s \
             or self._peak.levels != before.levels
+
+    def available_memory(self) -> int | None:
+        return host_available_bytes()
 
     def l2_cache_bytes(self) -> int | None:
         """The last-level cache: what a flush between samples has to evict."""

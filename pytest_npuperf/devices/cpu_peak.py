@@ -34,6 +34,7 @@ import torch
 
 from ..db.errors import NpuperfError
 from ..db.table import write_text
+from ..db.transaction import recover_if_free
 from .base import MemoryLevel, Peak
 
 CACHE_SCHEMA = "npuperf-cpu-peaks/1"
@@ -184,6 +185,10 @@ def cpu_peak(model: str, cache_dir: Path | None) -> Peak:
     path = cache_file(cache_dir) if cache_dir is not None else None
     entries: dict = {}
     cached: Peak | None = None
+    if path is not None:
+        # A writer killed mid-commit left its journal and staged files; the cache may not be
+        # written again for many sessions (only a better peak is), so it is recovered here.
+        recover_if_free(path.parent, wait_s=0.0)
     if path is not None and path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

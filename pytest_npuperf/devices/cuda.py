@@ -6,6 +6,7 @@ import torch
 
 from .base import Backend, DeviceEventTimer, DeviceGraphs, Peak, Timer
 from .graphs import TorchGraphs
+from .memory import device_available_bytes
 from .peaks import cuda_peak
 
 
@@ -56,6 +57,9 @@ class CudaBackend(Backend):
 
     def l2_cache_bytes(self) -> int | None:
         return int(getattr(torch.cuda.get_device_properties(self.index), "L2_cache_size", 0)) or None
+
+    def available_memory(self) -> int | None:
+        return device_available_bytes("cuda", self.index)
 
     def peak(self) -> Peak | None:
         return cuda_peak(self.device_name(), self.l2_cache_bytes())

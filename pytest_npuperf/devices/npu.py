@@ -17,6 +17,7 @@ import torch
 
 from ..db.layout import KNOWN_DEVICES, detect_versions
 from .base import Backend, DeviceEventTimer, Peak, Timer
+from .memory import device_available_bytes
 from .mstx import MSTX_MESSAGE_LIMIT as MSTX_MESSAGE_LIMIT
 from .mstx import CannMstx, mstx_message
 from .peaks import ascend_peak
@@ -102,6 +103,9 @@ class NpuBackend(Backend):
     # aclgraph, torch.npu.Stream/Event), so `TorchGraphs(torch.npu, torch.npu.NPUGraph)` is
     # the NPU's kernel-only method once it has been checked against msprof on an NPU; until
     # then NPU cases use events, and msprof's kernel durations replace them.
+
+    def available_memory(self) -> int | None:
+        return device_available_bytes("npu", self.index)
 
     def peak(self) -> Peak | None:
         name = self.database_device()

@@ -515,16 +515,29 @@ def _constraints(body: dict, path: tuple, marks: Marks, name: str, known: set[st
     return out
 
 
+# Real kernels have at most a few dozen slots (FusedInferAttentionScore: 31 inputs) of a few
+# dims. Each dim becomes code the grid compiles: 10^5 of them took minutes, then overflowed
+# the compiler's recursion.
+MAX_SLOTS = 256
+MAX_SLOT_DIMS = 64
+
+
 def _slots(raw: object, path: tuple, marks: Marks, name: str, known: set[str]
            ) -> list[tuple[Expr, ...] | None]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw:
         raise marks.error(path, "expected a list of shape templates like \"(M, K)\"")
+    if len(raw) > MAX_SLOTS:
+        raise marks.error(path, f"{len(raw):,} shape templates; a kernel has at most "
+                                f"{MAX_SLOTS} slots a side")
     slots = []
     for i, text in enumerate(raw):
         where = _where(marks, (*path, i), name)
         slot = parse_shape(text, where=where)
+        if slot is not None and len(slot) > MAX_SLOT_DIMS:
+            raise marks.error((*path, i), f"{len(slot):,} dims; a tensor has at most "
+                                          f"{MAX_SLOT_DIMS}")
         for dim in slot or ():
             dim.check_names(known)
         slots.append(slot)

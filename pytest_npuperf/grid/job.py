@@ -328,6 +328,8 @@ def _where(source: _Source, config: GridConfig) -> str:
     return f"{config.marks.where(source.pattern.path)}: pattern {source.pattern.name!r}"
 
 
+MAX_ELEMENTS = 2 ** 63 - 1  # torch's sizes and the profiler's are int64
+
 SIGNATURE_CHECKS = 64
 """Picks per source whose key is re-checked against `db.signature` of the finished row."""
 
@@ -341,11 +343,16 @@ def _verify(kernel_type: str, row: dict[str, str], key: Key, keys: KeySpace, whe
     if check_key and keys.key(_row_signature(kernel_type, row)) != key:
         raise GridError(f"{where}: internal error: the signature of row {row[INPUT_SHAPES]!r} "
                         f"does not match the key it was sampled with")
+    case = case_from_row(kernel_type, row)
+    huge = next((s.dims for s in (*case.inputs, *case.outputs) if s.numel > MAX_ELEMENTS), None)
+    if huge is not None:  # with no memory budget, nothing else stops it
+        raise GridError(f"{where}: generates a {kernel_type} row with a tensor of shape {huge}: "
+                        f"more elements than any tensor can have (2^63 - 1)")
     spec = spec_for(kernel_type)
     if spec is None:
         return
     try:
-        spec.check(case_from_row(kernel_type, row))
+        spec.check(case)
     except CellError as exc:
         raise GridError(f"{where}: generates a {kernel_type} row that cannot be replayed "
                         f"({row[INPUT_SHAPES]} -> {row[OUTPUT_SHAPES]}): {exc.reason}") from None

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from ..db.errors import NpuperfError
+from ..db.files import read_bounded
 from .errors import ConfigError
 
 MAX_YAML_BYTES = 4 << 20
@@ -145,17 +147,10 @@ def read_bounded_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
     huge file is refused without reading the rest."""
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a YAML file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise ConfigError(f"{path}: larger than {limit // 2 ** 20} MiB; a grid config or model "
-                          f"file is a few kilobytes (is this the right file?)")
+        data = read_bounded(path, limit, "a YAML file", "a grid config or model file is a few "
+                                                        "kilobytes (is this the right file?)")
+    except NpuperfError as exc:
+        raise ConfigError(str(exc)) from None
     if b"\0" in data:
         raise ConfigError(f"{path}: contains NUL bytes: a binary file, not YAML")
     try:

@@ -27,6 +27,7 @@ from ..measure.policy import (
     STATISTICS,
     UPDATE_MODES,
     SamplingPolicy,
+    case_timeout,
 )
 
 DEFAULT_DB = Path("data") / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
@@ -304,7 +305,10 @@ def read_settings(config: pytest.Config) -> Settings:
             reject_preempted=values["preempted"] == "reject")
     except ValueError as exc:
         raise pytest.UsageError(f"npuperf sampling options: {exc}") from None
-    timeout = float(values["case-timeout"])
+    try:
+        timeout = case_timeout(float(values["case-timeout"]))
+    except ValueError as exc:
+        raise pytest.UsageError(f"npuperf_case_timeout: {exc}") from None
     threads = values["threads"]
     if threads is not None and int(threads) < 1:  # from the ini file (argparse checks flags)
         raise pytest.UsageError(f"npuperf_threads: {threads} is not a count of at least 1")
@@ -328,7 +332,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     update_mode=str(values["update-mode"]),
                     prune_empty=bool(values["prune-empty-duration-rows"]),
                     dry_run=bool(values["dry-run"]), out=out, method=str(values["method"]),
-                    policy=policy, case_timeout_s=timeout if timeout > 0 else None,
+                    policy=policy, case_timeout_s=timeout,
                     grid=config.getoption("npuperf_grid") or config.getini("npuperf_grid") or None,
                     threads=None if threads is None else int(threads),
                     verify=every if values["verify"] or every else None,

@@ -21,7 +21,7 @@ from ..measure.result import CaseResult
 from .baseline import Baseline, judge, resolve_baseline
 from .compare import Comparison
 from .records import CaseRecord, RunRecord
-from .store import HistoryStore
+from .store import QUICK_TIMEOUT_S, HistoryStore
 
 
 class HistoryKeeper:
@@ -42,7 +42,7 @@ class HistoryKeeper:
         if write and self.history is not None:
             check_writable_dir(self.history.parent)
             if self.history.exists():  # not a history, or a newer one: say so now
-                HistoryStore(self.history).close()
+                HistoryStore(self.history, busy_timeout_s=QUICK_TIMEOUT_S).close()
         self.open_baseline()
 
     def open_baseline(self) -> Baseline | None:

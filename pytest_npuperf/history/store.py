@@ -35,6 +35,9 @@ from .records import (
 
 APPLICATION = "npuperf-history"
 _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock briefly
+# A check before a session starts, or a read, waits this long for another process's lock: a
+# history held longer is an error at once, not a session that sits silent for a minute.
+QUICK_TIMEOUT_S = 5.0
 
 _CASE_TYPES = {
     "kind": "TEXT NOT NULL", "key": "TEXT NOT NULL", "kernel": "TEXT NOT NULL",
@@ -99,9 +102,14 @@ def _sql_error(path: Path, exc: sqlite3.Error) -> NpuperfError:
 class HistoryStore:
     """An open history file. `readonly`: never create, migrate or write it."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False,
+                 busy_timeout_s: float | None = None) -> None:
+        """`busy_timeout_s`: how long to wait for another process's lock (a reader
+        QUICK_TIMEOUT_S, a writer the time another session takes to record its run)."""
         self.path = Path(path)
         self.readonly = readonly
+        wait = busy_timeout_s if busy_timeout_s is not None else (
+            QUICK_TIMEOUT_S if readonly else _BUSY_TIMEOUT_S)
         if readonly and not self.path.is_file():
             raise HistoryError(f"{self.path}: no such history file")
         if self.path.exists() and not self.path.is_file():
@@ -109,12 +117,10 @@ class HistoryStore:
         try:
             if readonly:
                 uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self.conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S,
-                                            isolation_level=None)
+                self.conn = sqlite3.connect(uri, uri=True, timeout=wait, isolation_level=None)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S,
-                                            isolation_level=None)
+                self.conn = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._check_schema()
         except sqlite3.Error as exc:

@@ -48,6 +48,7 @@ from ..measure.groupstats import GroupStats
 from ..measure.stats import StdConvention
 from .kernel_details import (
     DEFAULT_CHUNK_ROWS,
+    LAUNCH_KEY,
     TYPE,
     KernelDetailsReader,
     KernelTableHeader,
@@ -57,6 +58,10 @@ from .kernel_details import (
 KEY_COLUMNS = (TYPE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES)
 MAX_DURATION_US = 1e12
 """Longer than 11 days: not a kernel launch (and its statistics would overflow to inf)."""
+MAX_IDENTITY_CHARS = 1 << 20
+"""Identity cells of one row, as written. A real row has a few hundred characters (31 slots at
+most); a hostile one (a million empty slots, each padded with `DT_UNDEFINED` and `NULL`) would
+become a line longer than the database's readers accept, and the table unreadable."""
 
 # Skip reasons, as negative group ids.
 SKIP_NO_TYPE = "no kernel type (N/A)"
@@ -67,7 +72,10 @@ SKIP_DUPLICATE = "duplicate launch record (same stream, task, start time and sig
 SKIP_MISALIGNED = "dtype or format list with more entries than shape slots"
 SKIP_SHORT = "fewer fields than the header"
 SKIP_HUGE_DURATION = f"duration above {MAX_DURATION_US:.0e} us"
-_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3, SKIP_MISALIGNED: -5}
+SKIP_OVERSIZED = (f"identity cells longer than {MAX_IDENTITY_CHARS >> 20} MiB once written "
+                  f"(an absurd slot count)")
+_SKIP_CODES = {SKIP_NO_TYPE: -1, SKIP_HCCL: -2, SKIP_NO_SHAPE: -3, SKIP_MISALIGNED: -5,
+               SKIP_OVERSIZED: -6}
 _NO_TYPE_TOKENS = frozenset({"", "N/A", "NA", "NULL", "NONE", "UNDEFINED"})
 
 
@@ -186,6 +194,7 @@ class KernelAggregator:
         self._groups: list[tuple[str, Signature, dict[str, str]]] = []
         self._sources: list[set[str]] = []
         self._counter_names: list[str] = []
+        self._counter_at: dict[str, int] = {}  # a table may have 10^5 columns: no list.index
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = []
         self.fia_rows: dict[Path, np.ndarray] = {}
         self.files: list[Path] = []
@@ -236,13 +245,25 @@ class KernelAggregator:
         duration = np.concatenate(durations)
         matrix = np.concatenate(counters)
         if launch_keys:
-            # Same stream, task, start time and (type, signature): one launch exported twice.
-            keys = pd.DataFrame(np.concatenate(launch_keys))
-            dup = keys.duplicated().to_numpy() & (gid >= 0)
-            self.skipped[SKIP_DUPLICATE] += int(dup.sum())
-            gid = np.where(dup, -4, gid)
+            gid = self._drop_repeated_launches(path, gid, np.concatenate(launch_keys))
         self._add_part(path, gid, duration, matrix, counter_idx, source)
         return info
+
+    def _drop_repeated_launches(self, path: Path, gid: np.ndarray, keys: np.ndarray
+                                ) -> np.ndarray:
+        """Same stream, task, start time and (type, signature): one launch exported twice.
+        A record without one of these (`N/A`) cannot be told from another launch: kept.
+        (`keys`: the group id, then LAUNCH_KEY, then a Context ID that is often N/A.)"""
+        known = np.isfinite(keys[:, 1:1 + len(LAUNCH_KEY)]).all(axis=1)
+        dup = np.zeros(len(gid), bool)
+        dup[known] = pd.DataFrame(keys[known]).duplicated().to_numpy()
+        dup &= gid >= 0
+        self.skipped[SKIP_DUPLICATE] += int(dup.sum())
+        unknown = int((~known & (gid >= 0)).sum())
+        if unknown:
+            self.notes.append(f"{path}: {unknown:,} row(s) without a stream, task or start time: "
+                              f"kept, not checked for a second export of the same launch")
+        return np.where(dup, -4, gid)
 
     def add_rows(self, path: Path, rows: pd.DataFrame, source: str) -> None:
         """Rows that are not a kernel table's (a trace's calls): the key columns, `Duration(us)`."""
@@ -271,9 +292,11 @@ class KernelAggregator:
         self._parts.append((gid[valid], duration[valid], matrix[valid], counter_idx))
 
     def _counter_index(self, name: str) -> int:
-        if name not in self._counter_names:
+        index = self._counter_at.get(name)
+        if index is None:
+            index = self._counter_at[name] = len(self._counter_names)
             self._counter_names.append(name)
-        return self._counter_names.index(name)
+        return index
 
     def _group_ids(self, chunk: pd.DataFrame, info: KernelTableHeader, offset: int,
                    reader: KernelDetailsReader | None) -> np.ndarray:
@@ -318,11 +341,16 @@ class KernelAggregator:
             key = (kernel_type, sig)
             gid = self._group_of_sig.get(key)
             if gid is None:
-                gid = len(self._groups)
-                self._group_of_sig[key] = gid
-                self._groups.append((kernel_type, sig, _identity_cells(cells)))
-                self._sources.append(set())
+                gid = self._new_group(key, _identity_cells(cells))
         self._combo_gid[combo] = gid
+        return gid
+
+    def _new_group(self, key: tuple[str, Signature], identity: dict[str, str]) -> int:
+        if sum(map(len, identity.values())) > MAX_IDENTITY_CHARS:
+            return _SKIP_CODES[SKIP_OVERSIZED]
+        gid = self._group_of_sig[key] = len(self._groups)
+        self._groups.append((*key, identity))
+        self._sources.append(set())
         return gid
 
     # -- result -----------------------------------------------------------------------------

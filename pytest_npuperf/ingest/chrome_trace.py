@@ -11,12 +11,14 @@ not a trace, is a one-line error naming the place.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..db.errors import ContractError, NpuperfError, os_error
+from ..db.errors import ContractError, os_error
+from ..db.files import open_binary
 
 CHUNK_CHARS = 1 << 20
 MAX_VALUE_CHARS = 64 << 20  # one event, or one top-level value other than the events
@@ -157,12 +159,7 @@ def read_events(path: str | Path, meta: dict[str, Any]) -> Iterator[dict]:
 
 @contextlib.contextmanager
 def _opened(path: Path) -> Iterator:
-    try:
-        handle = open(path, encoding="utf-8-sig")  # noqa: SIM115 (closed below)
-    except FileNotFoundError:
-        raise NpuperfError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise os_error(path, exc) from None
+    handle = io.TextIOWrapper(open_binary(path, "a trace file"), encoding="utf-8-sig")
     with handle:
         yield handle
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..db.columns import COUNTERS
 from ..db.errors import EXIT_DATA, ContractError, NpuperfError
+from ..db.lock import writer_alive
 from .kernel_details import DEFAULT_CHUNK_ROWS
 from .op_summary import KernelTable, ProfileSource, _KernelReader, read_kernels
 
@@ -132,24 +133,16 @@ class ChildRead:
         return True
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
 def remove_stale_workdirs() -> list[Path]:
     """Remove the child directories in the temporary directory whose parent process is gone
-    (killed before it could clean up); a pid that is alive, even reused, keeps its directory."""
+    (killed before it could clean up), also when its pid went to a process that started
+    after the directory was made."""
     removed = []
     with contextlib.suppress(OSError):
         for path in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*_*"):
             owner = path.name[len(_PREFIX):].split("_", 1)[0]
-            if owner.isdigit() and path.is_dir() and not _alive(int(owner)):
+            if owner.isdigit() and path.is_dir() and not writer_alive(int(owner),
+                                                                      path.stat().st_ctime):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
     return removed

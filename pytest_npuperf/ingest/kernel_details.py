@@ -15,6 +15,7 @@ so is a header that names a column twice.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,12 @@ NON_COUNTER = frozenset({
     OUTPUT_FORMATS, "Context ID", "Device_id", "Model Name", "Infer ID",
 })
 NA_VALUES = ["", "N/A", "NA", "n/a", "NULL", "null", "None", "-", "nan", "NaN"]
+NA_VALUES += [f"{token}\t" for token in NA_VALUES]  # start times end with a TAB, N/A ones too
 DEFAULT_CHUNK_ROWS = 200_000
+MAX_TABLE_COLUMNS = 1024
+"""Real profiler tables have 21 columns plus a few dozen counters. Each column costs pandas a
+fixed overhead per chunk, and each counter becomes a database column: a header of 10^5
+columns is refused rather than parsed for minutes into a database header no reader accepts."""
 
 
 @dataclass
@@ -107,11 +113,18 @@ def find_kernel_details(path: str | Path) -> list[Path]:
     return found
 
 
+def check_column_count(path: Path, header: list[str]) -> None:
+    if len(header) > MAX_TABLE_COLUMNS:
+        raise ContractError(f"{path}: the header has {len(header):,} columns; a profiler table "
+                            f"has at most {MAX_TABLE_COLUMNS:,} (a corrupted or generated file?)")
+
+
 def read_kernel_header(path: Path) -> KernelTableHeader:
     info = KernelTableHeader(path=path, raw_columns=read_header(path))
     columns = info.columns
+    check_column_count(path, columns)
     present = set(columns)
-    twice = sorted({c for c in columns if c and columns.count(c) > 1})
+    twice = sorted(name for name, seen in Counter(columns).items() if name and seen > 1)
     if twice:
         raise ContractError(f"{path}: the header names column(s) {', '.join(map(clip, twice))} "
                             f"more than once; which one holds the data cannot be told")
@@ -126,6 +139,11 @@ def read_kernel_header(path: Path) -> KernelTableHeader:
     if all(k in present for k in LAUNCH_KEY):
         info.launch_key = LAUNCH_KEY + ((CONTEXT_ID,) if CONTEXT_ID in present else ())
     return info
+
+
+# What pandas' C parser says of a cell it cannot read as the float64 asked for (`1_000`
+# is "cannot safely convert ... object dtyped data").
+_BAD_NUMBER_TEXTS = ("could not convert", "Unable to parse", "cannot safely convert")
 
 
 @contextlib.contextmanager
@@ -143,7 +161,7 @@ def csv_read_errors(path: Path, locate_bad_number: Callable[[], None]) -> Iterat
     except OSError as exc:
         raise os_error(path, exc) from None
     except ValueError as exc:
-        if "could not convert" not in str(exc) and "Unable to parse" not in str(exc):
+        if not any(text in str(exc) for text in _BAD_NUMBER_TEXTS):
             raise
         locate_bad_number()
         raise ContractError(f"{path}: unparsable number: {clip(str(exc), 160)}") from None

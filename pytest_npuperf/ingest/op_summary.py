@@ -42,6 +42,7 @@ from ..db.columns import (
     OUTPUT_DTYPES,
     OUTPUT_SHAPES,
 )
+from ..db.csvfile import CsvLayout, scan_csv
 from ..db.database import walk_files
 from ..db.errors import CellError, ContractError, NpuperfError, clip
 from ..db.layout import normalize_kernel_type
@@ -51,6 +52,7 @@ from .kernel_details import (
     DEFAULT_CHUNK_ROWS,
     NA_VALUES,
     _bad_number,
+    check_column_count,
     csv_read_errors,
     existing_path,
 )
@@ -108,7 +110,7 @@ def _newest(files: list[Path]) -> tuple[list[Path], list[Path]]:
 
 
 def _listing(directory: Path, pattern: str) -> list[Path]:
-    return sorted(p for p in directory.glob(pattern) if p.is_file()) if directory.is_dir() else []
+    return sorted(p for p in directory.glob(pattern) if not p.is_dir()) if directory.is_dir() else []
 
 
 def _prof_source(root: Path) -> ProfileSource:
@@ -148,6 +150,9 @@ def _ascend_pt_source(root: Path) -> ProfileSource:
 def find_sources(path: str | Path) -> list[ProfileSource]:
     """Every run directory below `path` (or `path` itself), in path order."""
     path = existing_path(path)
+    if not path.is_file() and not path.is_dir():
+        raise NpuperfError(f"{path}: not a regular file (a FIFO or device?); give profiler "
+                           f"output: a directory or a summary file")
     if path.is_file():
         source = ProfileSource(path.parent, "files")
         if "msprof_tx" in path.name:
@@ -264,8 +269,10 @@ class _KernelReader:
         return lookup[codes]
 
     def add(self, path: Path, source: int, device_hint: int) -> None:
-        header = [h.strip() for h in read_header(path)]
-        raw = {h.strip(): h for h in read_header(path)}
+        names = read_header(path)
+        check_column_count(path, names)
+        header = [h.strip() for h in names]
+        raw = {h.strip(): h for h in names}
         type_col, start_col = _pick(header, TYPE_COLUMNS), _pick(header, START_COLUMNS)
         duration_col = _pick(header, DURATION_COLUMNS)
         missing = [names[0] for names, col in ((TYPE_COLUMNS, type_col), (START_COLUMNS, start_col),
@@ -283,25 +290,38 @@ class _KernelReader:
         text_cols = [type_col, *identity]
         numeric = [start_col, duration_col, *counters, *launch,
                    *([device_col] if device_col else [])]
-        # No byte scan first (as kernel_details.py does): these tables come from msprof, run
-        # to 10^6-10^7 rows, and the scan would double the read. A short record gets NaN in
-        # its missing fields (dropped when its time is missing), a long one or stray bytes in
-        # a number is a one-line error below.
+        layout = self._layout(path)
         wanted = [raw[c] for c in dict.fromkeys([*text_cols, *numeric])]
         dtypes = {raw[c]: str for c in text_cols}
         dtypes.update({raw[c]: "float64" for c in numeric})
         matrix_index = [COUNTERS.index(c) for c in counters]
-        with csv_read_errors(path, lambda: self._raise_bad_number(path, raw, numeric)):
+        with csv_read_errors(path, lambda: self._raise_bad_number(path, raw, numeric, layout)):
             reader = pd.read_csv(path, usecols=wanted, dtype=dtypes,
                                  encoding="utf-8-sig", chunksize=self.chunk_rows,
                                  keep_default_na=False, engine="c", index_col=False,
                                  na_values={raw[c]: NA_VALUES for c in numeric},
-                                 on_bad_lines="error")
+                                 skiprows=layout.skip or None, on_bad_lines="error")
             for chunk in reader:
                 chunk.columns = [c.strip() for c in chunk.columns]
                 self._chunk(chunk, source, device_hint, device_col, type_col, start_col,
                             duration_col, counters, matrix_index, identity, launch)
         self.files.append(path)
+
+    def _layout(self, path: Path) -> CsvLayout:
+        """The file's records by field count (the bytes checked first: no NUL byte, no absurd
+        line). A record with a field fewer than the header cannot be read: which field is
+        missing is unknown, and pandas would put every later value in the column before it
+        (`aic_mac_time` getting the ratio): such rows are skipped and said. One with more
+        fields is an error."""
+        layout = scan_csv(path, keep_skip=True)
+        if layout.long_count:
+            raise ContractError(f"{path}: {layout.describe('long')}: not an msprof export as "
+                                f"written (edited or concatenated?)")
+        if layout.short_count:
+            self.skipped += layout.short_count
+            self.notes.append(f"{path}: {layout.describe('short')}: skipped, their values "
+                              f"cannot be placed in their columns (truncated or edited export)")
+        return layout
 
     def _chunk(self, chunk: pd.DataFrame, source: int, device_hint: int, device_col: str | None,
                type_col: str, start_col: str, duration_col: str, counters: list[str],
@@ -338,19 +358,21 @@ class _KernelReader:
         self.parts.append(part if kept == n else {k: v[keep] for k, v in part.items()})
 
     @staticmethod
-    def _raise_bad_number(path: Path, raw: dict[str, str], numeric: list[str]) -> None:
+    def _raise_bad_number(path: Path, raw: dict[str, str], numeric: list[str],
+                          layout: CsvLayout) -> None:
         reader = pd.read_csv(path, usecols=lambda c: c in {raw[n] for n in numeric}, dtype=str,
                              encoding="utf-8-sig", chunksize=DEFAULT_CHUNK_ROWS,
-                             keep_default_na=False, index_col=False)
+                             keep_default_na=False, index_col=False,
+                             skiprows=layout.skip or None)
         offset = 0
         for chunk in reader:
             chunk.columns = [c.strip() for c in chunk.columns]
             for column in numeric:
                 position = _bad_number(chunk[column])
                 if position is not None:
+                    row = layout.data_row(offset + position + 1)
                     raise CellError(f"cannot read {clip(str(chunk[column].iloc[position]).strip())}"
-                                    f" as a number", column=column, row=offset + position + 1,
-                                    path=str(path))
+                                    f" as a number", column=column, row=row, path=str(path))
             offset += len(chunk)
 
     def table(self) -> KernelTable:

@@ -30,7 +30,7 @@ from ..db.columns import (
     profiling_counter,
 )
 from ..db.database import Database, walk_files
-from ..db.errors import NpuperfError
+from ..db.errors import ContractError, NpuperfError, clip
 from ..db.layout import OP_MAPPING_FILE, kernel_file_name
 from ..db.lock import DatabaseLock
 from ..db.merge import RowUpdate, apply_updates, format_number
@@ -175,6 +175,37 @@ def _clearing_stale_counters(frame, updates: dict[Signature, RowUpdate]
             for sig, u in updates.items()}
 
 
+def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
+    """Rows that held another parse's statistics: this profile's replace them whole (a
+    median cannot be combined from two medians), which the output says."""
+    if PROFILING_AVERAGE_DURATION not in table.frame.columns:
+        return []
+    durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
+    sources = (table.frame[PROFILING_SOURCE].tolist() if PROFILING_SOURCE in table.frame.columns
+               else [""] * len(durations))
+    positions = table.positions()
+    replaced = [p for sig in updates for p in positions.get(sig, ()) if durations[p].strip()]
+    if not replaced:
+        return []
+    earlier = _sources_text(sorted({sources[p] for p in replaced if sources[p].strip()}))
+    return [f"{table.name}: {len(replaced)} row(s) held profiling statistics of an earlier parse"
+            f"{f' ({earlier})' if earlier else ''}: replaced by this profile's, not combined "
+            f"(parse the profiles together to aggregate them as one)"]
+
+
+MAX_KERNEL_TYPES = 10_000
+"""A real profile has tens to hundreds of kernel types, each a file of the database (and a
+few milliseconds of writing): a Type column of 10^5 distinct names is a damaged table."""
+
+
+def _check_type_count(kernel_types) -> None:
+    if len(kernel_types) > MAX_KERNEL_TYPES:
+        shown = ", ".join(clip(name, 40) for name in sorted(kernel_types)[:3])
+        raise ContractError(f"the profile names {len(kernel_types):,} kernel types ({shown}, "
+                            f"...), more than the {MAX_KERNEL_TYPES:,} files one parse writes: "
+                            f"a damaged Type column? (parse fewer tables at a time otherwise)")
+
+
 def _check_file_names(kernel_types) -> None:
     """Two type names that sanitise to one file name would overwrite each other's rows."""
     owners: dict[str, list[str]] = defaultdict(list)
@@ -284,6 +315,7 @@ def parse_profiling(profiling_path: str | Path, database: str | Path | Place, *,
             identity=identity, values=_profiling_values(kernel, stamp),
             fill_empty=kernel.runtime)
     _check_file_names(by_type)
+    _check_type_count(by_type)
     if DISPATCH_FFN_COMBINE in by_type and ep_size is None:
         summary.notes.append("DispatchFFNCombine rows were parsed without --ep-size: their EP Size "
                              "is empty, so they match no database row that has one")
@@ -293,6 +325,8 @@ def parse_profiling(profiling_path: str | Path, database: str | Path | Place, *,
           else contextlib.nullcontext()) as tx:
         for kernel_type in sorted(by_type):
             table = db.get_or_new(kernel_type)
+            table.check_matchable("npuperf parse")
+            summary.notes += _replaced_profiles(table, by_type[kernel_type])
             updates = _clearing_stale_counters(table.frame, by_type[kernel_type])
             merged = apply_updates(table.frame, kernel_type, updates, add_new=True,
                                    signatures=table.signatures)

@@ -148,6 +148,7 @@ class Index(SameCall):
     """
 
     kernel_type = "Index"
+    variadic_inputs = True
     portable = "torch: advanced indexing"
     work = "0 flops; 2*numel(y)*bytes + numel(indices)*index_bytes"
 

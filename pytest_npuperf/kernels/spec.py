@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import torch
 
+from ..db.errors import CellError
 from . import catalog, implementations
 from .cache_state import Rotation, cycling, input_sets, plan
 from .case import KernelCase, TensorSlot
@@ -106,6 +107,9 @@ class KernelSpec(ABC):
     # order among (near-)equal scores depends on the device's arithmetic. --npuperf-verify
     # compares them sorted.
     unordered_outputs: ClassVar[tuple[int, ...]] = ()
+    # A kernel that takes any number of inputs past its layout (Index: one index tensor per
+    # indexed dim) says so; any other row listing tensors past the layout is refused.
+    variadic_inputs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Metadata a subclass does not set itself comes from its catalog entry."""
@@ -137,8 +141,10 @@ class KernelSpec(ABC):
         device's default: the NPU operator on an NPU, the portable path elsewhere); with
         `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py)."""
         impl = impl or default_name(backend.kind)
+        self._check_extra_inputs(case)
         self.check(case)
         self._check_runnable(case, backend, impl)
+        check_memory(case, backend)
         generator = generator_for(case, backend.device)
         tensors = self.build_inputs(case, backend, generator)
         rotation = plan(cache, tensors, self.streamed, backend.l2_cache_bytes())
@@ -214,6 +220,15 @@ class KernelSpec(ABC):
                 raise case.error(f"{case.kernel_type} runs from vllm-ascend's custom operators: "
                                  + "; ".join(missing), column=None)
 
+    def _check_extra_inputs(self, case: KernelCase) -> None:
+        """A row listing tensors past the kernel's layout would be measured without them, and
+        get a duration that is not its own (whatever the spec's own `check` looks at)."""
+        extra = [slot for slot in case.inputs[len(self.inputs):] if slot.present]
+        if extra and not self.variadic_inputs:
+            raise case.error(f"{case.kernel_type}: {len(case.inputs):,} input slots, "
+                             f"{len(extra):,} of them with a shape beyond the {len(self.inputs)} "
+                             f"this kernel takes")
+
     def check(self, case: KernelCase) -> None:
         """Raise `case.error(...)` when the row cannot describe a call of this kernel."""
         needed = [i for i, slot in enumerate(self.inputs) if not slot.optional]
@@ -263,6 +278,29 @@ class KernelSpec(ABC):
         """The bytes of a call on these inputs, where they depend on the values (the experts
         a grouped GEMM's tokens went to); `bytes_moved` otherwise."""
         return self.bytes_moved(case)
+
+
+def check_memory(case: KernelCase, backend) -> None:
+    """Skip a row whose tensors do not fit in the memory the device has left, before anything
+    is allocated: on a host, Linux would hand the memory out and its OOM killer end the whole
+    session once the pages are written. Counted: every input and output slot, plus the
+    float32 staging copy of the largest input that random data is drawn in."""
+    available = backend.available_memory()
+    if available is None:
+        return
+    try:
+        needed = case.io_bytes
+    except CellError:
+        return  # an unknown dtype: building the tensors says so, naming the cell
+    needed += max((slot.numel * 4 for slot in case.inputs if slot.present), default=0)
+    if needed > available:
+        raise ReplaySkipped(f"{case.kernel_type}: its tensors need {_gib(needed)} and "
+                            f"{backend.kind} has {_gib(available)} available; nothing was "
+                            f"allocated")
+
+
+def _gib(size: float) -> str:
+    return f"{size / 2 ** 30:,.1f} GiB"
 
 
 class SameCall(KernelSpec):

@@ -51,8 +51,29 @@ class SamplingPolicy:
             raise ValueError(f"statistic must be one of {STATISTICS}, not {self.statistic!r}")
         if self.min_samples < 1 or self.max_samples < self.min_samples:
             raise ValueError("need 1 <= min samples <= max samples")
-        if self.warmup < 0 or self.warmup_time_s < 0 or self.budget_s <= 0 or self.precision <= 0:
-            raise ValueError("warmup and warmup time must be >= 0, budget and precision > 0")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be a count >= 0, got {self.warmup}")
+        # `nan <= 0` is False: each bound is asked the way round that NaN fails.
+        for name, value, least in (("warmup time", self.warmup_time_s, 0.0),
+                                   ("min time", self.min_time_s, 0.0),
+                                   ("budget", self.budget_s, None),
+                                   ("precision", self.precision, None)):
+            if not (_finite(value) and (value > 0 if least is None else value >= least)):
+                bound = "> 0" if least is None else ">= 0"
+                raise ValueError(f"{name} must be a finite number {bound}, got {value}")
+
+
+def _finite(value: float) -> bool:
+    return value == value and value not in (float("inf"), float("-inf"))
+
+
+def case_timeout(value: float) -> float | None:
+    """`--npuperf-case-timeout`: seconds (None for 0, no timeout); ValueError for a negative,
+    infinite or NaN value, which would otherwise silently mean no timeout."""
+    if not (_finite(value) and value >= 0):
+        raise ValueError(f"case timeout must be a finite number of seconds >= 0 (0: none), "
+                         f"got {value}")
+    return value or None
 
 # --npuperf-regression-threshold: the minimum effect (a fraction of the baseline's median)
 # for a case to be called SLOWER or FASTER (history/compare.py).

@@ -25,6 +25,7 @@ format, is a one-line data error (ContractError).
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import json
 import os
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..db.errors import ContractError, os_error
+from ..db.files import open_binary
 from ..measure.result import CaseResult
 from ..measure.stats import SampleStats
 
@@ -173,10 +175,55 @@ def _decode(column: Any, count: int, columns: dict[str, Any]) -> list:
     return values
 
 
+_NUMBER = (int, float)
+_KINDS = {"str": (str,), "int": (int,), "float": _NUMBER, "dict": (dict,), "list": (list,),
+          "SampleStats": (dict,)}
+_ITEMS = {"float]": _NUMBER, "int]": (int,)}  # list[float], dict[str, int], ...
+
+
+def _checker(annotation: str):
+    """A test of one JSON value against a field's annotation (`float | None`,
+    `dict[str, float]`): its kind, null where allowed, the items' kind where it is said."""
+    parts = [p.strip() for p in annotation.split("|")]
+    nullable = "None" in parts
+    main = parts[0]
+    kinds = _KINDS.get(main.split("[")[0], (object,))
+    items = next((k for tail, k in _ITEMS.items() if main.endswith(tail)), None)
+
+    def fits(value: Any) -> bool:
+        if value is None:
+            return nullable
+        if isinstance(value, bool) and bool not in kinds:  # JSON true is no number
+            return False
+        if not isinstance(value, kinds):
+            return False
+        if items is None:
+            return True
+        inner = value.values() if isinstance(value, dict) else value
+        return all(isinstance(v, items) and not isinstance(v, bool) for v in inner)
+    return fits
+
+
+_FITS = {f.name: _checker(str(f.type)) for f in dataclasses.fields(CaseResult)}
+_FITS.update({f"stats.{f.name}": _checker(f"{f.type} | None")
+              for f in dataclasses.fields(SampleStats)})
+
+
+def _check_types(name: str, values: list) -> None:
+    fits = _FITS.get(name)
+    if fits is None:
+        return  # a column of another version: dropped
+    bad = next((v for v in values if not fits(v)), _FITS)
+    if bad is not _FITS:
+        raise _Damaged(f"column {name!r} holds {json.dumps(bad)[:40]}, not a value of its type")
+
+
 def _profiles(columns: dict[str, Any], count: int) -> list[dict]:
     if _PROFILE not in columns:
         return [{} for _ in range(count)]
     keys = _decode(columns[_PROFILE], count, columns)
+    if not all(isinstance(k, list) and all(isinstance(n, str) for n in k) for k in keys):
+        raise _Damaged(f"column {_PROFILE!r} holds something else than lists of key names")
     key_sets = set(map(tuple, keys))
     values = {k: _decode(columns[_PROFILE + k], count, columns)
               for k in dict.fromkeys(k for ks in key_sets for k in ks)}
@@ -186,13 +233,21 @@ def _profiles(columns: dict[str, Any], count: int) -> list[dict]:
     return [{k: values[k][i] for k in ks} for i, ks in enumerate(keys)]
 
 
+def _decoded(name: str, columns: dict[str, Any], count: int) -> list:
+    values = _decode(columns[name], count, columns)
+    _check_types(name, values)
+    return values
+
+
 def _results(block: dict[str, Any]) -> list[CaseResult]:
     count = block["count"]
     columns = block["columns"]
-    decoded = {name: _decode(column, count, columns) for name, column in columns.items()
+    if not isinstance(count, int) or isinstance(count, bool) or not isinstance(columns, dict):
+        raise _Damaged("a block needs a whole count and a columns object")
+    decoded = {name: _decoded(name, columns, count) for name in columns
                if not name.startswith((_PROFILE, "stats."))}
     if "stats.samples" in columns:
-        parts = [_decode(columns[f"stats.{n}"], count, columns) if f"stats.{n}" in columns
+        parts = [_decoded(f"stats.{n}", columns, count) if f"stats.{n}" in columns
                  else itertools.repeat(_STATS_DEFAULTS[n]) for n in _STATS]
         decoded["stats"] = [None if row[0] is None else SampleStats(*row) for row in zip(*parts)]
     decoded["profile"] = _profiles(columns, count)
@@ -211,7 +266,7 @@ def _results(block: dict[str, Any]) -> list[CaseResult]:
 
 def _lines(path: Path) -> Iterator[tuple[int, dict]]:
     try:
-        with open(path, encoding="utf-8") as handle:
+        with io.TextIOWrapper(open_binary(path, "a hand-off file"), encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
                     try:
@@ -223,6 +278,9 @@ def _lines(path: Path) -> Iterator[tuple[int, dict]]:
                         raise ContractError(f"{path}: line {number} is not a JSON object; the "
                                            f"hand-off is damaged")
                     yield number, data
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path}: not UTF-8 text (offset {exc.start}); the hand-off is "
+                            f"damaged") from None
     except OSError as exc:
         raise os_error(path, exc) from None
 
@@ -238,7 +296,11 @@ def read_handoff(path: Path) -> Handoff:
                         f"not an npuperf hand-off (schema {schema!r})")
                 raise ContractError(f"{path}: {what}; this version reads {HANDOFF_SCHEMA}: "
                                    f"backfill it with the npuperf version that ran it")
-            handoff.session = dict(data.get("session") or {})
+            session = data.get("session") or {}
+            if not isinstance(session, dict):
+                raise ContractError(f"{path}: line 1: the session is not a JSON object; the "
+                                    f"hand-off is damaged")
+            handoff.session = dict(session)
             continue
         try:
             handoff.results += _results(data)

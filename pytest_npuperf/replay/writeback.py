@@ -344,19 +344,44 @@ def _add_new_source_rows(own: Table, seeded: pd.DataFrame, source: Table) -> int
     return len(new)
 
 
+class _Routes:
+    """Where results land, per file: `best[sig]`, the result every row of a signature gets;
+    `own[position]`, the result of the case collected from that row, where the row is still
+    there; `unparsed[position]`, results of rows whose cells cannot be parsed (no signature)."""
+
+    def __init__(self) -> None:
+        self.best: dict[Signature, CaseResult] = {}
+        self.own: dict[int, CaseResult] = {}
+        self.unparsed: dict[int, CaseResult] = {}
+
+    def groups(self, index: dict[Signature, list[int]]) -> list[tuple[CaseResult, list[int]]]:
+        """(result, row positions) to write: each signature's best result on its rows, except
+        a row whose own case ended otherwise (it failed beside a passing duplicate of the same
+        signature), which gets its own result: a failure is never written as `ok`."""
+        groups = []
+        for sig, best in self.best.items():
+            shared = []
+            for position in index.get(sig, ()):
+                mine = self.own.get(position)
+                if mine is not None and mine.status != best.status:
+                    groups.append((mine, [position]))
+                else:
+                    shared.append(position)
+            if shared:
+                groups.append((best, shared))
+        return groups
+
+
 def _route(results: Iterable[CaseResult], collected: dict[str, Table],
-           targets: dict[str, _Target], notes: list[str]) -> tuple[dict[str, dict[Signature, CaseResult]],
-                                      dict[str, dict[int, CaseResult]]]:
-    """file -> signature -> the result that lands there; and, for rows whose cells cannot be
-    parsed (no signature), file -> row position -> result.
+           targets: dict[str, _Target], notes: list[str]) -> dict[str, _Routes]:
+    """file -> where its results land (`_Routes`).
 
     A result names the row it was collected from (file, position) and carries the short hash
     of that row's signature: the signature is taken from the collection snapshot, checked
     against the hash, and matched in the table being written (which may have been read again).
     """
     family_files = [n for n, t in targets.items() if len(same_call_types(t.kernel_type)) > 1]
-    routed: dict[str, dict[Signature, CaseResult]] = defaultdict(dict)
-    by_position: dict[str, dict[int, CaseResult]] = defaultdict(dict)
+    routes: dict[str, _Routes] = defaultdict(_Routes)
     stale = 0
     for result in results:
         if result.status == STATUS_SKIPPED:
@@ -371,7 +396,7 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
             target = targets.get(result.file)
             if sig is None and target is not None and position < len(target.table.signatures) \
                     and target.table.signatures[position] is None:
-                by_position[result.file][position] = result
+                routes[result.file].unparsed[position] = result
             continue
         if sig is None or source.checks()[position] != result.signature:
             stale += 1
@@ -386,12 +411,16 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
             name = alias or name
         if name not in targets or sig not in targets[name].table.positions():
             continue
-        if _better(result, routed[name].get(sig)):
-            routed[name][sig] = result
+        route = routes[name]
+        if _better(result, route.best.get(sig)):
+            route.best[sig] = result
+        written = targets[name].table.signatures
+        if name == result.file and position < len(written) and written[position] == sig:
+            route.own[position] = result
     if stale:
         notes.append(f"{stale} result(s) no longer match the row they were collected from "
                      f"(the file changed during the session); they were not written")
-    return routed, by_position
+    return routes
 
 
 def _shape_text(frame: pd.DataFrame, position: int) -> str:
@@ -416,7 +445,7 @@ def _empty_rows(frame: pd.DataFrame) -> list[bool]:
 
 
 def _prune(target: _Target, outcome: FileOutcome, measured: set[Signature],
-           empty_before: list[bool], notes: list[str]) -> None:
+           empty_before: list[bool], notes: list[str], failed_rows: set[int]) -> None:
     """Delete the rows this session measured (a case that ran and did not fail) that had no
     duration before the run and still have none. A row whose case failed, errored, timed out
     or crashed keeps its row (with its status), as do rows not selected and rows without a
@@ -424,8 +453,9 @@ def _prune(target: _Target, outcome: FileOutcome, measured: set[Signature],
     table = target.table
     frame = table.frame
     empty_after = _empty_rows(frame)
-    drop = [before and after and sig is not None and sig in measured
-            for before, after, sig in zip(empty_before, empty_after, table.signatures)]
+    drop = [before and after and sig is not None and sig in measured and i not in failed_rows
+            for i, (before, after, sig) in enumerate(zip(empty_before, empty_after,
+                                                         table.signatures))]
     if not any(drop):
         return
     positions = [i for i, d in enumerate(drop) if d]
@@ -521,10 +551,10 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
                 f"device's replay (profile the model here: npuperf profile --parse-into "
                 f"{target})")
         targets = _load_targets(snapshot, target, native, own)
-        routed, by_position = _route(results, collected, targets, outcome.notes)
+        routes = _route(results, collected, targets, outcome.notes)
         for name, target_file in targets.items():
-            _update(target_file, routed.get(name, {}), by_position.get(name, {}), outcome,
-                    run_id=run_id, prune_empty=prune_empty)
+            _update(target_file, routes.get(name) or _Routes(), outcome, run_id=run_id,
+                    prune_empty=prune_empty)
         if tx is not None:
             _stage(tx, source, target, native, targets)  # type: ignore[arg-type]
             outcome.notes[:0] = tx.notes
@@ -537,8 +567,7 @@ def _profiled(database: Database) -> bool:
                for v in _durations(t.frame, PROFILING_AVERAGE_DURATION))
 
 
-def _update(target: _Target, routed: dict[Signature, CaseResult],
-            positions: dict[int, CaseResult], outcome: BackfillOutcome, *, run_id: str,
+def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_id: str,
             prune_empty: bool) -> None:
     table = target.table
     file_outcome = FileOutcome(file=table.name, kernel_type=table.kernel_type)
@@ -547,28 +576,27 @@ def _update(target: _Target, routed: dict[Signature, CaseResult],
         outcome.notes.append(f"{table.name}: {target.grew} row(s) new in the source database "
                              f"were added to this device's copy")
     empty_before = _empty_rows(table.frame) if prune_empty else []
-    updated_sigs: set[Signature] = set()
-    index = table.positions()
-    for sig, result in routed.items():
-        rows = len(index.get(sig, ()))
+    updated_sigs = {sig for sig, r in routes.best.items() if r.status == STATUS_OK}
+    groups = routes.groups(table.positions())
+    for result, rows in groups:
         if result.status == STATUS_OK:
-            file_outcome.updated += rows
-            updated_sigs.add(sig)
+            file_outcome.updated += len(rows)
         else:
-            file_outcome.failed += rows
-    if routed:
-        results = list(routed.values())
+            file_outcome.failed += len(rows)
+    if groups:
+        results = [result for result, _ in groups]
         columns = _columns(results, run_id)
         columns.update(_counter_columns(results))
         table.frame = set_columns(table.frame, table.kernel_type, columns,
-                                  [index.get(sig, ()) for sig in routed])
+                                  [rows for _, rows in groups])
         target.changed = True
-    if positions:
-        _set_status_by_position(target, positions, run_id)
-        file_outcome.failed += len(positions)
+    if routes.unparsed:
+        _set_status_by_position(target, routes.unparsed, run_id)
+        file_outcome.failed += len(routes.unparsed)
     if prune_empty:
-        measured = {sig for sig, r in routed.items() if r.status not in FAILING_STATUSES}
-        _prune(target, file_outcome, measured, empty_before, outcome.notes)
+        measured = {sig for sig, r in routes.best.items() if r.status not in FAILING_STATUSES}
+        failed = {p for p, r in routes.own.items() if r.status in FAILING_STATUSES}
+        _prune(target, file_outcome, measured, empty_before, outcome.notes, failed)
     _summarize(target, file_outcome, updated_sigs, outcome)
     outcome.files.append(file_outcome)
 
