@@ -177,7 +177,7 @@ def _decode(column: Any, count: int, columns: dict[str, Any]) -> list:
 
 _NUMBER = (int, float)
 _KINDS = {"str": (str,), "int": (int,), "float": _NUMBER, "dict": (dict,), "list": (list,),
-          "SampleStats": (dict,)}
+          "bool": (bool,), "SampleStats": (dict,)}
 _ITEMS = {"float]": _NUMBER, "int]": (int,)}  # list[float], dict[str, int], ...
 
 
