@@ -483,7 +483,7 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signatur
             run.gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
                                    _shape_text(frame, position), int(counts[position] or 0),
                                    std / prof[position] if std is not None else math.nan))
-    outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed, 0)
+    outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed - outcome.flagged, 0)
 
 
 def backfill(source: Path, target: Path | None, results: list[CaseResult], *, native: bool,
@@ -550,8 +550,10 @@ def _update(target: _Target, routed: dict[Signature, CaseResult],
         if result.status == STATUS_OK:
             file_outcome.updated += rows
             updated_sigs.add(sig)
-        else:
+        elif result.status in FAILING_STATUSES:
             file_outcome.failed += rows
+        else:
+            file_outcome.flagged += rows
     if routed:
         results = list(routed.values())
         columns = _columns(results, run_id)
@@ -561,7 +563,9 @@ def _update(target: _Target, routed: dict[Signature, CaseResult],
         target.changed = True
     if positions:
         _set_status_by_position(target, positions, run_id)
-        file_outcome.failed += len(positions)
+        file_outcome.failed += sum(1 for r in positions.values() if r.status in FAILING_STATUSES)
+        file_outcome.flagged += sum(1 for r in positions.values()
+                                    if r.status not in FAILING_STATUSES)
     if prune_empty:
         measured = {sig for sig, r in routed.items() if r.status not in FAILING_STATUSES}
         _prune(target, file_outcome, measured, empty_before, outcome.notes)

@@ -124,7 +124,9 @@ def _overview(outcome: BackfillOutcome, hotspot_count: int) -> str:
         ["Rows added", totals["added"]],
         ["Rows deleted", totals["deleted"]],
         ["Rows unchanged", totals["unchanged"]],
-        ["Rows with a failed case", totals["failed"]],
+        ["Rows with a failing case (failed, error, timeout, crashed)", totals["failed"]],
+        ["Rows with a flagged or skipped case (noisy, suspect, unattributed, skipped)",
+         totals["flagged"]],
         ["Duplicate signatures", totals["duplicates"]],
         ["Rows with no measurement", totals["missing"]],
         ["Rows compared with profiling", len(outcome.gaps)],
@@ -135,12 +137,12 @@ def _overview(outcome: BackfillOutcome, hotspot_count: int) -> str:
 
 
 def _update_summary(files: list[FileOutcome]) -> str:
-    keys = ("updated", "added", "deleted", "unchanged", "failed", "missing")
+    keys = ("updated", "added", "deleted", "unchanged", "failed", "flagged", "missing")
     rows: list[list[object]] = [[f.kernel_type, *(getattr(f, k) for k in keys)] for f in files]
     if len(files) > 1:
         rows.append(["**Total**", *(sum(getattr(f, k) for f in files) for k in keys)])
-    return md_table(["Operator", "Updated", "Added", "Deleted", "Unchanged", "Failed", "Missing"],
-                    rows, right=range(1, 7))
+    return md_table(["Operator", "Updated", "Added", "Deleted", "Unchanged", "Failing", "Flagged",
+                     "Missing"], rows, right=range(1, 8))
 
 
 def _examples(files: list[FileOutcome], category: str, count_field: str) -> str:
