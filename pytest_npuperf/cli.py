@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .cli_args import add_db, add_renamed, add_threshold
 from .db.errors import NpuperfError
 from .db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
 
@@ -40,12 +41,12 @@ def _ep_size(text: str) -> str:
 
 def _add_database_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "database", "where the database is: --database-path, or --device with the versions "
+        "database", "where the database is: --db, or --device with the versions "
                     "(versions not given are detected from the installed torch, vllm-ascend "
                     "and CANN)")
-    group.add_argument("--database-path", type=Path, metavar="DIR",
-                       help="the version directory to write, e.g. data/ATLAS_800_A3_752T_128G_DIE/"
-                            "vllm_ascend/vllm0.18.0_torch2.9.0_cann8.5")
+    add_db(group, "--database-path",
+           help="the version directory to write (created when missing), e.g. data/"
+                "ATLAS_800_A3_752T_128G_DIE/vllm_ascend/vllm0.18.0_torch2.9.0_cann8.5")
     group.add_argument("--database-root", type=Path, default=Path("data"), metavar="ROOT",
                        help="root holding <DEVICE>/vllm_ascend/<VERSION>/ (default: ./data)")
     group.add_argument("--device", metavar="D",
@@ -59,10 +60,10 @@ def _add_database_options(parser: argparse.ArgumentParser) -> None:
 
 def database_from_args(args: argparse.Namespace) -> Path:
     device = args.device
-    if args.database_path is None and device is None and (
+    if args.db is None and device is None and (
             args.vllm_version or args.torch_version or args.cann_version):
         device = DEFAULT_DEVICE
-    return resolve_database_dir(args.database_path, root=args.database_root, device=device,
+    return resolve_database_dir(args.db, root=args.database_root, device=device,
                                 vllm=args.vllm_version, torch=args.torch_version,
                                 cann=args.cann_version)
 
@@ -70,7 +71,7 @@ def database_from_args(args: argparse.Namespace) -> Path:
 def cmd_parse(args: argparse.Namespace) -> int:
     from .ingest.parse import parse_profiling
 
-    summary = parse_profiling(args.profiling_path, _parse_target(args), ep_size=args.ep_size,
+    summary = parse_profiling(args.profile, _parse_target(args), ep_size=args.ep_size,
                               dry_run=args.dry_run, chunk_rows=args.chunk_rows,
                               show_progress=not args.quiet, strict=args.strict)
     print(summary.render())
@@ -80,7 +81,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 def _parse_target(args: argparse.Namespace):
     """The database to parse into: named on the command line, else (no --device and no
     versions) found from the device the traces were taken on."""
-    if args.database_path is not None or args.device is not None:
+    if args.db is not None or args.device is not None:
         return database_from_args(args)
 
     def place(trace_device: str | None) -> Path:
@@ -112,10 +113,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
                            f"nothing was written")
     trace = Path(done.stdout.strip().splitlines()[-1])
     print(f"trace written: {trace}")
-    if args.parse_into is not None:
+    if args.db is not None:
         from .ingest.parse import parse_profiling
 
-        print(parse_profiling(trace, args.parse_into, show_progress=not args.quiet).render())
+        print(parse_profiling(trace, args.db, show_progress=not args.quiet).render())
     return EXIT_OK
 
 
@@ -124,8 +125,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from .run.from_profile import FinishOptions, backfill_profile
 
     finish = FinishOptions(history=history_path(args.history), baseline=args.baseline,
-                           threshold=args.regression_threshold, figures=not args.no_figures)
-    lines, code = backfill_profile(args.prof_path, args.database_path,
+                           threshold=args.threshold, figures=not args.no_figures)
+    lines, code = backfill_profile(args.profile, args.db,
                                    update_mode=args.update_mode,
                                    prune_empty=args.prune_empty_duration_rows,
                                    dry_run=args.dry_run, statistic=args.statistic, finish=finish)
@@ -137,7 +138,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .db.validate import validate_path
 
-    reports = validate_path(args.path, consumer=args.consumer)
+    paths = [*args.paths, *([args.db] if args.db is not None else [])]
+    if not paths:
+        raise NpuperfError("give the database to check: --db DIR (or one or more paths)")
+    reports = [report for path in paths for report in validate_path(path, consumer=args.consumer)]
     failed = [r for r in reports if not r.ok]
     for report in reports:
         if args.quiet and report.ok and not report.warnings:
@@ -157,7 +161,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
     from .kernels.extensions import load_entry_points
 
     load_entry_points()  # kernel types packages add have replays too
-    summary = run_grid(args.data_dir, args.kernels, config_path=args.config,
+    summary = run_grid(args.db, args.kernels, config_path=args.config,
                        target_models=args.target_models, model_file=args.model_file,
                        rows=args.rows, seed=args.seed, max_hbm_gb=args.max_hbm_gb,
                        dry_run=args.dry_run, show_progress=not args.quiet)
@@ -222,7 +226,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from .history.merging import merge_sources
 
-    print(merge_sources(args.sources, history=args.history, database=args.database,
+    if args.db is not None and not args.dry_run:
+        args.db.mkdir(parents=True, exist_ok=True)
+    print(merge_sources(args.sources, history=args.history, database=args.db,
                         dry_run=args.dry_run))
     return EXIT_OK
 
@@ -230,7 +236,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_comm_validate(args: argparse.Namespace) -> int:
     from .comm.model_check import render_markdown, validate_dir
 
-    result = validate_dir(args.csv_dir, args.tolerance)
+    result = validate_dir(args.db, args.tolerance)
     text = render_markdown(result)
     print(text, end="")
     if args.report:
@@ -243,7 +249,7 @@ def cmd_comm_validate(args: argparse.Namespace) -> int:
 def cmd_import_nccl_tests(args: argparse.Namespace) -> int:
     from .comm.log_import import import_logs
 
-    print(import_logs(args.logs, args.database_path, op=args.op, num_devices=args.num_devices,
+    print(import_logs(args.logs, args.db, op=args.op, num_devices=args.num_devices,
                       topology_tier=args.topology_tier, grid_shape=args.grid_shape,
                       dtype=args.dtype, dry_run=args.dry_run, version_dirs=args.version_dir))
     return EXIT_OK
@@ -277,11 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "appended, nothing else is touched. A trace's operator calls become rows "
                     "of the kernel types its database's op_mapping.yaml maps them to, each with "
                     "the device time of the kernels it launched; what maps to nothing is listed "
-                    "with its share of the trace's device time. Without --database-path or "
-                    "--device, a trace's rows go to the database of the device it was taken on.")
-    parse.add_argument("--profiling-path", type=Path, required=True, metavar="PATH",
-                       help="a kernel_details*.csv, a trace (.json), or a directory searched "
-                            "recursively for both (several ranks and runs)")
+                    "with its share of the trace's device time. Without --db or "
+                    "--device, a trace's rows go to the database of the device it was taken on.",
+        epilog="example: npuperf parse --profile run1/ run2/kernel_details.csv --db DIR")
+    add_renamed(parse, "--profile", "--profiling-path", type=Path, required=True, nargs="+",
+                metavar="PATH", help="one or more kernel_details*.csv, traces (.json), or "
+                                     "directories searched recursively for both (several "
+                                     "ranks and runs)")
     _add_database_options(parse)
     parse.add_argument("--ep-size", metavar="N", type=_ep_size,
                        help="EP Size to record for DispatchFFNCombine rows (part of their "
@@ -305,8 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "directory). The whole workload runs --warmup times untraced first, then "
                     "--steps times profiled: a model's first calls pay for allocation and "
                     "kernel selection, its steady state is what the database is for. The trace "
-                    "is what `npuperf parse` reads; --parse-into does both.",
-        epilog="example: npuperf profile --parse-into DIR -- python my_model.py --batch 8")
+                    "is what `npuperf parse` reads; --db does both.",
+        epilog="example: npuperf profile --db DIR -- python my_model.py --batch 8")
     profile.add_argument("--out", type=Path, metavar="PATH",
                          help="where the trace goes (default: npuperf-out/traces/"
                               "<script>_<time>.json; an NPU profile is a directory)")
@@ -316,8 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="untraced runs of the workload first (default 1)")
     profile.add_argument("--steps", type=_positive_int, default=1, metavar="N",
                          help="profiled runs (default 1)")
-    profile.add_argument("--parse-into", type=Path, metavar="DIR",
-                         help="then parse the trace into this database version directory")
+    add_db(profile, "--parse-into",
+           help="then parse the trace into this database version directory (created when "
+                "missing)")
     profile.add_argument("--quiet", action="store_true", help="no progress lines")
     profile.add_argument("command", nargs=argparse.REMAINDER,
                          help="-- python SCRIPT [ARGS], or -- python -m MODULE [ARGS]")
@@ -334,11 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "against its calls and kernel types); markers alone name the cases; "
                     "without either, kernels are matched to rows by kernel type and "
                     "signature. Nothing is written on a failure.")
-    fill.add_argument("--prof-path", type=Path, required=True, metavar="DIR",
-                      help="profiler output: a run directory, a PROF_* or *_ascend_pt "
-                           "directory, or a directory holding them")
-    fill.add_argument("--database-path", type=Path, required=True, metavar="DIR",
-                      help="the database version directory to write")
+    add_renamed(fill, "--profile", "--prof-path", type=Path, required=True, metavar="DIR",
+                help="profiler output: a run directory, a PROF_* or *_ascend_pt directory, "
+                     "or a directory holding them")
+    add_db(fill, "--database-path", required=True,
+           help="the database version directory to write (it must hold the rows to fill)")
     fill.add_argument("--update-mode", choices=("all", "missing-only"), default="all",
                       help="all rows the profile measured, or only rows without a valid "
                            "Average Duration(us) (default: all)")
@@ -357,9 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="judge each case against a baseline, as --npuperf-baseline: last, a "
                            "run id, a history file or a run_<stamp>.json; a case found SLOWER "
                            "makes the exit status 1")
-    fill.add_argument("--regression-threshold", type=_threshold, default=0.05, metavar="F",
-                      help="minimum effect for SLOWER/FASTER, a fraction of the baseline's "
-                           "median (default: 0.05, 5 %%)")
+    add_threshold(fill, "--regression-threshold", type=_threshold, default=0.05)
     fill.add_argument("--no-figures", action="store_true",
                       help="draw no figures in the html report")
     fill.set_defaults(func=cmd_backfill)
@@ -372,7 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "is wrong. What the simulator reading the database would miss "
                     "(op_mapping.yaml, cells it cannot parse, spellings it does not match) is "
                     "printed as warnings; --consumer makes them problems.")
-    validate.add_argument("path", type=Path, help="a database directory or one CSV file")
+    validate.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                          help="database directories or CSV files (or --db)")
+    add_db(validate, help="the database to check (a version directory or a root holding "
+                          "several)")
     validate.add_argument("--quiet", action="store_true",
                           help="list only files with problems or warnings")
     validate.add_argument("--consumer", action="store_true",
@@ -391,8 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--rows per kernel type with a fixed seed, and append them as theory rows "
                     "(identity cells, no measurements). Running the same command twice adds "
                     "nothing the second time.")
-    grid.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
-                      help="the database (version) directory to add rows to; it must exist")
+    add_db(grid, "--data-dir", required=True,
+           help="the database (version) directory to add rows to (created when missing)")
     grid.add_argument("--config", metavar="FILE",
                       help="grid configuration YAML, or a packaged one by name: default "
                            "(all kernel types), embedded_db (the embedded default database)")
@@ -474,9 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "history file (its newest run) or a run_<stamp>.json")
     compare.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
                          help=f"where run ids and last are looked up (default: {default_history})")
-    compare.add_argument("--threshold", type=_threshold, default=0.05, metavar="F",
-                         help="minimum effect, a fraction of the baseline's median (default: "
-                              "0.05, 5 %%)")
+    add_threshold(compare, type=_threshold, default=0.05)
     compare.add_argument("--all", action="store_true",
                          help="list SAME and NEW cases too (default: SLOWER, FASTER, UNCERTAIN)")
     compare.add_argument("--csv", action="store_true", help="print CSV, one row per case")
@@ -492,9 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "--history, as runs: a run already there is updated, never duplicated).")
     merge.add_argument("sources", nargs="+", type=Path, metavar="SOURCE",
                        help="database directories, history files (*.sqlite) and run JSONs")
-    merge.add_argument("--database", type=Path, metavar="DIR",
-                       help="the database version directory the database sources merge into "
-                            "(it must exist: e.g. a copy of one shard's)")
+    add_db(merge, "--database",
+           help="the database version directory the database sources merge into (created "
+                "when missing: then it holds the union of the sources)")
     merge.add_argument("--history", type=Path, metavar="FILE",
                        help="the history file the histories and run JSONs merge into (created "
                             "when missing)")
@@ -514,8 +522,8 @@ def _add_comm_commands(sub) -> None:
                     "measured/predicted lies in [1/T, T], WARN within [1/(2T), 2T], FAIL "
                     "beyond. Prints a markdown report; exit status 1 on any FAIL or unreadable "
                     "row.")
-    check.add_argument("--csv-dir", type=Path, required=True, metavar="DIR",
-                       help="the directory holding hcom_*.csv, e.g. data/<DEVICE>/hccl/v8.5")
+    add_db(check, "--csv-dir", required=True,
+           help="the directory holding hcom_*.csv, e.g. data/<DEVICE>/hccl/v8.5")
     check.add_argument("--tolerance", type=float, default=2.0, metavar="T",
                        help="ratio band of a PASS (default: 2)")
     check.add_argument("--report", type=Path, metavar="FILE",
@@ -530,9 +538,9 @@ def _add_comm_commands(sub) -> None:
                     "directory: a row already there for the same message_bytes, num_devices, "
                     "dtype and topology_tier is replaced, everything else is kept.")
     imp.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="benchmark output files")
-    imp.add_argument("--database-path", type=Path, required=True, metavar="DIR",
-                     help="the hcom table directory to write, <root>/<DEVICE>/hccl/<version>, "
-                          "e.g. data/CUDA_NVIDIA_H100_80GB_HBM3/hccl/vnccl2.21.5")
+    add_db(imp, "--database-path", required=True,
+           help="the hcom table directory to write (created when missing), <root>/<DEVICE>/"
+                "hccl/<version>, e.g. data/CUDA_NVIDIA_H100_80GB_HBM3/hccl/vnccl2.21.5")
     imp.add_argument("--op", help="the collective, when neither the log's command line nor its "
                                   "file name says (all_reduce, all_gather, reduce_scatter, "
                                   "all_to_all, broadcast)")

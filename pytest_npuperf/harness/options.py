@@ -90,7 +90,7 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("baseline", "str", None, "compare each case's samples with a baseline: last (each case's "
      "newest earlier measurement on this device), last-good (the same in passed runs), a run "
      "id, a history file or a run_<stamp>.json; a case found SLOWER fails", None),
-    ("regression-threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
+    ("threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
      "(or FASTER) only when its median moved by at least this fraction and the rank test "
      "says the difference is significant", None),
     ("resume", "str", None, "continue a run that did not end writing its results (stopped, "
@@ -146,6 +146,11 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
 )
 
 
+# Options renamed to the vocabulary every npuperf command shares: new name -> old name. The
+# old flag and ini name are still read; the flag says it is old (`renamed_notes`).
+RENAMED = {"threshold": "regression-threshold"}
+
+
 def _ini_name(name: str) -> str:
     return "npuperf_" + name.replace("-", "_")
 
@@ -175,10 +180,12 @@ def add_options(parser: pytest.Parser) -> None:
             kwargs["metavar"] = name.split("-")[-1].upper()
             if choices:
                 kwargs["choices"] = choices
-        group.addoption(flag, **kwargs)
+        old = [f"--npuperf-{RENAMED[name]}"] if name in RENAMED else []
+        group.addoption(flag, *old, **kwargs)
         ini_type = {"bool": "bool", "path": "string"}.get(kind, "string")
-        parser.addini(_ini_name(name), help_text, type=ini_type,
-                      default=default if kind == "bool" else None)
+        for ini in [name, *([RENAMED[name]] if name in RENAMED else [])]:
+            parser.addini(_ini_name(ini), help_text, type=ini_type,
+                          default=default if kind == "bool" else None)
     grid_help = ("turn shape-grid points into cases instead of database rows (a grid config "
                  "file, or a packaged one: default, embedded_db); nothing is written to a "
                  "database")
@@ -192,9 +199,11 @@ def _value(config: pytest.Config, name: str, kind: str, default: object,
     dest = _ini_name(name)
     value = config.getoption(dest)
     if value is None or value is False:
-        ini = config.getini(dest)
-        if ini not in (None, ""):
-            value = ini
+        for ini_name in [dest, *([_ini_name(RENAMED[name])] if name in RENAMED else [])]:
+            ini = config.getini(ini_name)
+            if ini not in (None, ""):
+                value = ini
+                break
     if value is None or (kind == "bool" and not value):
         value = default
     if kind in ("int", "float", "count") and isinstance(value, str):
@@ -213,6 +222,19 @@ def option_value(config: pytest.Config, name: str) -> object:
         if option == name:
             return _value(config, name, kind, default, choices)
     raise KeyError(name)
+
+
+def renamed_notes(config: pytest.Config) -> list[str]:
+    """What the old option names used in this run are called now."""
+    args = [str(a).split("=", 1)[0] for a in config.invocation_params.args]
+    notes = []
+    for name, old in RENAMED.items():
+        if f"--npuperf-{old}" in args:
+            notes.append(f"--npuperf-{old} is now --npuperf-{name} (the old name still works)")
+        if config.getini(_ini_name(old)) not in (None, ""):
+            notes.append(f"ini {_ini_name(old)} is now {_ini_name(name)} (the old name still "
+                         f"works)")
+    return notes
 
 
 def check_usage(config: pytest.Config) -> None:
@@ -310,9 +332,9 @@ def read_settings(config: pytest.Config) -> Settings:
             device_name = check_device(str(device_name))
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
-    threshold = float(values["regression-threshold"])
+    threshold = float(values["threshold"])
     if not threshold >= 0 or threshold == float("inf"):
-        raise pytest.UsageError(f"npuperf_regression_threshold: expected a fraction >= 0 (0.05 is "
+        raise pytest.UsageError(f"npuperf_threshold: expected a fraction >= 0 (0.05 is "
                                 f"5 %), got {threshold}")
     history = values["history"]
     history_path = (None if str(history).strip().lower() == "none" else Path(str(history))) \

@@ -54,6 +54,6 @@ class SamplingPolicy:
         if self.warmup < 0 or self.warmup_time_s < 0 or self.budget_s <= 0 or self.precision <= 0:
             raise ValueError("warmup and warmup time must be >= 0, budget and precision > 0")
 
-# --npuperf-regression-threshold: the minimum effect (a fraction of the baseline's median)
+# --npuperf-threshold: the minimum effect (a fraction of the baseline's median)
 # for a case to be called SLOWER or FASTER (history/compare.py).
 DEFAULT_REGRESSION_THRESHOLD = 0.05

@@ -514,7 +514,7 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
             outcome.notes.append(
                 f"the source database's profiling values were measured on "
                 f"{device_of(source) or 'another device'}: they are not compared with this "
-                f"device's replay (profile the model here: npuperf profile --parse-into "
+                f"device's replay (profile the model here: npuperf profile --db "
                 f"{target})")
         targets = _load_targets(snapshot, target, native, own)
         routed, by_position = _route(results, collected, targets, outcome.notes)
