@@ -13,19 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .cli_args import add_db, add_renamed, add_threshold
+from .cli_args import add_db, add_renamed, add_threshold, fraction, positive_int
+from .cli_history import add_history_commands
 from .db.errors import NpuperfError
 from .db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-def _positive_int(text: str) -> int:
-    """A whole number >= 1, in decimal digits (not `8.0`, `-1`, `1e3` or `８`)."""
-    value = text.strip()
-    if not (value.isascii() and value.isdigit() and int(value) >= 1):
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(value)
 
 
 def _count_or_zero(text: str) -> int:
@@ -36,7 +29,7 @@ def _count_or_zero(text: str) -> int:
 
 
 def _ep_size(text: str) -> str:
-    return str(_positive_int(text))
+    return str(positive_int(text))
 
 
 def _add_database_options(parser: argparse.ArgumentParser) -> None:
@@ -121,11 +114,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    from .history.where import find_history
     from .run.finish import history_path
     from .run.from_profile import FinishOptions, backfill_profile
 
-    finish = FinishOptions(history=history_path(args.history), baseline=args.baseline,
-                           threshold=args.threshold, figures=not args.no_figures)
+    history = history_path(args.history or str(find_history().path))
+    finish = FinishOptions(history=history, baseline=args.baseline, threshold=args.threshold,
+                           figures=not args.no_figures)
     lines, code = backfill_profile(args.profile, args.db,
                                    update_mode=args.update_mode,
                                    prune_empty=args.prune_empty_duration_rows,
@@ -187,42 +182,6 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _threshold(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a fraction >= 0 (0.05 is 5 %), got {text!r}")
-    return value
-
-
-def cmd_history(args: argparse.Namespace) -> int:
-    from .history.store import HistoryStore
-    from .history.views import render_trend, trend, trend_csv
-
-    with HistoryStore(args.history, readonly=True) as store:
-        records, runs = trend(store, kernel=args.kernel, signature=args.signature,
-                              last=args.last, device=args.device)
-    if args.csv:
-        print(trend_csv(records, runs), end="")
-    else:
-        print(render_trend(records, runs))
-    return EXIT_OK
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from .history.views import compare_runs, comparison_csv, render_comparison
-
-    baseline, new_run, items = compare_runs(args.base, args.new, history=args.history,
-                                            threshold=args.threshold)
-    if args.csv:
-        print(comparison_csv(items), end="")
-    else:
-        print(render_comparison(baseline, new_run, items, show_all=args.all))
-    return EXIT_PROBLEMS if any(i.comparison.verdict == "SLOWER" for i in items) else EXIT_OK
-
-
 def cmd_merge(args: argparse.Namespace) -> int:
     from .history.merging import merge_sources
 
@@ -271,7 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "`pytest bench -k MatMul`.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    default_history = "npuperf-out/history.sqlite"
 
     parse = sub.add_parser(
         "parse", help="aggregate profiler output (kernel tables, traces) into the database",
@@ -301,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "error (default: rows with fewer fields are skipped, extra trailing "
                             "fields ignored, both counted with their lines)")
     parse.add_argument("--quiet", action="store_true", help="no progress lines")
-    parse.add_argument("--chunk-rows", type=_positive_int, default=200_000, metavar="N",
+    parse.add_argument("--chunk-rows", type=positive_int, default=200_000, metavar="N",
                        help=argparse.SUPPRESS)
     parse.set_defaults(func=cmd_parse)
 
@@ -322,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the profiler to run: auto picks npu, then cuda, then cpu")
     profile.add_argument("--warmup", type=_count_or_zero, default=1, metavar="N",
                          help="untraced runs of the workload first (default 1)")
-    profile.add_argument("--steps", type=_positive_int, default=1, metavar="N",
+    profile.add_argument("--steps", type=positive_int, default=1, metavar="N",
                          help="profiled runs (default 1)")
     add_db(profile, "--parse-into",
            help="then parse the trace into this database version directory (created when "
@@ -359,14 +317,15 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: median; a hand-off keeps its session's choice)")
     fill.add_argument("--dry-run", action="store_true",
                       help="attribute and report what would change; write nothing")
-    fill.add_argument("--history", default=default_history, metavar="PATH",
-                      help=f"SQLite history the run is recorded in, as a pytest session's "
-                           f"(default: {default_history}; none: keep no history)")
+    fill.add_argument("--history", metavar="PATH",
+                      help="SQLite history the run is recorded in, as a pytest session's "
+                           "(default: the one pytest bench records into, found from the "
+                           "rootdir as pytest finds it; none: keep no history)")
     fill.add_argument("--baseline", metavar="REF",
                       help="judge each case against a baseline, as --npuperf-baseline: last, a "
                            "run id, a history file or a run_<stamp>.json; a case found SLOWER "
                            "makes the exit status 1")
-    add_threshold(fill, "--regression-threshold", type=_threshold, default=0.05)
+    add_threshold(fill, "--regression-threshold", type=fraction, default=0.05)
     fill.add_argument("--no-figures", action="store_true",
                       help="draw no figures in the html report")
     fill.set_defaults(func=cmd_backfill)
@@ -443,52 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernels.add_argument("--json", action="store_true", help="print JSON instead of a table")
     kernels.set_defaults(func=cmd_kernels)
 
-    history = sub.add_parser(
-        "history", help="a case's measurements run after run, from the run history",
-        description="Print the trend of the matching cases from the run history that every "
-                    "pytest bench session records (--npuperf-history): per case, one line per "
-                    "run, oldest first, with its value, minimum, samples, change from the run "
-                    "before, status and its verdict against that run's baseline. Exit status "
-                    "1 when no case matches.")
-    history.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
-                         help=f"the history file (default: {default_history})")
-    history.add_argument("--kernel", metavar="K", help="only this kernel type (exact), e.g. "
-                                                       "MatMulV2")
-    history.add_argument("--signature", metavar="S",
-                         help="only cases whose signature hash is S or whose case id contains "
-                              "S (e.g. 16x64x32, or the 8-hex hash of a case id)")
-    history.add_argument("--device", metavar="D", help="only runs on this database device")
-    history.add_argument("--last", type=_positive_int, default=10, metavar="N",
-                         help="the newest N runs of each case (default: 10)")
-    history.add_argument("--csv", action="store_true",
-                         help="print CSV (one row per case and run) instead of a table")
-    history.set_defaults(func=cmd_history)
-
-    compare = sub.add_parser(
-        "compare", help="compare a run with a baseline: SLOWER / FASTER / SAME / UNCERTAIN",
-        description="Compare every case of NEW with BASE: a two-sided Mann-Whitney U test on "
-                    "the two runs' samples plus a minimum effect on the ratio of medians. "
-                    "SLOWER / FASTER: significant (p < 0.01) and the median moved by at least "
-                    "--threshold; SAME: within the threshold and both medians known to better "
-                    "than it; UNCERTAIN: otherwise (too few or too spread samples, a noisy or "
-                    "suspect measurement, not significant); NEW: not in BASE. Regressions and "
-                    "improvements are listed worst first. Exit status 1 when any case is "
-                    "SLOWER.")
-    compare.add_argument("base", metavar="BASE",
-                         help="a run id (or unique prefix) in --history, last (each case's "
-                              "newest measurement before NEW), last-good (the same in passed "
-                              "runs), a history file (its newest measurements), or a "
-                              "run_<stamp>.json")
-    compare.add_argument("new", metavar="NEW",
-                         help="a run id in --history, last (its newest run), last-good, a "
-                              "history file (its newest run) or a run_<stamp>.json")
-    compare.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
-                         help=f"where run ids and last are looked up (default: {default_history})")
-    add_threshold(compare, type=_threshold, default=0.05)
-    compare.add_argument("--all", action="store_true",
-                         help="list SAME and NEW cases too (default: SLOWER, FASTER, UNCERTAIN)")
-    compare.add_argument("--csv", action="store_true", help="print CSV, one row per case")
-    compare.set_defaults(func=cmd_compare)
+    add_history_commands(sub)
 
     merge = sub.add_parser(
         "merge", help="merge several hosts' results (databases, run JSONs, histories) into one",
@@ -544,7 +458,7 @@ def _add_comm_commands(sub) -> None:
     imp.add_argument("--op", help="the collective, when neither the log's command line nor its "
                                   "file name says (all_reduce, all_gather, reduce_scatter, "
                                   "all_to_all, broadcast)")
-    imp.add_argument("--num-devices", type=_positive_int, metavar="N",
+    imp.add_argument("--num-devices", type=positive_int, metavar="N",
                      help="ranks that took part (nccl-tests: default the '# Rank' lines; HCCL "
                           "Test: required unless an 'mpirun -n N' line is in the file)")
     imp.add_argument("--topology-tier", type=int, choices=(0, 1, 2),

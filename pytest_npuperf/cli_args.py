@@ -12,6 +12,24 @@ from pathlib import Path
 DB_HELP = "the database version directory, <root>/<DEVICE>/vllm_ascend/<VERSION>"
 
 
+def positive_int(text: str) -> int:
+    """A whole number >= 1, in decimal digits (not `8.0`, `-1`, `1e3` or `８`)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit() and int(value) >= 1):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(value)
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a fraction >= 0 (0.05 is 5 %), got {text!r}")
+    return value
+
+
 class _Renamed(argparse.Action):
     """Stores like argparse's default action; an old spelling of the option says it is old."""
 
