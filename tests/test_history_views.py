@@ -14,8 +14,9 @@ import pytest
 from pytest_npuperf.cli import main
 from pytest_npuperf.history.records import KIND_KERNEL, CaseRecord, RunRecord
 from pytest_npuperf.history.store import HistoryStore
-from pytest_npuperf.history.views import fmt_duration, parse_when
+from pytest_npuperf.history.views import parse_when
 from pytest_npuperf.history.where import find_history
+from pytest_npuperf.measure.units import fmt_duration
 
 GEMM = "MatMulV2-16x64x32-BF16-aaaaaaaa"
 NORM = "RmsNorm-128x7168-BF16-bbbbbbbb"

@@ -96,6 +96,12 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("resume", "str", None, "continue a run that did not end writing its results (stopped, "
      "killed, its host lost): RUN (a run id) or last; the cases its journal (<out>/runs/"
      "<run>.jsonl) holds are taken from it, the others measured, and all are written", None),
+    ("table", "str", "5", "the results table at the end of the session: N (the N worst and N "
+     "best cases, by the change against the baseline, else the share of the roofline bound "
+     "reached, else the value), all, or none", None),
+    ("progress", "str", "auto", "a progress line with the cases done, the rate and the time "
+     "left: auto (on a terminal every 10 s, in a log every 60 s, only in sessions that run "
+     "longer than that), SECONDS between lines, or none", None),
     ("no-figures", "bool", False, "draw no figures in the html reports (their tables stay): "
      "smaller reports for very large runs", None),
     ("shard", "str", None, "run only shard I of N (I/N, 1-based): cases are split by a "
@@ -288,6 +294,8 @@ class Settings:
     embedded: bool = False  # the cases come from the embedded default database
     keep_prof: bool = False
     strict_stack: bool = False
+    table: int | None = 5  # the results table: N worst and best, None every case, 0 none
+    progress: float | None = None  # seconds between progress lines; None: auto; 0: none
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
@@ -300,7 +308,7 @@ class Settings:
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
                 "model_profile": self.model_profile, "cache": self.cache,
-                "resume": self.resume}
+                "resume": self.resume, "table": self.table, "progress": self.progress}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -336,6 +344,8 @@ def read_settings(config: pytest.Config) -> Settings:
     if not threshold >= 0 or threshold == float("inf"):
         raise pytest.UsageError(f"npuperf_threshold: expected a fraction >= 0 (0.05 is "
                                 f"5 %), got {threshold}")
+    table = parse_table(values["table"])
+    progress = parse_progress(values["progress"])
     history = values["history"]
     history_path = (None if str(history).strip().lower() == "none" else Path(str(history))) \
         if history else out / "history.sqlite"
@@ -355,7 +365,37 @@ def read_settings(config: pytest.Config) -> Settings:
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
                     cache=str(values["cache"]),
                     resume=str(values["resume"]).strip() or None if values["resume"] else None,
-                    strict_stack=bool(values["strict-stack"]))
+                    strict_stack=bool(values["strict-stack"]), table=table, progress=progress)
+
+
+def parse_table(text: object) -> int | None:
+    """`all` -> None (every case), `none` -> 0, `N` -> the N worst and N best."""
+    value = str(text).strip().lower()
+    if value == "all":
+        return None
+    if value in ("none", "0"):
+        return 0
+    if value.isascii() and value.isdigit():
+        return int(value)
+    raise pytest.UsageError(f"npuperf_table: expected all, none or a number of cases, got "
+                            f"{text!r}")
+
+
+def parse_progress(text: object) -> float | None:
+    """`auto` -> None, `none` -> 0, SECONDS -> seconds between lines (> 0)."""
+    value = str(text).strip().lower()
+    if value == "auto":
+        return None
+    if value in ("none", "off", "0"):
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise pytest.UsageError(f"npuperf_progress: expected auto, none or a number of seconds, "
+                                f"got {text!r}")
+    return seconds
 
 
 def parse_shard(text: object) -> tuple[int, int]:

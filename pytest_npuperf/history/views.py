@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..db.errors import NpuperfError
+from ..measure.units import fmt_duration
 from .baseline import Baseline, RunBaseline, resolve_baseline, resolve_run
 from .compare import (
     FASTER,
@@ -30,23 +31,6 @@ TREND_COLUMNS = ("kind", "case", "kernel", "signature", "run_id", "started", "gi
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
-
-
-def fmt_duration(us: float | None) -> str:
-    """A duration in the unit that reads best, 4 significant digits, never an exponent:
-    `26.21 ms` for 26210 us, `312.5 us`, `850 ns`."""
-    if us is None or us != us:
-        return "-"
-    for scale, unit in ((1e6, "s"), (1e3, "ms"), (1.0, "us")):
-        if abs(us) >= scale:
-            return f"{_plain(us / scale)} {unit}"
-    return f"{_plain(us * 1e3)} ns"
-
-
-def _plain(value: float) -> str:
-    """4 significant digits without an exponent (1000 stays 1000, 0.0123 stays 0.0123)."""
-    digits = max(0, 3 - int(f"{abs(value):e}".split("e")[1])) if value else 0
-    return f"{value:.{min(digits, 6)}f}"
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*([dhw])$")

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from html import escape
 
 from ..history.records import CaseRecord, RunRecord
-from ..history.views import commit_text, fmt_duration, stack_text
+from ..history.views import commit_text, stack_text
+from ..measure.units import fmt_duration
 from .charts import Figure
 from .page import STYLE
 from .tables import html_table
