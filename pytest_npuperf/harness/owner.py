@@ -23,6 +23,7 @@ from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
+from .bench_bridge import add_result, benchmark_session
 from .context import RunContext
 from .journal import Journal, forget, journal_path, journaled_results, resumable
 from .model_profile import profile_demo_once
@@ -59,6 +60,7 @@ class Owner:
         self._resumed_journal: Path | None = None
         self._handlers: dict[int, object] = {}
         self._progress: ProgressLine | bool | None = None  # False: no progress lines
+        self._benchmarks: object = None  # pytest-benchmark's session (False: not asked for)
         self._catch_stop_signals()
 
     # -- a run stopped from outside ends as any run ends ------------------------------------------
@@ -161,6 +163,12 @@ class Owner:
         journal = self._journal_for_write()
         if journal is not None:
             journal.append(result)
+        if self._benchmarks is None:
+            self._benchmarks = benchmark_session(self.context.config) or False
+        if self._benchmarks:
+            problem = add_result(self._benchmarks, result)
+            if problem and problem not in self.notes:
+                self.notes.append(problem)
 
     def progress_tick(self) -> None:
         """After a case's line: the progress line, when one is due."""
