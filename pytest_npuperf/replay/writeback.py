@@ -70,6 +70,7 @@ from ..db.columns import (
 from ..db.database import Database, Table
 from ..db.layout import device_of
 from ..db.lock import DatabaseLock
+from ..db.measured_stack import MEASURED_STACK_FILE, read_measured_stack, updated_measured_stack
 from ..db.merge import (
     canonical_order,
     ensure_columns,
@@ -523,6 +524,8 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
                     run_id=run_id, prune_empty=prune_empty)
         if tx is not None:
             _stage(tx, source, target, native, targets)  # type: ignore[arg-type]
+            if not native:
+                outcome.notes += _record_stack(tx, source, target, results, run_id)  # type: ignore[arg-type]
             outcome.notes[:0] = tx.notes
     return outcome
 
@@ -584,6 +587,22 @@ def _set_status_by_position(target: _Target, positions: dict[int, CaseResult],
             frame.iat[position, frame.columns.get_loc(column)] = text
     table.frame = frame
     target.changed = True
+
+
+def _record_stack(tx: Transaction, source: Path, target: Path, results: list[CaseResult],
+                  run_id: str) -> list[str]:
+    """A device copy: the stack its measured rows came from, in measured_stack.json beside
+    them (db/measured_stack.py says why the directory keeps the source's name)."""
+    measured = [r for r in results if r.measured and r.stack]
+    if not measured:
+        return []
+    stacks = sorted({r.stack for r in measured})
+    text, notes = updated_measured_stack(
+        read_measured_stack(target), source=source.name, version_dir=target.name,
+        device=target.parent.parent.name, stacks=stacks, run_id=run_id,
+        when=max(r.timestamp for r in measured), rows=len(measured))
+    tx.stage_text(target / MEASURED_STACK_FILE, text)
+    return notes
 
 
 def _stage(tx: Transaction, source: Path, target: Path, native: bool,
