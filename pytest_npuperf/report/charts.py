@@ -85,7 +85,8 @@ class Axes:
                 color: str | Sequence[str], radius: float = 2.3, label: str = "",
                 titles: Sequence[str] = (), hollow: bool = False) -> None:
         """Dots (rings when `hollow`); `titles`: each point's text shown on hover."""
-        colors = [color] * len(xs) if isinstance(color, str) else list(color)
+        # One colour for all points (kept also without points: a legend-only entry).
+        colors = [color] * max(len(xs), 1) if isinstance(color, str) else list(color)
         self.marks.append(_Mark("scatter", list(xs), list(ys), colors, label, radius=radius,
                                 titles=list(titles), hollow=hollow))
 

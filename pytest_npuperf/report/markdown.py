@@ -83,7 +83,7 @@ def _execution_status(results: list[CaseResult]) -> str:
                   "their rows keep their data and carry the status.", "",
                   md_table(["Case", "Operator", "Status", "Reason"],
                            [[r.case_id, r.kernel_type, r.status, r.error or "-"]
-                            for r in failing[:LISTED_PROBLEMS]])]
+                            for r in failing[:LISTED_PROBLEMS]], whole=(3,))]
         if len(failing) > LISTED_PROBLEMS:
             parts.append(f"\n... and {len(failing) - LISTED_PROBLEMS} more "
                          f"(all cases are in the run JSON).")
@@ -104,7 +104,7 @@ def _execution_status(results: list[CaseResult]) -> str:
                              S.fmt_us(r.stats.median if r.stats else None),
                              S.fmt_us(r.stats.min if r.stats else None), r.error]
                             for r in noisy[:LISTED_PROBLEMS]],
-                           right=(2, 3))]
+                           right=(2, 3), whole=(4,))]
     skipped = Counter((r.kernel_type, r.error or "skipped")
                       for r in results if r.status == STATUS_SKIPPED)
     if skipped:
@@ -112,7 +112,7 @@ def _execution_status(results: list[CaseResult]) -> str:
         parts += ["", "Skipped:", "",
                   md_table(["Operator", "Cases", "Reason"],
                            [[kind, n, reason] for (kind, reason), n in sorted(skipped.items())],
-                           right=(1,))]
+                           right=(1,), whole=(2,))]
     return "\n".join(parts)
 
 
