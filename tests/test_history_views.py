@@ -105,7 +105,11 @@ def test_history_without_a_filter_is_one_readable_line_per_case(history, capsys)
     per_run = capsys.readouterr().out.splitlines()
     assert len(per_run) == 2 + 4 and "26.21 ms" in per_run[2] and "noisy" in per_run[3]
     assert main(["history", "--history", str(history), "--since", "2026-11-22"]) == 0
-    assert "over 3 run(s)" in capsys.readouterr().out  # n3, n4 and g1
+    out = capsys.readouterr().out
+    assert "over 3 run(s)" in out  # n3, n4 and g1
+    # a case measured on two devices is two lines, never one series of mixed values
+    gpu = next(line for line in out.splitlines() if line.startswith(f"{GEMM} on CUDA_H100"))
+    assert "12.50 us" in gpu and " 1  " in gpu
 
 
 def test_the_history_is_found_from_another_directory_as_pytest_finds_its_rootdir(

@@ -135,6 +135,12 @@ def _csv_num(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
 
+def _device(record: CaseRecord, runs: dict[str, RunRecord]) -> str:
+    """The device a measurement was taken on (its run's database device)."""
+    run = runs.get(record.run_id)
+    return (run.device if run is not None and run.device else record.device) or "?"
+
+
 def _change(value: float | None, previous: float | None) -> str:
     if previous is None or value is None or previous <= 0:
         return "-"
@@ -152,12 +158,12 @@ def render_trend(records: list[CaseRecord], runs: dict[str, RunRecord]) -> str:
     lines: list[str] = []
     current = None
     previous: float | None = None
-    for r in records:
-        if (r.kind, r.key) != current:
-            current, previous = (r.kind, r.key), None
+    for r in sorted(records, key=lambda r: (r.kind, r.key, _device(r, runs))):
+        if (r.kind, r.key, _device(r, runs)) != current:
+            current, previous = (r.kind, r.key, _device(r, runs)), None
             if lines:
                 lines.append("")
-            lines += [f"{r.key} ({r.kernel}, {r.kind})",
+            lines += [f"{r.key} ({r.kernel}, {r.kind}, on {_device(r, runs)})",
                       f"  {'started':<19}  {'run':<24}  {'commit':<10}  {'value':>10}  "
                       f"{'min':>10}  {'samples':>7}  {'change':>7}  status / verdict"]
         run = runs.get(r.run_id)
@@ -174,13 +180,16 @@ def render_trend(records: list[CaseRecord], runs: dict[str, RunRecord]) -> str:
 def render_summary(records: list[CaseRecord], runs: dict[str, RunRecord]) -> str:
     """One line per case: its newest value, the change from the run before, its best and
     worst value and the runs shown, then how to see every run of a case."""
-    by_case: dict[tuple[str, str], list[CaseRecord]] = {}
+    by_case: dict[tuple[str, str, str], list[CaseRecord]] = {}
     for r in records:
-        by_case.setdefault((r.kind, r.key), []).append(r)
-    width = min(max((len(key) for _, key in by_case), default=4), 72)
+        by_case.setdefault((r.kind, r.key, _device(r, runs)), []).append(r)
+    several = len({device for _, _, device in by_case}) > 1
+    names = {case: f"{case[1]} on {case[2]}" if several else case[1] for case in by_case}
+    width = min(max((len(name) for name in names.values()), default=4), 90)
     lines = [f"{'case':<{width}}  {'newest':>10}  {'change':>7}  {'best':>10}  {'worst':>10}  "
              f"{'runs':>4}  status / verdict"]
-    for (_, key), group in by_case.items():
+    for case, group in by_case.items():
+        key = names[case]
         values = [r.value_us for r in group if r.value_us is not None]
         newest = group[-1]
         before = next((r.value_us for r in reversed(group[:-1]) if r.value_us is not None), None)

@@ -36,7 +36,9 @@ class CaseTrend:
     kind: str
     key: str
     kernel: str
+    device: str  # a case's values on two devices are two trends, never one line
     points: list[CaseRecord]  # oldest first
+    title: str = ""
 
     @property
     def newest(self) -> CaseRecord:
@@ -108,19 +110,28 @@ def case_chart(trend: CaseTrend, order: dict[str, int], runs: dict[str, RunRecor
     ticks = _ticks(order, runs)
     ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks])
     ax.ylabel = f"{trend.newest.statistic} (us)"
-    ax.title = trend.key
+    ax.title = trend.title or trend.key
     ax.legend()
     return fig.svg()
 
 
-def _trends(records: list[CaseRecord]) -> dict[str, list[CaseTrend]]:
-    by_case: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
+def device_of(record: CaseRecord, runs: dict[str, RunRecord]) -> str:
+    run = runs.get(record.run_id)
+    return (run.device if run is not None and run.device else record.device) or "?"
+
+
+def _trends(records: list[CaseRecord], runs: dict[str, RunRecord]
+            ) -> dict[str, list[CaseTrend]]:
+    by_case: dict[tuple[str, str, str], list[CaseRecord]] = defaultdict(list)
     for record in records:
-        by_case[(record.kind, record.key)].append(record)
+        by_case[(record.kind, record.key, device_of(record, runs))].append(record)
+    several = len({device for _, _, device in by_case}) > 1
     by_kernel: dict[str, list[CaseTrend]] = defaultdict(list)
-    for (kind, key), points in by_case.items():
+    for (kind, key, device), points in by_case.items():
         points.sort(key=lambda p: (p.run_started or 0.0, p.run_id))
-        by_kernel[points[0].kernel].append(CaseTrend(kind, key, points[0].kernel, points))
+        by_kernel[points[0].kernel].append(CaseTrend(
+            kind, key, points[0].kernel, device, points,
+            title=f"{key} on {device}" if several else key))
     for trends in by_kernel.values():
         trends.sort(key=lambda t: (not t.regressed, -abs(t.change), t.key))
     return dict(sorted(by_kernel.items()))
@@ -133,7 +144,7 @@ def render_trend_page(records: list[CaseRecord], runs: dict[str, RunRecord], *, 
     shown = sorted({r.run_id for r in records},
                    key=lambda i: (runs[i].started if i in runs else 0.0, i))
     order = {run_id: index for index, run_id in enumerate(shown, start=1)}
-    by_kernel = _trends(records)
+    by_kernel = _trends(records, runs)
     regressions = [t for trends in by_kernel.values() for t in trends if t.regressed]
     generated = (now or _dt.datetime.now()).isoformat(timespec="seconds")
     first, last = (runs.get(shown[0]), runs.get(shown[-1])) if shown else (None, None)
@@ -151,7 +162,7 @@ def render_trend_page(records: list[CaseRecord], runs: dict[str, RunRecord], *, 
     sections = ['<section id="summary"><h2>Summary</h2><ul>'
                 + "".join(f"<li>{f}</li>" for f in facts) + "</ul>"]
     if regressions:
-        rows = [[t.key, t.kernel, f"{t.newest.ratio:.3f}x" if t.newest.ratio else "-",
+        rows = [[t.title or t.key, t.kernel, f"{t.newest.ratio:.3f}x" if t.newest.ratio else "-",
                  fmt_duration(t.newest.value_us), t.newest.run_id,
                  commit_text(runs.get(t.newest.run_id)) or "-"]
                 for t in regressions[:SUMMARY_ROWS]]
