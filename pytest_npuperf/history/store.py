@@ -285,13 +285,7 @@ class HistoryStore:
                   ) -> list[tuple[RunRecord, int]]:
         """Runs oldest first, with how many of their cases match `kernel` (all: no kernel),
         optionally only on `device`, started in [since, until), holding a case of `kernel`."""
-        clauses, params = _run_clauses(device, False)
-        if since is not None:
-            clauses.append("r.started >= ?")
-            params.append(since)
-        if until is not None:
-            clauses.append("r.started < ?")
-            params.append(until)
+        clauses, params = _run_clauses(device, False, since=since, until=until)
         match = "c.kernel = ?" if kernel else "1"
         count = f"(SELECT count(*) FROM cases c WHERE c.run = r.id AND {match})"
         having = [f"{count} > 0"] if kernel else []
@@ -333,22 +327,13 @@ class HistoryStore:
               until: float | None = None) -> list[CaseRecord]:
         """Measurements of the matching cases, oldest first; `last`: per case, the newest N;
         `since` / `until`: runs started in [since, until)."""
-        clauses, params = [], []
-        if since is not None:
-            clauses.append("r.started >= ?")
-            params.append(since)
-        if until is not None:
-            clauses.append("r.started < ?")
-            params.append(until)
+        clauses, params = _run_clauses(device, False, since=since, until=until)
         if kernel:
             clauses.append("c.kernel = ?")
             params.append(kernel)
         if signature:
             clauses.append("(c.signature = ? OR instr(c.key, ?) > 0)")
             params += [signature, signature]
-        if device:
-            clauses.append("r.device = ?")
-            params.append(device)
         where = " AND ".join(clauses) or "1"
         records = self._cases(where, params, order="c.kind, c.key, r.started, r.id",
                               with_samples=False)
@@ -369,14 +354,20 @@ class HistoryStore:
         return [_case_of(row, self.path) for row in self._query(sql, params)]
 
 
-def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = ()
+def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,
+                 since: float | None = None, until: float | None = None
                  ) -> tuple[list[str], list[Any]]:
-    """SQL conditions on the run `r`: on `device`, passed, not one of `exclude`."""
+    """SQL conditions on the run `r`: on `device`, passed, not one of `exclude`, started in
+    [since, until)."""
     clauses: list[str] = []
     params: list[Any] = []
     if device is not None:
         clauses.append("r.device = ?")
         params.append(device)
+    for value, condition in ((since, "r.started >= ?"), (until, "r.started < ?")):
+        if value is not None:
+            clauses.append(condition)
+            params.append(value)
     if passed_only:
         clauses.append("r.passed = 1")
     excluded = list(exclude)
