@@ -104,7 +104,8 @@ def test_a_session_ends_with_its_results_and_says_each_value_on_its_v_line(proje
     result = _run(pytester, db, "-v", "--npuperf-progress", "0.0001")
     out = result.stdout.str()
     assert result.ret == 0
-    measured = re.findall(r"test_kernel\[(\S+)\] PASSED ([\d.]+ [nmu]?s) ±[\d.]+ %", out)
+    # the CI when the samples give one (a busy host may leave a case a single sample)
+    measured = re.findall(r"test_kernel\[(\S+)\] PASSED ([\d.]+ [nmu]?s)(?: ±[\d.]+ %)?", out)
     assert len(measured) == 4
     table = out[out.index("npuperf results"):out.index("= npuperf =")]
     assert "4 case(s), worst first by share of the roofline bound reached" in table
