@@ -62,6 +62,10 @@ def test_with_a_baseline_the_largest_slowdowns_are_the_worst_and_failures_come_f
     assert lines[-1] == "1 case(s) skipped (no replay for their kernel type here)"
     everything = results_table([*results, failed, skipped, noisy], None)
     assert len(_names(everything[:-1])) == len(results) + 2  # all but the skipped one
+    # a noisy case the host left without a value is listed with the failures, not dropped
+    empty = case("RmsNorm", "8,128", STATUS_NOISY, error="preempted: every sample")
+    listed = results_table([*results, empty], 2)
+    assert _names(listed)[0] == empty.case_id and " noisy " in listed[2]
     assert any(" noisy " in line for line in everything)
     assert results_table(results, 0) == []
 

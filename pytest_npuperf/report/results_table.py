@@ -5,8 +5,8 @@ one, as pytest-benchmark users get a table after every run.
 
 By default the N worst and N best cases, ranked by what the run can judge: the change against
 the baseline (ratio of medians) when cases were compared, else the share of the physical bound
-reached (roofline), else the value itself. Cases that failed come first among the worst;
-skipped cases are counted, not listed.
+reached (roofline), else the value itself. Cases that failed or have no value come first
+among the worst; skipped cases are counted, not listed.
 """
 
 from __future__ import annotations
@@ -66,7 +66,10 @@ def results_table(results: list[CaseResult], limit: int | None = DEFAULT_ROWS) -
     """The table's lines ([] for `none` or no case)."""
     if limit == 0 or not results:
         return []
-    failing = [r for r in results if r.status in FAILING_STATUSES]
+    # First among the worst: cases that failed, and those left without a value (a noisy case
+    # whose every sample the host preempted): their status says why.
+    failing = [r for r in results if r.status in FAILING_STATUSES
+               or (r.value is None and r.status != STATUS_SKIPPED)]
     skipped = sum(1 for r in results if r.status == STATUS_SKIPPED)
     measured = [r for r in results if r.value is not None and r.status not in FAILING_STATUSES]
     by, badness = ranking(measured)
