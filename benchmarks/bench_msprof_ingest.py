@@ -11,7 +11,7 @@ Builds, in a temporary directory (not timed):
   task id, start time and duration, and an msprof_tx summary with one range per case.
 
 Then, each in a fresh process, in the same run: (1) `pandas.read_csv(op_summary)`, the
-baseline; (2) `npuperf backfill --prof-path RUN --database-path DB` (read, attribute, write
+baseline; (2) `npuperf backfill --profile RUN --db DB` (read, attribute, write
 the database and the reports). Prints both wall times, their ratio and each process's peak
 RSS (a command whose kernel table a child process read: its peak plus that child's, as its
 output reports). Goal (issue 10): 2,000,000 kernel rows into 2 x 100,000 rows under 20 s and 2 GiB (the
@@ -217,8 +217,8 @@ def main() -> int:
                                  stdout=lines)
         rss += _child_peak(lines)
         full_wall, full_rss = run_measured(
-            [sys.executable, "-m", "pytest_npuperf.cli", "backfill", "--prof-path",
-             str(work / "run"), "--database-path", str(db)], stdout=lines)
+            [sys.executable, "-m", "pytest_npuperf.cli", "backfill", "--profile",
+             str(work / "run"), "--db", str(db)], stdout=lines)
         full_rss += _child_peak(lines)
         report = json.loads(next((db / "reports").glob("run_*.json")).read_text())
         ok = report["totals"]["by_status"].get("ok", 0)

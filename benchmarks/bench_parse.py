@@ -5,7 +5,7 @@ torch_npu kernel table (each replica gets its own task id and start time, as a l
 would), then, in the same run and each in a fresh process:
 
   1. `pandas.read_csv(file)`                          -> the baseline
-  2. `npuperf parse --profiling-path file --database-path <tmp>`
+  2. `npuperf parse --profile file --db <tmp>`
 
 and prints both wall times, their ratio and the peak RSS of each process.
 Goal (issue 2): parse within 3x of read_csv, peak memory under 2 GiB.
@@ -97,7 +97,7 @@ def main() -> int:
         print(f"built {table} : {args.rows:,} rows, {size:.0f} MiB in {time.perf_counter() - t:.1f}s")
         baseline = [sys.executable, "-c", f"import pandas; pandas.read_csv({str(table)!r})"]
         parse = [sys.executable, "-m", "pytest_npuperf.cli", "parse", "--quiet",
-                 "--profiling-path", str(table), "--database-path", str(work / "db")]
+                 "--profile", str(table), "--db", str(work / "db")]
         read_wall, _, parse_wall, parse_rss = compare(("pandas.read_csv", baseline),
                                                       ("npuperf parse", parse))
         ratio = parse_wall / read_wall

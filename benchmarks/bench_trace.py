@@ -5,7 +5,7 @@ test suite's layer (tests/trace_data.py: GEMMs with their kernels, attention, no
 wise ops, runtime launches and flows), then, each in a fresh process:
 
   1. `json.load(file)`                                  -> the baseline (the whole file in memory)
-  2. `npuperf parse --profiling-path file --database-path <tmp>`  (streamed event by event)
+  2. `npuperf parse --profile file --db <tmp>`  (streamed event by event)
 
 and prints both wall times, their ratio and the peak RSS of each. A parse that streams holds
 the events it keeps (operators and device activities, compactly), not the file: its peak must
@@ -73,7 +73,7 @@ def main() -> int:
               f"{time.perf_counter() - t:.1f} s")
         baseline = [sys.executable, "-c", f"import json; json.load(open({str(trace)!r}))"]
         parse = [sys.executable, "-m", "pytest_npuperf.cli", "parse", "--quiet",
-                 "--profiling-path", str(trace), "--database-path", str(work / "db")]
+                 "--profile", str(trace), "--db", str(work / "db")]
         load_wall, load_rss, parse_wall, parse_rss = compare(("json.load", baseline),
                                                              ("npuperf parse", parse))
         print(f"ratio parse/json.load = {parse_wall / load_wall:.2f}x time, "

@@ -13,18 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .cli_args import add_db, add_renamed, add_threshold, fraction, positive_int
+from .cli_history import add_history_commands
 from .db.errors import NpuperfError
 from .db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-def _positive_int(text: str) -> int:
-    """A whole number >= 1, in decimal digits (not `8.0`, `-1`, `1e3` or `８`)."""
-    value = text.strip()
-    if not (value.isascii() and value.isdigit() and int(value) >= 1):
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(value)
 
 
 def _count_or_zero(text: str) -> int:
@@ -35,17 +29,17 @@ def _count_or_zero(text: str) -> int:
 
 
 def _ep_size(text: str) -> str:
-    return str(_positive_int(text))
+    return str(positive_int(text))
 
 
 def _add_database_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "database", "where the database is: --database-path, or --device with the versions "
+        "database", "where the database is: --db, or --device with the versions "
                     "(versions not given are detected from the installed torch, vllm-ascend "
                     "and CANN)")
-    group.add_argument("--database-path", type=Path, metavar="DIR",
-                       help="the version directory to write, e.g. data/ATLAS_800_A3_752T_128G_DIE/"
-                            "vllm_ascend/vllm0.18.0_torch2.9.0_cann8.5")
+    add_db(group, "--database-path",
+           help="the version directory to write (created when missing), e.g. data/"
+                "ATLAS_800_A3_752T_128G_DIE/vllm_ascend/vllm0.18.0_torch2.9.0_cann8.5")
     group.add_argument("--database-root", type=Path, default=Path("data"), metavar="ROOT",
                        help="root holding <DEVICE>/vllm_ascend/<VERSION>/ (default: ./data)")
     group.add_argument("--device", metavar="D",
@@ -59,10 +53,10 @@ def _add_database_options(parser: argparse.ArgumentParser) -> None:
 
 def database_from_args(args: argparse.Namespace) -> Path:
     device = args.device
-    if args.database_path is None and device is None and (
+    if args.db is None and device is None and (
             args.vllm_version or args.torch_version or args.cann_version):
         device = DEFAULT_DEVICE
-    return resolve_database_dir(args.database_path, root=args.database_root, device=device,
+    return resolve_database_dir(args.db, root=args.database_root, device=device,
                                 vllm=args.vllm_version, torch=args.torch_version,
                                 cann=args.cann_version)
 
@@ -70,7 +64,7 @@ def database_from_args(args: argparse.Namespace) -> Path:
 def cmd_parse(args: argparse.Namespace) -> int:
     from .ingest.parse import parse_profiling
 
-    summary = parse_profiling(args.profiling_path, _parse_target(args), ep_size=args.ep_size,
+    summary = parse_profiling(args.profile, _parse_target(args), ep_size=args.ep_size,
                               dry_run=args.dry_run, chunk_rows=args.chunk_rows,
                               show_progress=not args.quiet, strict=args.strict)
     print(summary.render())
@@ -80,7 +74,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 def _parse_target(args: argparse.Namespace):
     """The database to parse into: named on the command line, else (no --device and no
     versions) found from the device the traces were taken on."""
-    if args.database_path is not None or args.device is not None:
+    if args.db is not None or args.device is not None:
         return database_from_args(args)
 
     def place(trace_device: str | None) -> Path:
@@ -112,22 +106,24 @@ def cmd_profile(args: argparse.Namespace) -> int:
                            f"nothing was written")
     trace = Path(done.stdout.strip().splitlines()[-1])
     print(f"trace written: {trace}")
-    if args.parse_into is not None:
+    if args.db is not None:
         from .ingest.parse import parse_profiling
 
-        print(parse_profiling(trace, args.parse_into, show_progress=not args.quiet).render())
+        print(parse_profiling(trace, args.db, show_progress=not args.quiet).render())
     return EXIT_OK
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    from .history.where import find_history
     from .run.finish import history_path
     from .run.from_profile import FinishOptions, backfill_profile
 
-    finish = FinishOptions(history=history_path(args.history), baseline=args.baseline,
-                           threshold=args.regression_threshold, figures=not args.no_figures)
+    history = history_path(args.history or str(find_history().path))
+    finish = FinishOptions(history=history, baseline=args.baseline, threshold=args.threshold,
+                           figures=not args.no_figures)
     if args.baseline:
         _check_baseline(args.baseline, finish.history)
-    lines, code = backfill_profile(args.prof_path, args.database_path,
+    lines, code = backfill_profile(args.profile, args.db,
                                    update_mode=args.update_mode,
                                    prune_empty=args.prune_empty_duration_rows,
                                    dry_run=args.dry_run, statistic=args.statistic, finish=finish)
@@ -150,7 +146,10 @@ def _check_baseline(ref: str, history: Path | None) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .db.validate import validate_path
 
-    reports = validate_path(args.path, consumer=args.consumer)
+    paths = [*args.paths, *([args.db] if args.db is not None else [])]
+    if not paths:
+        raise NpuperfError("give the database to check: --db DIR (or one or more paths)")
+    reports = [report for path in paths for report in validate_path(path, consumer=args.consumer)]
     failed = [r for r in reports if not r.ok]
     for report in reports:
         if args.quiet and report.ok and not report.warnings:
@@ -170,7 +169,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
     from .kernels.extensions import load_entry_points
 
     load_entry_points()  # kernel types packages add have replays too
-    summary = run_grid(args.data_dir, args.kernels, config_path=args.config,
+    summary = run_grid(args.db, args.kernels, config_path=args.config,
                        target_models=args.target_models, model_file=args.model_file,
                        rows=args.rows, seed=args.seed, max_hbm_gb=args.max_hbm_gb,
                        dry_run=args.dry_run, show_progress=not args.quiet)
@@ -196,46 +195,12 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _threshold(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a fraction >= 0 (0.05 is 5 %), got {text!r}")
-    return value
-
-
-def cmd_history(args: argparse.Namespace) -> int:
-    from .history.store import HistoryStore
-    from .history.views import render_trend, trend, trend_csv
-
-    with HistoryStore(args.history, readonly=True) as store:
-        records, runs = trend(store, kernel=args.kernel, signature=args.signature,
-                              last=args.last, device=args.device)
-    if args.csv:
-        print(trend_csv(records, runs), end="")
-    else:
-        print(render_trend(records, runs))
-    return EXIT_OK
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from .history.views import compare_runs, comparison_csv, render_comparison
-
-    baseline, new_run, items = compare_runs(args.base, args.new, history=args.history,
-                                            threshold=args.threshold)
-    if args.csv:
-        print(comparison_csv(items), end="")
-    else:
-        print(render_comparison(baseline, new_run, items, show_all=args.all))
-    return EXIT_PROBLEMS if any(i.comparison.verdict == "SLOWER" for i in items) else EXIT_OK
-
-
 def cmd_merge(args: argparse.Namespace) -> int:
     from .history.merging import merge_sources
 
-    print(merge_sources(args.sources, history=args.history, database=args.database,
+    if args.db is not None and not args.dry_run:
+        args.db.mkdir(parents=True, exist_ok=True)
+    print(merge_sources(args.sources, history=args.history, database=args.db,
                         dry_run=args.dry_run))
     return EXIT_OK
 
@@ -243,7 +208,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_comm_validate(args: argparse.Namespace) -> int:
     from .comm.model_check import render_markdown, validate_dir
 
-    result = validate_dir(args.csv_dir, args.tolerance)
+    result = validate_dir(args.db, args.tolerance)
     text = render_markdown(result)
     print(text, end="")
     if args.report:
@@ -256,7 +221,7 @@ def cmd_comm_validate(args: argparse.Namespace) -> int:
 def cmd_import_nccl_tests(args: argparse.Namespace) -> int:
     from .comm.log_import import import_logs
 
-    print(import_logs(args.logs, args.database_path, op=args.op, num_devices=args.num_devices,
+    print(import_logs(args.logs, args.db, op=args.op, num_devices=args.num_devices,
                       topology_tier=args.topology_tier, grid_shape=args.grid_shape,
                       dtype=args.dtype, dry_run=args.dry_run, version_dirs=args.version_dir))
     return EXIT_OK
@@ -278,7 +243,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "`pytest bench -k MatMul`.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    default_history = "npuperf-out/history.sqlite"
 
     parse = sub.add_parser(
         "parse", help="aggregate profiler output (kernel tables, traces) into the database",
@@ -290,11 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "appended, nothing else is touched. A trace's operator calls become rows "
                     "of the kernel types its database's op_mapping.yaml maps them to, each with "
                     "the device time of the kernels it launched; what maps to nothing is listed "
-                    "with its share of the trace's device time. Without --database-path or "
-                    "--device, a trace's rows go to the database of the device it was taken on.")
-    parse.add_argument("--profiling-path", type=Path, required=True, metavar="PATH",
-                       help="a kernel_details*.csv, a trace (.json), or a directory searched "
-                            "recursively for both (several ranks and runs)")
+                    "with its share of the trace's device time. Without --db or "
+                    "--device, a trace's rows go to the database of the device it was taken on.",
+        epilog="example: npuperf parse --profile run1/ run2/kernel_details.csv --db DIR")
+    add_renamed(parse, "--profile", "--profiling-path", type=Path, required=True, nargs="+",
+                metavar="PATH", help="one or more kernel_details*.csv, traces (.json), or "
+                                     "directories searched recursively for both (several "
+                                     "ranks and runs)")
     _add_database_options(parse)
     parse.add_argument("--ep-size", metavar="N", type=_ep_size,
                        help="EP Size to record for DispatchFFNCombine rows (part of their "
@@ -306,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "error (default: rows with fewer fields are skipped, extra trailing "
                             "fields ignored, both counted with their lines)")
     parse.add_argument("--quiet", action="store_true", help="no progress lines")
-    parse.add_argument("--chunk-rows", type=_positive_int, default=200_000, metavar="N",
+    parse.add_argument("--chunk-rows", type=positive_int, default=200_000, metavar="N",
                        help=argparse.SUPPRESS)
     parse.set_defaults(func=cmd_parse)
 
@@ -318,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "directory). The whole workload runs --warmup times untraced first, then "
                     "--steps times profiled: a model's first calls pay for allocation and "
                     "kernel selection, its steady state is what the database is for. The trace "
-                    "is what `npuperf parse` reads; --parse-into does both.",
-        epilog="example: npuperf profile --parse-into DIR -- python my_model.py --batch 8")
+                    "is what `npuperf parse` reads; --db does both.",
+        epilog="example: npuperf profile --db DIR -- python my_model.py --batch 8")
     profile.add_argument("--out", type=Path, metavar="PATH",
                          help="where the trace goes (default: npuperf-out/traces/"
                               "<script>_<time>.json; an NPU profile is a directory)")
@@ -327,10 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the profiler to run: auto picks npu, then cuda, then cpu")
     profile.add_argument("--warmup", type=_count_or_zero, default=1, metavar="N",
                          help="untraced runs of the workload first (default 1)")
-    profile.add_argument("--steps", type=_positive_int, default=1, metavar="N",
+    profile.add_argument("--steps", type=positive_int, default=1, metavar="N",
                          help="profiled runs (default 1)")
-    profile.add_argument("--parse-into", type=Path, metavar="DIR",
-                         help="then parse the trace into this database version directory")
+    add_db(profile, "--parse-into",
+           help="then parse the trace into this database version directory (created when "
+                "missing)")
     profile.add_argument("--quiet", action="store_true", help="no progress lines")
     profile.add_argument("command", nargs=argparse.REMAINDER,
                          help="-- python SCRIPT [ARGS], or -- python -m MODULE [ARGS]")
@@ -347,11 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "against its calls and kernel types); markers alone name the cases; "
                     "without either, kernels are matched to rows by kernel type and "
                     "signature. Nothing is written on a failure.")
-    fill.add_argument("--prof-path", type=Path, required=True, metavar="DIR",
-                      help="profiler output: a run directory, a PROF_* or *_ascend_pt "
-                           "directory, or a directory holding them")
-    fill.add_argument("--database-path", type=Path, required=True, metavar="DIR",
-                      help="the database version directory to write")
+    add_renamed(fill, "--profile", "--prof-path", type=Path, required=True, metavar="DIR",
+                help="profiler output: a run directory, a PROF_* or *_ascend_pt directory, "
+                     "or a directory holding them")
+    add_db(fill, "--database-path", required=True,
+           help="the database version directory to write (it must hold the rows to fill)")
     fill.add_argument("--update-mode", choices=("all", "missing-only"), default="all",
                       help="all rows the profile measured, or only rows without a valid "
                            "Average Duration(us) (default: all)")
@@ -363,16 +330,15 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: median; a hand-off keeps its session's choice)")
     fill.add_argument("--dry-run", action="store_true",
                       help="attribute and report what would change; write nothing")
-    fill.add_argument("--history", default=default_history, metavar="PATH",
-                      help=f"SQLite history the run is recorded in, as a pytest session's "
-                           f"(default: {default_history}; none: keep no history)")
+    fill.add_argument("--history", metavar="PATH",
+                      help="SQLite history the run is recorded in, as a pytest session's "
+                           "(default: the one pytest bench records into, found from the "
+                           "rootdir as pytest finds it; none: keep no history)")
     fill.add_argument("--baseline", metavar="REF",
                       help="judge each case against a baseline, as --npuperf-baseline: last, a "
                            "run id, a history file or a run_<stamp>.json; a case found SLOWER "
                            "makes the exit status 1")
-    fill.add_argument("--regression-threshold", type=_threshold, default=0.05, metavar="F",
-                      help="minimum effect for SLOWER/FASTER, a fraction of the baseline's "
-                           "median (default: 0.05, 5 %%)")
+    add_threshold(fill, "--regression-threshold", type=fraction, default=0.05)
     fill.add_argument("--no-figures", action="store_true",
                       help="draw no figures in the html report")
     fill.set_defaults(func=cmd_backfill)
@@ -385,7 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "is wrong. What the simulator reading the database would miss "
                     "(op_mapping.yaml, cells it cannot parse, spellings it does not match) is "
                     "printed as warnings; --consumer makes them problems.")
-    validate.add_argument("path", type=Path, help="a database directory or one CSV file")
+    validate.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                          help="database directories or CSV files (or --db)")
+    add_db(validate, help="the database to check (a version directory or a root holding "
+                          "several)")
     validate.add_argument("--quiet", action="store_true",
                           help="list only files with problems or warnings")
     validate.add_argument("--consumer", action="store_true",
@@ -404,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--rows per kernel type with a fixed seed, and append them as theory rows "
                     "(identity cells, no measurements). Running the same command twice adds "
                     "nothing the second time.")
-    grid.add_argument("--data-dir", type=Path, required=True, metavar="DIR",
-                      help="the database (version) directory to add rows to; it must exist")
+    add_db(grid, "--data-dir", required=True,
+           help="the database (version) directory to add rows to (created when missing)")
     grid.add_argument("--config", metavar="FILE",
                       help="grid configuration YAML, or a packaged one by name: default "
                            "(all kernel types), embedded_db (the embedded default database)")
@@ -446,54 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernels.add_argument("--json", action="store_true", help="print JSON instead of a table")
     kernels.set_defaults(func=cmd_kernels)
 
-    history = sub.add_parser(
-        "history", help="a case's measurements run after run, from the run history",
-        description="Print the trend of the matching cases from the run history that every "
-                    "pytest bench session records (--npuperf-history): per case, one line per "
-                    "run, oldest first, with its value, minimum, samples, change from the run "
-                    "before, status and its verdict against that run's baseline. Exit status "
-                    "1 when no case matches.")
-    history.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
-                         help=f"the history file (default: {default_history})")
-    history.add_argument("--kernel", metavar="K", help="only this kernel type (exact), e.g. "
-                                                       "MatMulV2")
-    history.add_argument("--signature", metavar="S",
-                         help="only cases whose signature hash is S or whose case id contains "
-                              "S (e.g. 16x64x32, or the 8-hex hash of a case id)")
-    history.add_argument("--device", metavar="D", help="only runs on this database device")
-    history.add_argument("--last", type=_positive_int, default=10, metavar="N",
-                         help="the newest N runs of each case (default: 10)")
-    history.add_argument("--csv", action="store_true",
-                         help="print CSV (one row per case and run) instead of a table")
-    history.set_defaults(func=cmd_history)
-
-    compare = sub.add_parser(
-        "compare", help="compare a run with a baseline: SLOWER / FASTER / SAME / UNCERTAIN",
-        description="Compare every case of NEW with BASE: a two-sided Mann-Whitney U test on "
-                    "the two runs' samples plus a minimum effect on the ratio of medians. "
-                    "SLOWER / FASTER: significant (p < 0.01) and the median moved by at least "
-                    "--threshold; SAME: within the threshold and both medians known to better "
-                    "than it; UNCERTAIN: otherwise (too few or too spread samples, a noisy or "
-                    "suspect measurement, not significant); NEW: not in BASE. Regressions and "
-                    "improvements are listed worst first. Exit status 1 when any case is "
-                    "SLOWER.")
-    compare.add_argument("base", metavar="BASE",
-                         help="a run id (or unique prefix) in --history, last (each case's "
-                              "newest measurement before NEW), last-good (the same in passed "
-                              "runs), a history file (its newest measurements), or a "
-                              "run_<stamp>.json")
-    compare.add_argument("new", metavar="NEW",
-                         help="a run id in --history, last (its newest run), last-good, a "
-                              "history file (its newest run) or a run_<stamp>.json")
-    compare.add_argument("--history", type=Path, default=Path(default_history), metavar="FILE",
-                         help=f"where run ids and last are looked up (default: {default_history})")
-    compare.add_argument("--threshold", type=_threshold, default=0.05, metavar="F",
-                         help="minimum effect, a fraction of the baseline's median (default: "
-                              "0.05, 5 %%)")
-    compare.add_argument("--all", action="store_true",
-                         help="list SAME and NEW cases too (default: SLOWER, FASTER, UNCERTAIN)")
-    compare.add_argument("--csv", action="store_true", help="print CSV, one row per case")
-    compare.set_defaults(func=cmd_compare)
+    add_history_commands(sub)
 
     merge = sub.add_parser(
         "merge", help="merge several hosts' results (databases, run JSONs, histories) into one",
@@ -505,9 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "--history, as runs: a run already there is updated, never duplicated).")
     merge.add_argument("sources", nargs="+", type=Path, metavar="SOURCE",
                        help="database directories, history files (*.sqlite) and run JSONs")
-    merge.add_argument("--database", type=Path, metavar="DIR",
-                       help="the database version directory the database sources merge into "
-                            "(it must exist: e.g. a copy of one shard's)")
+    add_db(merge, "--database",
+           help="the database version directory the database sources merge into (created "
+                "when missing: then it holds the union of the sources)")
     merge.add_argument("--history", type=Path, metavar="FILE",
                        help="the history file the histories and run JSONs merge into (created "
                             "when missing)")
@@ -527,8 +449,8 @@ def _add_comm_commands(sub) -> None:
                     "measured/predicted lies in [1/T, T], WARN within [1/(2T), 2T], FAIL "
                     "beyond. Prints a markdown report; exit status 1 on any FAIL or unreadable "
                     "row.")
-    check.add_argument("--csv-dir", type=Path, required=True, metavar="DIR",
-                       help="the directory holding hcom_*.csv, e.g. data/<DEVICE>/hccl/v8.5")
+    add_db(check, "--csv-dir", required=True,
+           help="the directory holding hcom_*.csv, e.g. data/<DEVICE>/hccl/v8.5")
     check.add_argument("--tolerance", type=float, default=2.0, metavar="T",
                        help="ratio band of a PASS (default: 2)")
     check.add_argument("--report", type=Path, metavar="FILE",
@@ -543,13 +465,13 @@ def _add_comm_commands(sub) -> None:
                     "directory: a row already there for the same message_bytes, num_devices, "
                     "dtype and topology_tier is replaced, everything else is kept.")
     imp.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="benchmark output files")
-    imp.add_argument("--database-path", type=Path, required=True, metavar="DIR",
-                     help="the hcom table directory to write, <root>/<DEVICE>/hccl/<version>, "
-                          "e.g. data/CUDA_NVIDIA_H100_80GB_HBM3/hccl/vnccl2.21.5")
+    add_db(imp, "--database-path", required=True,
+           help="the hcom table directory to write (created when missing), <root>/<DEVICE>/"
+                "hccl/<version>, e.g. data/CUDA_NVIDIA_H100_80GB_HBM3/hccl/vnccl2.21.5")
     imp.add_argument("--op", help="the collective, when neither the log's command line nor its "
                                   "file name says (all_reduce, all_gather, reduce_scatter, "
                                   "all_to_all, broadcast)")
-    imp.add_argument("--num-devices", type=_positive_int, metavar="N",
+    imp.add_argument("--num-devices", type=positive_int, metavar="N",
                      help="ranks that took part (nccl-tests: default the '# Rank' lines; HCCL "
                           "Test: required unless an 'mpirun -n N' line is in the file)")
     imp.add_argument("--topology-tier", type=int, choices=(0, 1, 2),

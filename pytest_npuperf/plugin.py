@@ -16,6 +16,7 @@ from .harness.configure import configure, rank_env
 from .harness.nodeids import may_be_cases
 from .harness.options import add_options
 from .harness.roles import comm_session, measurer, owner
+from .harness.stash import teststatus
 from .harness.wrap import run_elsewhere
 
 if TYPE_CHECKING:
@@ -113,6 +114,10 @@ def npuperf_trace(request: pytest.FixtureRequest):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     collect.report_case(item, outcome.get_result())
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    return teststatus(report, config)
 
 
 @pytest.hookimpl(tryfirst=True)

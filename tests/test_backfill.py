@@ -97,7 +97,7 @@ def test_a_noisy_result_keeps_its_statistics_and_the_earlier_latency(db):
     assert row["MicroBench Status"] == "noisy: median 8.00x its minimum"
     assert row["MicroBench Median Duration(us)"] == "80"
     v2 = next(f for f in outcome.files if f.file == "MatMulV2.csv")
-    assert v2.failed == 1 and v2.updated == 0
+    assert (v2.failed, v2.flagged, v2.updated) == (0, 1, 0)  # flagged, not failed
 
 
 def test_matmul_measurement_follows_the_kernel_that_ran_and_never_adds_rows(db):
@@ -320,3 +320,23 @@ def test_counter_columns_block_by_block_equal_one_cell_at_a_time(monkeypatch) ->
     assert columns[microbench_counter(COUNTERS[4])][2] == ""
     assert columns[microbench_counter(COUNTERS[1])][3] == ""
     assert columns[microbench_counter(COUNTERS[0])][0] == "1"
+
+
+def test_noisy_and_suspect_rows_are_counted_apart_from_failures_in_every_report(db):
+    """One set of counts: the replay report's row counts agree with its case statuses (a
+    noisy run said `Failed: 0 ... Noisy: N` and then `Rows with a failed case | N`)."""
+    from pytest_npuperf.report import render_markdown
+    from tests.report_data import session
+
+    results = [result_for(db, "MatMulV2.csv", 0, status=STATUS_NOISY, error="spread 40 %"),
+               result_for(db, "MatMulV2.csv", 1, status=STATUS_SUSPECT),
+               result_for(db, "MatMulV3.csv", 0, samples=(), status=STATUS_FAILED,
+                          error="RuntimeError: boom")]
+    outcome = backfill(db, db, results, native=True, run_id="r1", stamp="20260101_000000")
+    assert (outcome.totals()["failed"], outcome.totals()["flagged"]) == (1, 2)
+    text = render_markdown(outcome, results, session())
+    assert "- Failed: 1" in text and "- Noisy: 1" in text and "- Suspect: 1" in text
+    rows = {cells[0]: cells[1] for line in text.splitlines() if line.startswith("| Rows")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    assert rows["Rows with a failing case (failed, error, timeout, crashed)"] == "1"
+    assert rows["Rows with a flagged or skipped case (noisy, suspect, unattributed, skipped)"] == "2"

@@ -37,7 +37,7 @@ def test_markers_without_a_hand_off_name_the_cases(db, tmp_path, npuperf):
     summaries(prof_dir(tmp_path / "prof"), k_rms + k_mm, [
         Range(rms.case_id, T0, T0 + 100), Range(mm.case_id, T0 + 1000, T0 + 1100),
         Range("not-a-case-of-this-database", T0 + 2000, T0 + 2100)])
-    code, out, err = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db)
+    code, out, err = npuperf("backfill", "--profile", tmp_path / "prof", "--db", db)
     assert code == 0, err
     assert "matched by mstx markers (no hand-off: warmup calls included" in out
     row = read_rows(db / "RmsNorm.csv")[0]
@@ -71,9 +71,9 @@ def test_without_markers_kernels_match_rows_by_type_and_signature_on_real_data(
     run.mkdir(parents=True)
     shutil.copy(sample, run / "kernel_details.csv")
     db = tmp_path / "db"
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", sample, "--database-path", db)
+    code, _, err = npuperf("parse", "--quiet", "--profile", sample, "--db", db)
     assert code == 0, err
-    code, out, err = npuperf("backfill", "--prof-path", tmp_path, "--database-path", db)
+    code, out, err = npuperf("backfill", "--profile", tmp_path, "--db", db)
     assert code == 0, err
     assert "matched by kernel type and signature (no markers, no hand-off)" in out
     checked = 0
@@ -102,10 +102,10 @@ def test_dry_run_writes_nothing_and_missing_only_leaves_measured_rows(db, tmp_pa
               + calls("MatMulV2", T0 + 210, 3), [Range(rms.case_id, T0, T0 + 100),
                                                  Range(mm.case_id, T0 + 200, T0 + 300)])
     before = tree_digest(db)
-    code, out, _ = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db,
+    code, out, _ = npuperf("backfill", "--profile", tmp_path / "prof", "--db", db,
                            "--dry-run")
     assert code == 0 and "dry run: nothing written" in out and tree_digest(db) == before
-    code, out, _ = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db,
+    code, out, _ = npuperf("backfill", "--profile", tmp_path / "prof", "--db", db,
                            "--update-mode", "missing-only")
     assert code == 0 and "missing-only: 1 case(s) whose row already has a duration" in out
     assert read_rows(db / "MatMulV2.csv")[1]["Average Duration(us)"] == "12.5"
@@ -113,12 +113,12 @@ def test_dry_run_writes_nothing_and_missing_only_leaves_measured_rows(db, tmp_pa
 
 
 def test_bad_paths_are_one_line_errors(tmp_path, npuperf):
-    code, _, err = npuperf("backfill", "--prof-path", tmp_path, "--database-path",
+    code, _, err = npuperf("backfill", "--profile", tmp_path, "--db",
                            tmp_path / "nodb")
     assert code == 2 and err.count("\n") == 1
-    assert "--database-path: " in err and "nodb: no such directory" in err
+    assert "--db: " in err and "nodb: no such directory" in err
     db = write_db(tmp_path / "db", {"RmsNorm": RMSNORM_ROWS})
-    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "none", "--database-path", db)
+    code, _, err = npuperf("backfill", "--profile", tmp_path / "none", "--db", db)
     assert code == 2 and err.strip().endswith("no such file or directory")
 
 
@@ -132,6 +132,6 @@ def test_a_hand_off_of_the_first_format_is_a_one_line_error(db, tmp_path, npuper
     (tmp_path / "run" / "npuperf_handoff.jsonl").write_text(
         json.dumps({"schema": "npuperf-handoff/1", "session": {}}) + "\n"
         + json.dumps({"result": {"case_id": "RmsNorm-x"}}) + "\n")
-    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "run", "--database-path", db)
+    code, _, err = npuperf("backfill", "--profile", tmp_path / "run", "--db", db)
     assert code == 1 and err.count("\n") == 1, err
     assert "another npuperf version (schema npuperf-handoff/1)" in err

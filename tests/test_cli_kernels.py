@@ -116,13 +116,13 @@ def test_grid_warns_once_per_kernel_type_it_writes_without_a_replay(npuperf, tmp
         """))
     db = tmp_path / "db"
     db.mkdir()
-    code, out, err = npuperf("grid", "--config", config, "--data-dir", db, "--quiet")
+    code, out, err = npuperf("grid", "--config", config, "--db", db, "--quiet")
     assert code == 0, err
     warnings = err.strip().splitlines()
     assert warnings == ["npuperf grid: warning: NoReplayDemo: 3 row(s) got no replay spec: their "
                         "cases are skipped until one is added (README: adding a kernel type)"]
     assert "added 6 row(s)" in out
-    code, out, err = npuperf("grid", "--config", config, "--data-dir", db, "--quiet")
+    code, out, err = npuperf("grid", "--config", config, "--db", db, "--quiet")
     assert code == 0 and err == ""  # nothing written, nothing to warn about
 
 

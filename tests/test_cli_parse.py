@@ -39,7 +39,7 @@ def db(tmp_path, npuperf) -> Path:
     """A database made by a successful parse, plus a hand-written file and an unknown one."""
     database = tmp_path / "db"
     kd = write_kernel_details(tmp_path / "seed" / "kernel_details.csv", _good_rows())
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", database)
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd, "--db", database)
     assert code == 0, err
     write_csv(database / "RmsNorm.csv", ["OP State", "Input Shapes", "Notes"],
               [["dynamic", "1,512;512", "kept"]])
@@ -63,8 +63,8 @@ def test_parse_writes_and_summarises(tmp_path, npuperf) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv",
                               _good_rows() + [kd_row("hcom_allReduce_", 9.0, core="HCCL",
                                                      in_shapes="N/A", out_shapes="N/A")])
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                             "--database-path", tmp_path / "db")
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                             "--db", tmp_path / "db")
     assert code == 0, err
     assert err == ""                                   # --quiet: no progress lines
     assert "wrote 2 file(s)" in out
@@ -72,22 +72,22 @@ def test_parse_writes_and_summarises(tmp_path, npuperf) -> None:
     assert "skipped 1 rows: 1 HCCL / communication" in out
     assert "MatMulV2.csv: +2 added" not in out and "MatMulV2.csv: +1 added" in out
     assert "Add.csv: +1 added, 0 updated (new file)" in out
-    code, out, _ = npuperf("parse", "--quiet", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, out, _ = npuperf("parse", "--quiet", "--profile", kd,
+                           "--db", tmp_path / "db")
     assert code == 0
     assert "0 rows added, 2 rows updated" in out
 
 
 def test_parse_into_device_and_version_directories(tmp_path, npuperf) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
                              "--database-root", tmp_path / "data", "--vllm-version", "v0.18.0",
                              "--torch-version", "2.9.0+cpu", "--cann-version", "cann8.5")
     assert code == 0, err
     target = tmp_path / "data" / DEVICE / "vllm_ascend" / VERSION_DIR
     assert sorted(p.name for p in target.glob("*.csv")) == ["Add.csv", "MatMulV2.csv"]
     assert str(target) in out
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd,
                            "--database-root", tmp_path / "data",
                            "--device", "ATLAS_800_A2_376T_64G", "--vllm-version", VERSION_DIR)
     assert code == 0, err
@@ -110,7 +110,7 @@ def test_missing_version_names_it_and_the_flag(tmp_path, npuperf, monkeypatch) -
     for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_INSTALL_PATH"):
         monkeypatch.delenv(var, raising=False)
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--device", DEVICE,
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd, "--device", DEVICE,
                              "--database-root", tmp_path / "data", "--vllm-version", "0.18.0")
     assert_one_line_error(code, out, err, "cann", "--cann-version")
     assert "--vllm-version" not in err and "--torch-version" not in err
@@ -124,7 +124,7 @@ def test_invalid_version_is_an_error(tmp_path, npuperf, flag: str, value: str) -
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
     args = {"--vllm-version": "0.18.0", "--torch-version": "2.9.0", "--cann-version": "8.5",
             flag: value}
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-root",
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd, "--database-root",
                              tmp_path / "data", *[x for kv in args.items() for x in kv])
     assert_one_line_error(code, out, err, "invalid", flag)
     assert not (tmp_path / "data").exists()
@@ -132,8 +132,8 @@ def test_invalid_version_is_an_error(tmp_path, npuperf, flag: str, value: str) -
 
 def test_no_database_given(tmp_path, npuperf) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
-    code, out, err = npuperf("parse", "--profiling-path", kd)
-    assert_one_line_error(code, out, err, "--database-path")
+    code, out, err = npuperf("parse", "--profile", kd)
+    assert_one_line_error(code, out, err, "--db")
 
 
 def test_dry_run_leaves_the_database_alone(tmp_path, npuperf, db) -> None:
@@ -141,8 +141,8 @@ def test_dry_run_leaves_the_database_alone(tmp_path, npuperf, db) -> None:
     kd = write_kernel_details(tmp_path / "new" / "kernel_details.csv",
                               [kd_row("MatMulV2", 1.0, in_shapes="1,7168;3584,7168",
                                       out_shapes="1,3584")])
-    code, out, _ = npuperf("parse", "--quiet", "--dry-run", "--profiling-path", kd,
-                           "--database-path", db)
+    code, out, _ = npuperf("parse", "--quiet", "--dry-run", "--profile", kd,
+                           "--db", db)
     assert code == 0
     assert "would write 1 file(s)" in out and "1 rows added" in out
     assert tree_digest(db) == before
@@ -152,8 +152,8 @@ def test_ep_size_option(tmp_path, npuperf) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv", [kd_row(
         "DispatchFFNCombine", 90.0, in_shapes="16,7168;256,7168,2048",
         in_dtypes="DT_BF16;DT_INT8", out_shapes="16,7168")])
-    code, _, err = npuperf("parse", "--quiet", "--ep-size", "8", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--ep-size", "8", "--profile", kd,
+                           "--db", tmp_path / "db")
     assert code == 0, err
     assert read_rows(tmp_path / "db" / "DispatchFFNCombine.csv")[0]["EP Size"] == "8"
 
@@ -161,13 +161,13 @@ def test_ep_size_option(tmp_path, npuperf) -> None:
 def test_console_script_runs_in_a_fresh_process(tmp_path) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
     result = subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "parse", "--quiet",
-                             "--profiling-path", str(kd), "--database-path", str(tmp_path / "db")],
+                             "--profile", str(kd), "--db", str(tmp_path / "db")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "2 rows added" in result.stdout
     result = subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "parse", "--quiet",
-                             "--profiling-path", str(tmp_path / "missing.csv"),
-                             "--database-path", str(tmp_path / "db")],
+                             "--profile", str(tmp_path / "missing.csv"),
+                             "--db", str(tmp_path / "db")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().startswith("npuperf parse: error:")
@@ -247,7 +247,7 @@ def test_bad_input_is_one_line_and_leaves_the_database(tmp_path, npuperf, db, ca
     path.parent.mkdir()
     path.write_bytes(content)
     before = tree_digest(db)
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", path, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", path, "--db", db)
     assert_one_line_error(code, out, err, *needles)
     assert str(path) in err                                  # says which file
     assert tree_digest(db) == before
@@ -258,8 +258,8 @@ def test_unparsable_number_far_down_a_chunked_file_names_its_row(tmp_path, npupe
     rows[7]["Duration(us)"] = "fast"
     path = write_kernel_details(tmp_path / "kernel_details.csv", rows)
     before = tree_digest(db)
-    code, out, err = npuperf("parse", "--quiet", "--chunk-rows", "3", "--profiling-path", path,
-                             "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--chunk-rows", "3", "--profile", path,
+                             "--db", db)
     assert_one_line_error(code, out, err, str(path), "row 8", "'Duration(us)'", "'fast'")
     assert tree_digest(db) == before
 
@@ -273,7 +273,7 @@ def test_one_bad_file_among_good_ones_writes_nothing(tmp_path, npuperf, db) -> N
     bad.parent.mkdir(parents=True)
     bad.write_text(HEADER_LINE + "\n" + GOOD_LINE.split(',"""8,16"""')[0] + "\n")
     before = tree_digest(db)
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", prof, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", prof, "--db", db)
     assert_one_line_error(code, out, err, str(bad))
     assert tree_digest(db) == before
 
@@ -281,7 +281,7 @@ def test_one_bad_file_among_good_ones_writes_nothing(tmp_path, npuperf, db) -> N
 def test_missing_path(tmp_path, npuperf, db) -> None:
     before = tree_digest(db)
     missing = tmp_path / "nowhere" / "kernel_details.csv"
-    code, out, err = npuperf("parse", "--profiling-path", missing, "--database-path", db)
+    code, out, err = npuperf("parse", "--profile", missing, "--db", db)
     assert_one_line_error(code, out, err, str(missing), "no such file")
     assert tree_digest(db) == before
 
@@ -290,7 +290,7 @@ def test_directory_without_kernel_tables(tmp_path, npuperf, db) -> None:
     prof = tmp_path / "prof"
     write_csv(prof / "op_statistic.csv", ["OP Type", "Count"], [["Add", "1"]])
     before = tree_digest(db)
-    code, out, err = npuperf("parse", "--profiling-path", prof, "--database-path", db)
+    code, out, err = npuperf("parse", "--profile", prof, "--db", db)
     assert_one_line_error(code, out, err, "kernel_details")
     assert tree_digest(db) == before
 
@@ -302,8 +302,8 @@ def test_unwritable_database_directory(tmp_path, npuperf) -> None:
     blocker.write_text("not a directory\n")
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
     before = tree_digest(tmp_path)
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                             "--database-path", blocker / "db")
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                             "--db", blocker / "db")
     assert_one_line_error(code, out, err, "cannot write", "not a directory")
     assert tree_digest(tmp_path) == before
 
@@ -313,7 +313,7 @@ def test_database_path_that_is_a_file(tmp_path, npuperf) -> None:
     target.write_text("OP State\n")
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
     before = target.read_bytes()
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", target)
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd, "--db", target)
     assert_one_line_error(code, out, err, "not a directory")
     assert target.read_bytes() == before
 
@@ -323,7 +323,7 @@ def test_an_lfs_pointer_in_the_database_stops_the_merge(tmp_path, npuperf, db) -
                                      "oid sha256:abcd\nsize 99\n")
     before = tree_digest(db)
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd, "--db", db)
     assert_one_line_error(code, out, err, "MatMulV2.csv", "Git LFS pointer", "git lfs pull")
     assert tree_digest(db) == before
 
@@ -344,7 +344,7 @@ def test_a_failure_while_writing_replaces_no_file(tmp_path, npuperf, db, monkeyp
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows() + [
         kd_row("SwiGlu", 3.0, in_shapes="4,256", in_dtypes="DT_BF16", in_formats="ND",
                out_shapes="4,128")])
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd, "--db", db)
     assert_one_line_error(code, out, err, "No space left on device")
     assert len(calls) == 2
     assert tree_digest(db) == before
@@ -355,7 +355,7 @@ def test_a_second_writer_is_refused(tmp_path, npuperf, db) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv", _good_rows())
     with database_lock(db, "a test"):
         before = tree_digest(db)
-        code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                                 "--database-path", db)
+        code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                                 "--db", db)
         assert tree_digest(db) == before
     assert_one_line_error(code, out, err, "being written by", "a test")

@@ -138,7 +138,7 @@ def test_a_file_without_a_table_is_a_data_error(tmp_path):
 
     path = tmp_path / "notes.txt"
     path.write_text("hello\n")
-    assert main(["import-nccl-tests", str(path), "--database-path", str(tmp_path / "db")]) == 1
+    assert main(["import-nccl-tests", str(path), "--db", str(tmp_path / "db")]) == 1
 
 
 def row(message: int, duration: str = "10.0", dtype: str = "DT_BF16", tier: int = 1,
@@ -193,7 +193,7 @@ def test_import_nccl_tests_cli_writes_and_a_rerun_replaces(tmp_path, capsys):
     from pytest_npuperf.cli import main
 
     db = tmp_path / "CUDA_NVIDIA_H100" / "hccl" / "vnccl2.21"
-    args = ["import-nccl-tests", str(NCCL_LOG), "--database-path", str(db)]
+    args = ["import-nccl-tests", str(NCCL_LOG), "--db", str(db)]
     assert main([*args, "--dry-run"]) == 0
     assert not db.exists()
     assert main(args) == 0
@@ -228,7 +228,7 @@ def test_import_nccl_tests_names_the_tables_in_the_op_mapping_of_the_kernel_data
     mine = "# my own mapping\noperator_mappings: {}\n"
     (edited / "op_mapping.yaml").write_text(mine)
     hccl = device / "hccl" / "v8.5"
-    assert main(["import-nccl-tests", str(NCCL_LOG), "--database-path", str(hccl),
+    assert main(["import-nccl-tests", str(NCCL_LOG), "--db", str(hccl),
                  "--version-dir", str(named)]) == 0
     out = capsys.readouterr().out
     assert f"{sibling / 'op_mapping.yaml'}: generated" in out
@@ -251,7 +251,7 @@ def test_import_nccl_tests_names_the_tables_in_the_op_mapping_of_the_kernel_data
     assert not list(device.glob(".npuperf*")) and not list(hccl.glob(".npuperf*"))
     # A version directory of another device (or anywhere else) is refused, nothing written.
     before = (hccl / "hcom_allReduce_.csv").read_bytes()
-    assert main(["import-nccl-tests", str(NCCL_LOG), "--database-path", str(hccl),
+    assert main(["import-nccl-tests", str(NCCL_LOG), "--db", str(hccl),
                  "--version-dir", str(tmp_path / "OTHER" / "vllm_ascend" / named.name)]) == 2
     assert "not a version directory of CUDA_NVIDIA_H100" in capsys.readouterr().err
     assert (hccl / "hcom_allReduce_.csv").read_bytes() == before
@@ -264,20 +264,20 @@ def test_comm_validate_judges_every_row_and_fails_on_a_fail(tmp_path, capsys):
     good = predict_us("all_reduce", 1 << 20, 8, 1)
     write_tables(tmp_path, {"hcom_allReduce_.csv": [row(1 << 20, f"{good * 1.5:.3f}")],
                             "hcom_broadcast_.csv": [row(1024)]}, purpose="test")
-    assert main(["comm-validate", "--csv-dir", str(tmp_path)]) == 0
+    assert main(["comm-validate", "--db", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "1 PASS, 0 WARN, 0 FAIL, 0 INVALID, 1 not modelled" in out
     report = tmp_path / "check.md"
-    assert main(["comm-validate", "--csv-dir", str(tmp_path), "--tolerance", "1.2",
+    assert main(["comm-validate", "--db", str(tmp_path), "--tolerance", "1.2",
                  "--report", str(report)]) == 0
     assert "WARN" in report.read_text()  # 1.5 is beyond 1.2, within 2.4
     write_tables(tmp_path, {"hcom_allReduce_.csv": [row(1 << 20, f"{good * 10:.3f}"),
                                                     row(2048, "oops")]}, purpose="test")
-    assert main(["comm-validate", "--csv-dir", str(tmp_path)]) == 1
+    assert main(["comm-validate", "--db", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "| FAIL |" in out and "INVALID (unreadable a duration)" in out
-    assert main(["comm-validate", "--csv-dir", str(tmp_path / "missing")]) == 2
-    assert main(["comm-validate", "--csv-dir", str(tmp_path), "--tolerance", "0.5"]) == 2
+    assert main(["comm-validate", "--db", str(tmp_path / "missing")]) == 2
+    assert main(["comm-validate", "--db", str(tmp_path), "--tolerance", "0.5"]) == 2
 
 
 def test_comm_validate_reads_a_table_without_a_tier_as_tier_1(tmp_path, capsys):
@@ -285,6 +285,55 @@ def test_comm_validate_reads_a_table_without_a_tier_as_tier_1(tmp_path, capsys):
 
     (tmp_path / "hcom_alltoallv_.csv").write_text("message_bytes,num_devices,Duration(us)\n"
                                                   "1048576,16,10.0\n")
-    assert main(["comm-validate", "--csv-dir", str(tmp_path)]) == 0
+    assert main(["comm-validate", "--db", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "no topology_tier column; rows read as tier 1" in out and "| PASS |" in out
+
+
+def _without_command_line(text: str) -> str:
+    """A log as superbench keeps it: the nccl-tests output without the command that ran it."""
+    return "\n".join(line for line in text.splitlines() if "_perf" not in line)
+
+
+@needs_realdata
+@pytest.mark.parametrize(("name", "op"), [
+    ("superbench_nccl_allreduce.log", "all_reduce"),
+    ("superbench_nccl_allgather.log", "all_gather"),
+    ("nccl-bw_reducescatter_rank0.txt", "reduce_scatter"),
+    ("superbench_nccl_alltoall.log", "all_to_all"),
+    ("nccl_Broadcast.log", "broadcast")])
+def test_a_superbench_log_names_its_collective_in_the_file_name(tmp_path, name, op):
+    path = tmp_path / name
+    path.write_text(_without_command_line(NCCL_LOG.read_text()))
+    log = import_log(path, ImportOptions())
+    assert log.op == op
+    assert any("from the file name" in n for n in log.notes)
+
+
+@needs_realdata
+def test_without_a_name_the_redop_and_root_columns_tell_the_collective(tmp_path):
+    path = tmp_path / "rank0.log"
+    path.write_text(_without_command_line(NCCL_LOG.read_text()))
+    log = import_log(path, ImportOptions())
+    # The real all_reduce log: redop sum, root -1, size = count x 4 bytes.
+    assert log.op == "all_reduce" and len(log.rows) == 31
+    assert any("redop sum, root -1, size = count x element size: all_reduce" in n
+               for n in log.notes)
+    # A broadcast: nothing reduced, a root rank.
+    path.write_text(MODERN_BROADCAST)
+    assert import_log(path, ImportOptions()).op == "broadcast"
+    # A reduce_scatter: summed, the buffer n x the count.
+    path.write_text(MODERN_BROADCAST.replace("16             4     float    none       0",
+                                             "16             2     float     sum      -1"))
+    assert import_log(path, ImportOptions()).op == "reduce_scatter"
+
+
+def test_a_table_that_fits_several_collectives_asks_for_op(tmp_path):
+    from pytest_npuperf.cli import main
+
+    path = tmp_path / "rank0.log"
+    # all_gather and alltoall print the same columns: size = n x count, redop none, root -1.
+    path.write_text(MODERN_BROADCAST.replace("16             4     float    none       0",
+                                             "16             2     float    none      -1"))
+    code = main(["import-nccl-tests", str(path), "--db", str(tmp_path / "out")])
+    assert code == 2

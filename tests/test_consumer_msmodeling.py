@@ -60,8 +60,8 @@ def _validate_consumer(database: Path, capsys) -> str:
 
 def test_a_parsed_real_kernel_table_is_found_row_by_row(consumer, realdata, tmp_path, capsys):
     database = tmp_path.joinpath(*VERSION_DIR)
-    assert cli_main(["parse", "--profiling-path", str(realdata / "kernel_details"),
-                     "--database-path", str(database), "--quiet"]) == 0
+    assert cli_main(["parse", "--profile", str(realdata / "kernel_details"),
+                     "--db", str(database), "--quiet"]) == 0
     probes = consumer_module.probe_database(consumer, database)
     assert _missed(probes) == []
     # Every aggregated group of the real table: MatMulV2/V3, flash attention forward and
@@ -145,7 +145,7 @@ def test_what_the_simulator_tripped_on_before_and_finds_now(consumer, tmp_path, 
                    out_shapes="8,16", out_dtypes="DT_BF16")]
     kd = write_kernel_details(tmp_path / "kernel_details.csv", rows)
     new = tmp_path.joinpath("new", *VERSION_DIR)
-    assert npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", new)[0] == 0
+    assert npuperf("parse", "--quiet", "--profile", kd, "--db", new)[0] == 0
     source = consumer.ProfilingDataSource(new)
     assert source.lookup(mm).latency_us == 12.5
     assert source.lookup(add).latency_us == 2.5

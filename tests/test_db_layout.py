@@ -171,7 +171,7 @@ def test_resolve_database_dir(tmp_path, monkeypatch, no_default_cann) -> None:
     assert resolve_database_dir(root=tmp_path, device="ATLAS_800_A2_376T_64G", vllm="0.18.0",
                                 torch="2.9.0+cpu", cann="cann8.5") == \
         tmp_path / "ATLAS_800_A2_376T_64G" / "vllm_ascend" / DIR
-    with pytest.raises(VersionError, match="--database-path"):
+    with pytest.raises(VersionError, match="--db"):
         resolve_database_dir(None)
     monkeypatch.setattr(layout, "metadata", _fake_metadata({}))
     with pytest.raises(VersionError, match="--torch-version"):

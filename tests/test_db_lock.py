@@ -55,14 +55,14 @@ def test_a_failed_merge_in_a_hand_made_database_leaves_no_trace(tmp_path, npuper
                                      "oid sha256:abcd\nsize 99\n")
     before = tree_digest(db)
     kd = write_kernel_details(tmp_path / "kernel_details.csv", [kd_row("MatMulV2", 4.0)])
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", db)
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd, "--db", db)
     assert code == 1 and "Git LFS pointer" in err  # bad data: exit 1
     assert tree_digest(db) == before
 
 
 def test_a_successful_parse_leaves_no_lock_file(tmp_path, npuperf) -> None:
     kd = write_kernel_details(tmp_path / "kernel_details.csv", [kd_row("MatMulV2", 4.0)])
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd,
+                           "--db", tmp_path / "db")
     assert code == 0, err
     assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["MatMulV2.csv", "op_mapping.yaml"]

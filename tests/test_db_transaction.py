@@ -246,9 +246,9 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_and_said(tmp_path):
 def test_parse_with_a_rename_failing_midway_changes_no_file(tmp_path, npuperf, monkeypatch):
     db = tmp_path / "db"
     rows = [kd_row("MatMulV2", 4.0), kd_row("Add", 2.0, in_shapes="8,16;8,16", out_shapes="8,16")]
-    assert npuperf("parse", "--quiet", "--profiling-path",
+    assert npuperf("parse", "--quiet", "--profile",
                    write_kernel_details(tmp_path / "a" / "kernel_details.csv", rows),
-                   "--database-path", db)[0] == 0
+                   "--db", db)[0] == 0
     before = tree_digest(db)
     real = os.replace
 
@@ -259,9 +259,9 @@ def test_parse_with_a_rename_failing_midway_changes_no_file(tmp_path, npuperf, m
 
     monkeypatch.setattr(os, "replace", immutable_matmul)
     rows = [kd_row("MatMulV2", 8.0), kd_row("Add", 3.0, in_shapes="8,16;8,16", out_shapes="8,16")]
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path",
+    code, _, err = npuperf("parse", "--quiet", "--profile",
                            write_kernel_details(tmp_path / "b" / "kernel_details.csv", rows),
-                           "--database-path", db)
+                           "--db", db)
     assert code == 2 and "every file was left as it was" in err and err.count("\n") == 1
     assert tree_digest(db) == before
 

@@ -28,11 +28,19 @@ def legend(root) -> list[str]:
 
 
 def circles_by_fill(root) -> dict[str, int]:
+    """Drawn points (legend swatches left out) by colour: a ring counts by its stroke."""
     found: dict[str, int] = {}
     for group in find(root, "g"):
         dots = group.findall(f"{NS}circle") if group.get("class") != "legend" else []
         if dots and group.get("fill"):
             found[group.get("fill")] = found.get(group.get("fill"), 0) + len(dots)
+    for parent in [root, *find(root, "g")]:
+        if parent.get("class") == "legend":
+            continue
+        for dot in parent.findall(f"{NS}circle"):
+            color = dot.get("stroke") if dot.get("fill") == "#fff" else dot.get("fill")
+            if color:
+                found[color] = found.get(color, 0) + 1
     return found
 
 
@@ -89,20 +97,23 @@ def test_roofline_places_every_case_under_the_ceilings():
     results = gemm_results()
     results[0].status = STATUS_SUSPECT
     root = parse(roofline(results))
-    # Left: the ceilings (slowest memory first), the peak, the cases by bound; right: the
-    # diagonal.
-    memory, llc, peak, *cases, diagonal = legend(root)
+    # Left: the ceilings (fastest first, as measured), the peak, the cases by bound; right:
+    # the diagonal and every colour of its points.
+    llc, memory, peak, *cases, diagonal = legend(root)[:-3]
     assert memory.startswith("main memory ") and memory.endswith(" GB/s")
     assert llc.startswith("LLC ") and llc.endswith(" GB/s")
     assert peak.startswith("peak ") and peak.endswith(" TFLOP/s")
     assert cases == ["compute-bound", "memory-bound"] and diagonal == "median = bound"
+    bound_by = [r.bound_by for r in results[1:]]
+    assert legend(root)[-3:] == [f"compute-bound ({bound_by.count('compute')})",
+                                 f"memory-bound ({bound_by.count('memory')})",
+                                 "suspect: faster than its bound (1)"]
     by_fill = circles_by_fill(root)
-    bound_by = [r.bound_by for r in results]
     # Left: every case by what bounds it; right: the same, the suspect one in red.
-    assert by_fill[BOUND_COLORS["compute"]] == bound_by.count("compute") * 2 - \
+    assert by_fill[BOUND_COLORS["compute"]] == bound_by.count("compute") * 2 + \
         (results[0].bound_by == "compute")
     assert by_fill["#d1242f"] == 1
-    assert "Achieved vs bound (1 suspect, red)" in texts(root)
+    assert "Achieved vs bound" in texts(root)
     assert {"Roofline", "arithmetic intensity (FLOP/byte)", "median (us)"} <= set(texts(root))
     assert roofline([case("Add", "8", samples=[1.0])]) is None  # no bound: nothing to place
 
@@ -124,11 +135,19 @@ def test_regression_ratios_by_verdict_with_the_worst_named():
     hostile = results[4]  # M=128: SLOWER
     hostile.case_id = 'MatMulV2-<b>&"x"'
     root = parse(regression_ratios(results))
-    assert legend(root) == ["SAME (6)", "SLOWER (2)", "p = 0.01"]
+    # The worst named in the legend (escaped, parsed back), numbered at their points: long
+    # case ids beside the points covered each other.
+    names = legend(root)[3:]
+    assert legend(root)[:3] == ["SAME (6)", "SLOWER (2)", "p = 0.01"]
+    assert sorted(n.split(": ", 1)[1] for n in names) == sorted([hostile.case_id,
+                                                                  results[5].case_id])
     by_fill = circles_by_fill(root)
     assert by_fill[VERDICT_COLORS["SAME"]] == 6 and by_fill[VERDICT_COLORS["SLOWER"]] == 2
     notes = [t.text for t in find(root, "text") if t.get("font-size") == "8"]
-    assert sorted(notes) == sorted([hostile.case_id, results[5].case_id])  # escaped, parsed back
+    assert sorted(notes) == ["1", "2"] and [n.split(":")[0] for n in names] == ["1", "2"]
+    swatches = [c.get("fill") for g in find(root, "g") if g.get("class") == "legend"
+                for c in g.iter(f"{NS}circle")]
+    assert swatches[-2:] == [VERDICT_COLORS["SLOWER"]] * 2
     dashed = [p for p in find(root, "path") if p.get("stroke-dasharray") == "5,3"]
     assert len(dashed) == 2  # the minimum effect either way
     assert regression_ratios(gemm_results()[:0]) is None
@@ -178,3 +197,70 @@ def test_one_case_and_equal_values_still_make_figures():
     root = parse(roofline([single]))
     assert sum(circles_by_fill(root).values()) == 2  # one point in each panel
     assert all(math.isfinite(float(c.get("cy"))) for c in find(root, "circle"))
+
+
+def test_noisy_and_suspect_gemms_are_rings_off_the_line():
+    results = gemm_results()
+    noisy = next(r for r in results if r.case_id.startswith("MatMulV2-128x1536x7168"))
+    noisy.status, noisy.error = "noisy", "median 8.00x its minimum"
+    noisy.set_samples([8000.0] * 12)  # the spike that dominated the line
+    root = parse(gemm_latency(results))
+    lines = find(root, "polyline")
+    assert sorted(len(polyline_points(x)) for x in lines) == [3, 4]  # the spike is off its line
+    rings = [c for c in find(root, "circle") if c.get("fill") == "#fff"]
+    assert len(rings) == 2  # the point and its legend swatch
+    assert any("noisy: median 8.00x its minimum" in (t.text or "")
+               for c in rings for t in c.iter(f"{NS}title"))
+    assert "ring: noisy or suspect, off the line" in legend(root)
+
+
+def test_twelve_series_never_share_a_colour():
+    assert len(set(PALETTE[:MAX_SERIES])) == MAX_SERIES == 12
+
+    def lab(color: str) -> tuple[float, float, float]:
+        def linear(c: float) -> float:
+            return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+        r, g, b = (linear(int(color[i:i + 2], 16) / 255) for i in (1, 3, 5))
+        x, y, z = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+                   0.2126 * r + 0.7152 * g + 0.0722 * b,
+                   (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+
+        def f(t: float) -> float:
+            return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+        return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+    closest = min(math.dist(lab(a), lab(b)) for i, a in enumerate(PALETTE[:12])
+                  for b in PALETTE[i + 1:12])
+    assert closest > 25  # CIELAB units: clearly different colours side by side
+
+
+def test_every_colour_of_the_achieved_vs_bound_panel_is_in_its_legend():
+    results = gemm_results()
+    results[0].status = STATUS_SUSPECT
+    results[1].status = "noisy"
+    root = parse(roofline(results))
+    panel_legend = [g for g in find(root, "g") if g.get("class") == "legend"][-1]
+    swatches = {c.get("fill") if c.get("fill") != "#fff" else c.get("stroke")
+                for c in panel_legend.iter(f"{NS}circle")}
+    right_points = set(circles_by_fill(root)) - {BOUND_COLORS["compute"], BOUND_COLORS["memory"]}
+    assert right_points <= swatches and {"#d1242f", "#bf8700"} <= swatches
+
+
+def test_cache_levels_are_listed_as_measured_and_an_inner_one_slower_than_memory_is_marked():
+    from pytest_npuperf.report.figures import ceilings_in_order
+
+    # What the CPU roofline drew: L2 (a single-thread copy of a per-core cache) at 135.7
+    # GB/s, below main memory at 238.4 GB/s.
+    ordered = ceilings_in_order({"L2": 135.7e9, "DRAM": 238.4e9, "LLC": 410.0e9})
+    assert [(name, note) for name, _, note in ordered] == [
+        ("LLC", ""), ("DRAM", ""), ("L2", " (measured below DRAM, LLC)")]
+    results = gemm_results()
+    for i, r in enumerate(results):  # the first four stream from L2, the others from the LLC
+        r.memory_level = "L2" if i < 4 else "LLC"
+        r.memory_bound_us = r.bytes / (135.7e9 if i < 4 else 410e9) * 1e6
+        r.hbm_bound_us = r.bytes / 238.4e9 * 1e6
+    labels = legend(parse(roofline(results)))
+    ceilings = [x for x in labels if x.endswith("GB/s") or "measured below" in x]
+    assert ceilings[-1] == "L2 135.7 GB/s (measured below LLC, main memory)"
+    speeds = [float(x.split()[-2]) if x.endswith("GB/s") else 135.7 for x in ceilings]
+    assert speeds == sorted(speeds, reverse=True)

@@ -94,7 +94,7 @@ def test_a_comm_validate_report_takes_its_directory_lock(tmp_path, capsys) -> No
     report = tmp_path / "out" / "check.md"
     report.parent.mkdir()
     with database_lock(report.parent, "another report"):
-        assert main(["comm-validate", "--csv-dir", str(tmp_path), "--report", str(report)]) != 0
+        assert main(["comm-validate", "--db", str(tmp_path), "--report", str(report)]) != 0
     assert "being written by" in capsys.readouterr().err and not report.exists()
 
 

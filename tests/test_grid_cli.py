@@ -48,17 +48,17 @@ def config(tmp_path) -> Path:
 
 
 def test_grid_writes_and_reports(npuperf, db, config):
-    code, out, err = npuperf("grid", "--data-dir", db, "--config", config, "--quiet")
+    code, out, err = npuperf("grid", "--db", db, "--config", config, "--quiet")
     assert code == 0, err
     assert "Add" in out and "added 8 row(s) to 2 file(s)" in out
     assert (db / "Add.csv").exists() and (db / "MatMulV2.csv").exists()
-    code, out, _ = npuperf("grid", "--data-dir", db, "--config", config, "--quiet")
+    code, out, _ = npuperf("grid", "--db", db, "--config", config, "--quiet")
     assert code == 0 and "added 0 row(s)" in out
 
 
 def test_dry_run_prints_counts_per_kernel_and_writes_nothing(npuperf, db, config):
     before = tree_digest(db)
-    code, out, err = npuperf("grid", "--data-dir", db, "--config", config, "--dry-run",
+    code, out, err = npuperf("grid", "--db", db, "--config", config, "--dry-run",
                              "--max-hbm-gb", str(265216 / 2 ** 30), "--rows", "3")
     assert code == 0, err
     assert tree_digest(db) == before
@@ -76,7 +76,7 @@ def test_dry_run_prints_counts_per_kernel_and_writes_nothing(npuperf, db, config
 
 def _fails(npuperf, db, *args, match: str) -> str:
     before = tree_digest(db)
-    code, out, err = npuperf("grid", "--data-dir", db, "--quiet", *args)
+    code, out, err = npuperf("grid", "--db", db, "--quiet", *args)
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and err.startswith("npuperf grid: error: ")
     assert match in err, err
@@ -143,13 +143,18 @@ def test_bad_options(npuperf, db, config, args, match):
     _fails(npuperf, db, *args, match=match)
 
 
-def test_missing_or_unusable_data_dir(npuperf, tmp_path, config):
-    code, _, err = npuperf("grid", "--data-dir", tmp_path / "missing", "--config", config)
-    assert code == 2 and "no such directory" in err and err.count("\n") == 1
-    assert not (tmp_path / "missing").exists()
+def test_a_missing_directory_is_created_and_a_file_refused(npuperf, tmp_path, config):
+    """Every writer creates its target directory (parse always did; grid refused)."""
+    target = tmp_path / "new" / "vllm0.18.0_torch2.9.0_cann8.5"
+    code, _, err = npuperf("grid", "--db", target, "--config", config, "--dry-run")
+    assert code == 0 and not target.exists()  # a dry run creates nothing
+    code, _, err = npuperf("grid", "--db", target, "--config", config)
+    assert code == 0 and err == "" and sorted(p.name for p in target.glob("*.csv"))
+    code, _, err = npuperf("grid", "--db", tmp_path / "missing", "--config", "/no/such.yaml")
+    assert code == 2 and not (tmp_path / "missing").exists()  # nothing made for a bad job
     afile = tmp_path / "afile"
     afile.write_text("x")
-    code, _, err = npuperf("grid", "--data-dir", afile, "--config", config)
+    code, _, err = npuperf("grid", "--db", afile, "--config", config)
     assert code == 2 and "not a directory" in err
 
 
@@ -166,16 +171,16 @@ def test_embedded_database_is_regenerated_byte_identically(npuperf, tmp_path):
     """The documented command, run on an empty directory, gives the committed files."""
     target = tmp_path.joinpath(*EMBEDDED.parts[-3:])  # <DEVICE>/vllm_ascend/<VERSION>, as committed
     target.mkdir(parents=True)
-    code, out, err = npuperf("grid", "--config", "embedded_db", "--data-dir", target, "--quiet")
+    code, out, err = npuperf("grid", "--config", "embedded_db", "--db", target, "--quiet")
     assert code == 0, err
     committed = sorted([p.name for p in EMBEDDED.glob("*.csv")] + ["op_mapping.yaml"])
     assert sorted(p.name for p in target.iterdir()) == committed
     for name in committed:
         assert (target / name).read_bytes() == (EMBEDDED / name).read_bytes(), name
     assert {n[:-4] for n in committed if n.endswith(".csv")} >= EMBEDDED_KERNELS
-    code, out, _ = npuperf("grid", "--config", "embedded_db", "--data-dir", target, "--quiet")
+    code, out, _ = npuperf("grid", "--config", "embedded_db", "--db", target, "--quiet")
     assert code == 0 and "added 0 row(s)" in out
-    code, out, _ = npuperf("grid", "--config", "embedded_db", "--data-dir", EMBEDDED, "--dry-run",
+    code, out, _ = npuperf("grid", "--config", "embedded_db", "--db", EMBEDDED, "--dry-run",
                            "--quiet")
     assert code == 0 and "dry run: 0 row(s) would be added" in out
 

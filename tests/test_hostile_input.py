@@ -49,8 +49,8 @@ def test_a_nul_padded_kernel_table_is_one_line_at_its_first_nul(tmp_path, npuper
     kd = _kd(tmp_path, [kd_row("Add", 2.0, **ADD)] * 3)
     with open(kd, "ab") as handle:
         handle.write(padding)
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", str(kd), "NUL byte at line 5", status=1)
     assert not (tmp_path / "db").exists()
 
@@ -58,12 +58,12 @@ def test_a_nul_padded_kernel_table_is_one_line_at_its_first_nul(tmp_path, npuper
 def test_an_all_nul_or_binary_file_is_one_line(tmp_path, npuperf):
     path = tmp_path / "kernel_details.csv"
     path.write_bytes(b"\0" * (4 << 20))
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", path,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", path,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", "NUL byte at line 1", status=1)
     path.write_bytes(os.urandom(1 << 20).replace(b"\0", b"\1"))  # binary without NUL bytes
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", path,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", path,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", str(path))
 
 
@@ -87,21 +87,21 @@ def test_unreadable_and_unreadable_like_files_are_one_line(tmp_path, npuperf, mo
         return real_open(file, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", denied)  # tests run as root: bits mean nothing
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", str(kd), "Permission denied")
     monkeypatch.undo()
     if Path("/proc/self/mem").exists():
-        code, _, err = npuperf("parse", "--quiet", "--profiling-path", "/proc/self/mem",
-                               "--database-path", tmp_path / "db")
+        code, _, err = npuperf("parse", "--quiet", "--profile", "/proc/self/mem",
+                               "--db", tmp_path / "db")
         _one_line(code, err, "parse", "/proc/self/mem")
 
 
 def test_a_fifo_as_profiling_path_is_refused_without_blocking(tmp_path, npuperf):
     fifo = tmp_path / "kernel_details.csv"
     os.mkfifo(fifo)
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", fifo,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", fifo,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", "not a regular file")
 
 
@@ -117,8 +117,8 @@ def test_an_unreadable_subdirectory_is_named_not_skipped(tmp_path, npuperf, monk
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", tmp_path / "prof",
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", tmp_path / "prof",
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", str(locked), "cannot read this directory")
     (tmp_path / "db").mkdir()
     (tmp_path / "db" / "Add.csv").write_text("OP State\n")
@@ -144,8 +144,8 @@ def _with_short_row(tmp_path: Path) -> Path:
 
 def test_rows_with_one_field_fewer_are_skipped_counted_and_named(tmp_path, npuperf):
     kd = _with_short_row(tmp_path)
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                             "--database-path", tmp_path / "db")
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                             "--db", tmp_path / "db")
     assert code == 0, err
     assert f"{kd}: 1 row(s) with fewer fields than the header's 46 (line 3)" in out
     assert "skipped 1 rows: 1 fewer fields than the header" in out
@@ -155,8 +155,8 @@ def test_rows_with_one_field_fewer_are_skipped_counted_and_named(tmp_path, npupe
 
 def test_strict_makes_a_short_row_an_error(tmp_path, npuperf):
     kd = _with_short_row(tmp_path)
-    code, _, err = npuperf("parse", "--quiet", "--strict", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--strict", "--profile", kd,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", str(kd), "fewer fields", "line 3", "--strict", status=1)
     assert not (tmp_path / "db").exists()
 
@@ -168,8 +168,8 @@ def test_a_bad_number_after_a_skipped_row_names_the_right_row(tmp_path, npuperf)
     lines[1] = lines[1].rsplit(",", 1)[0]
     kd = tmp_path / "kernel_details.csv"
     kd.write_text("\n".join(lines) + "\n")
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", "row 3", "'Duration(us)'", "'fast'", status=1)
 
 
@@ -178,12 +178,12 @@ def test_extra_trailing_fields_are_counted_not_dropped_silently(tmp_path, npuper
     lines = text.splitlines()
     kd = tmp_path / "kernel_details.csv"
     kd.write_text("\n".join([lines[0], lines[1] + ",extra", lines[2]]) + "\n")
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                             "--database-path", tmp_path / "db")
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                             "--db", tmp_path / "db")
     assert code == 0, err
     assert "1 row(s) with more fields than the header's 46 (line 2)" in out
-    code, _, err = npuperf("parse", "--quiet", "--strict", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db2")
+    code, _, err = npuperf("parse", "--quiet", "--strict", "--profile", kd,
+                           "--db", tmp_path / "db2")
     _one_line(code, err, "parse", "more fields", status=1)
 
 
@@ -192,8 +192,8 @@ def test_a_duplicate_header_name_is_an_error_not_first_wins(tmp_path, npuperf):
     header[header.index("Wait Time(us)")] = "Duration(us)"
     kd = tmp_path / "kernel_details.csv"
     kd.write_text(kernel_details_text([kd_row("Add", 2.0, **ADD)], header))
-    code, _, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                           "--database-path", tmp_path / "db")
+    code, _, err = npuperf("parse", "--quiet", "--profile", kd,
+                           "--db", tmp_path / "db")
     _one_line(code, err, "parse", "'Duration(us)'", "more than once", status=1)
 
 
@@ -209,8 +209,8 @@ def test_what_parse_writes_validate_accepts(tmp_path, npuperf):
         kd_row("Huge", 1.5e308, **ADD), kd_row("Huge", 1.6e308, **ADD), kd_row("Huge", 2.0, **ADD),
     ]
     kd = _kd(tmp_path, rows)
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                             "--database-path", tmp_path / "db")
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                             "--db", tmp_path / "db")
     assert code == 0, err
     assert "2 duration above 1e+12 us" in out
     code, out, _ = npuperf("validate", tmp_path / "db")
@@ -224,8 +224,8 @@ def test_what_parse_writes_validate_accepts(tmp_path, npuperf):
 def test_dtype_lists_longer_than_the_shapes_are_skipped_and_counted(tmp_path, npuperf):
     kd = _kd(tmp_path, [kd_row("Add", 2.0, in_shapes="8,16", in_dtypes="DT_BF16;DT_BF16",
                                in_formats="ND", out_shapes="8,16"), kd_row("Add", 2.0, **ADD)])
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd,
-                             "--database-path", tmp_path / "db")
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd,
+                             "--db", tmp_path / "db")
     assert code == 0, err
     assert "1 dtype or format list with more entries than shape slots" in out
     assert npuperf("validate", tmp_path / "db")[0] == 0
@@ -249,8 +249,8 @@ def test_validate_rejects_a_junk_row(tmp_path, npuperf):
 def test_ep_size_is_a_positive_whole_number(tmp_path, capsys, value):
     kd = _kd(tmp_path, [kd_row("Add", 2.0, **ADD)])
     with pytest.raises(SystemExit) as info:  # argparse: a usage error, before anything runs
-        cli_main(["parse", "--quiet", "--profiling-path", str(kd), "--ep-size", value,
-                  "--database-path", str(tmp_path / "db")])
+        cli_main(["parse", "--quiet", "--profile", str(kd), "--ep-size", value,
+                  "--db", str(tmp_path / "db")])
     _one_line(info.value.code, capsys.readouterr().err, "parse", "--ep-size",
               "whole number >= 1", status=2)
 
@@ -261,7 +261,7 @@ def _grid(npuperf, tmp_path, *args):
     db = tmp_path / "db"
     db.mkdir(exist_ok=True)
     before = tree_digest(db)
-    code, out, err = npuperf("grid", "--data-dir", db, "--quiet", "--dry-run", *args)
+    code, out, err = npuperf("grid", "--db", db, "--quiet", "--dry-run", *args)
     assert tree_digest(db) == before
     return code, out, err
 

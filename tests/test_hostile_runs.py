@@ -194,7 +194,7 @@ def test_a_hand_off_of_the_wrong_json_types_is_one_line(tmp_path, npuperf, monke
     change(head, block)
     path.write_text(json.dumps(head) + "\n" + json.dumps(block) + "\n")
     before = tree_digest(db)
-    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "run", "--database-path", db,
+    code, _, err = npuperf("backfill", "--profile", tmp_path / "run", "--db", db,
                            "--history", "none")
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
     assert needle in err and "the hand-off is damaged" in err
@@ -208,7 +208,7 @@ def test_backfill_with_an_unreadable_baseline_is_a_usage_error(tmp_path, npuperf
     (tmp_path / "garbage.json").write_text("garbage")
     for baseline, needle in (("garbage.json", "not a run JSON file"),
                              ("missing/run.json", "no such file"), ("nosuchrun", "no history")):
-        code, _, err = npuperf("backfill", "--prof-path", tmp_path / "run", "--database-path",
+        code, _, err = npuperf("backfill", "--profile", tmp_path / "run", "--db",
                                db, "--baseline", baseline)
         assert code == 2 and err.count("\n") == 1, err
         assert err.startswith("npuperf backfill: error: --baseline: ") and needle in err, err

@@ -31,7 +31,7 @@ OP_SUMMARY = REALDATA / "op_summary" / "neopan_tilelang_cann83rc2_910B2_op_summa
 
 
 def _parse(npuperf, profile: Path, db: Path, *args):
-    return npuperf("parse", "--quiet", "--profiling-path", profile, "--database-path", db, *args)
+    return npuperf("parse", "--quiet", "--profile", profile, "--db", db, *args)
 
 
 # -- what parse writes, its readers read ---------------------------------------------------------
@@ -123,9 +123,9 @@ def test_a_table_without_an_identity_column_is_refused_never_duplicated(tmp_path
     assert tree_digest(db) == before
     target = write_db(tmp_path / "merged", {"Add": [cells("8,16;8,16", "FLOAT;FLOAT", "ND;ND",
                                                           "8,16", "FLOAT")]})
-    code, _, err = npuperf("merge", "--database", target, db)
+    code, _, err = npuperf("merge", "--db", target, db)
     _one_line(code, err, "merge", "no 'Input Formats' column", status=1)
-    code, _, err = npuperf("grid", "--data-dir", db, "--config", "embedded_db", "--kernels",
+    code, _, err = npuperf("grid", "--db", db, "--config", "embedded_db", "--kernels",
                            "Add", "--quiet")
     assert code == 1 and "no 'Input Formats' column" in err, err
     assert tree_digest(db) == before
@@ -161,7 +161,7 @@ def test_backfill_says_so_when_every_op_summary_row_is_short(realdata, tmp_path,
     monkeypatch.chdir(tmp_path)
     path = _one_field_short(tmp_path)
     db = write_db(tmp_path / "db", {"main_kernel": [cells("N/A", "", "", "N/A", "")]})
-    code, out, err = npuperf("backfill", "--prof-path", path.parent, "--database-path", db,
+    code, out, err = npuperf("backfill", "--profile", path.parent, "--db", db,
                              "--history", "none")
     assert code == 0, err
     assert "3 row(s) with fewer fields than the header's 46" in out
@@ -176,16 +176,16 @@ def test_a_grid_config_or_model_file_on_a_fifo_is_refused_without_blocking(tmp_p
     fifo = tmp_path / "grid.yaml"
     os.mkfifo(fifo)
     (tmp_path / "db").mkdir()
-    code, _, err = npuperf("grid", "--data-dir", tmp_path / "db", "--dry-run", option, fifo)
+    code, _, err = npuperf("grid", "--db", tmp_path / "db", "--dry-run", option, fifo)
     _one_line(code, err, "grid", str(fifo), "not a regular file", status=2)
 
 
 def test_import_nccl_tests_of_dev_zero_or_a_fifo_is_bounded(tmp_path, npuperf):
     fifo = tmp_path / "all_reduce_perf.txt"
     os.mkfifo(fifo)
-    code, _, err = npuperf("import-nccl-tests", fifo, "--database-path", tmp_path / "hccl")
+    code, _, err = npuperf("import-nccl-tests", fifo, "--db", tmp_path / "hccl")
     _one_line(code, err, "import-nccl-tests", "not a regular file", status=2)
-    code, _, err = npuperf("import-nccl-tests", "/dev/zero", "--database-path", tmp_path / "hccl")
+    code, _, err = npuperf("import-nccl-tests", "/dev/zero", "--db", tmp_path / "hccl")
     _one_line(code, err, "import-nccl-tests", "/dev/zero", "larger than 64 MiB", status=1)
     assert not (tmp_path / "hccl").exists()
 
@@ -234,14 +234,14 @@ def test_merge_never_takes_an_unbelievable_timestamp_over_todays(tmp_path, npupe
             "MicroBench Timestamp", "MicroBench Status"))
 
     target, source = shard("target", "5", today), shard("source", "999", stamp)
-    code, out, err = npuperf("merge", "--database", target, source)
+    code, out, err = npuperf("merge", "--db", target, source)
     assert code == 0, err
     assert "nothing newer in the sources" in out and "1 measurement(s) with a MicroBench " \
         "Timestamp that is not a time or lies in the future" in out
     assert read_rows(target / "Add.csv")[0]["Average Duration(us)"] == "5"
     shutil.rmtree(target.parents[2])  # the other way round: today's replaces the bad one
     target, source = shard("target", "999", stamp), shard("source2", "5", today)
-    assert npuperf("merge", "--database", target, source)[0] == 0
+    assert npuperf("merge", "--db", target, source)[0] == 0
     assert read_rows(target / "Add.csv")[0]["Average Duration(us)"] == "5"
 
 
@@ -318,7 +318,7 @@ def test_a_grid_shape_beyond_any_tensor_is_one_line(tmp_path, npuperf):
                       'inputs: ["(M, 1)", "(M, 1)"], outputs: ["(M, 1)"]}}\n'
                       'assignments: {Add: p}\n')
     (tmp_path / "db").mkdir()
-    code, _, err = npuperf("grid", "--data-dir", tmp_path / "db", "--config", config,
+    code, _, err = npuperf("grid", "--db", tmp_path / "db", "--config", config,
                            "--max-hbm-gb", "0", "--quiet")
     _one_line(code, err, "grid", "(100000000000000000000, 1)", "more elements than any tensor")
     assert not any((tmp_path / "db").iterdir())
@@ -337,7 +337,7 @@ def _result_lines(lines: list[str]) -> list[int]:
 def test_two_logs_of_the_same_points_keep_one_row_each_and_say_so(realdata, tmp_path, npuperf):
     again = tmp_path / "again_all_reduce_perf.txt"
     shutil.copy(NCCL_LOG, again)
-    code, out, err = npuperf("import-nccl-tests", NCCL_LOG, again, "--database-path",
+    code, out, err = npuperf("import-nccl-tests", NCCL_LOG, again, "--db",
                              tmp_path / "hccl")
     assert code == 0, err
     assert f"note: 31 point(s) {NCCL_LOG} measured too: this log's kept" in out
@@ -350,7 +350,7 @@ def test_a_cut_last_line_and_junk_rows_are_left_out_and_said(realdata, tmp_path,
     last = _result_lines(lines)[-1]
     cut = tmp_path / "cut_all_reduce_perf.txt"
     cut.write_text("\n".join(lines[:last]) + "\n" + lines[last][:40])  # cut mid-row, no end
-    code, out, err = npuperf("import-nccl-tests", cut, "--database-path", tmp_path / "hccl")
+    code, out, err = npuperf("import-nccl-tests", cut, "--db", tmp_path / "hccl")
     assert code == 0, err
     assert "1 line(s) inside the result table are no result row, left out" in out
     assert "the last line has no line end (the log was cut there): left out" in out
@@ -359,7 +359,7 @@ def test_a_cut_last_line_and_junk_rows_are_left_out_and_said(realdata, tmp_path,
     text = HCCL_LOG.read_text().replace("16384             |", "16x84             |")
     hccl.write_text(text.rstrip("\n"))  # its last row cut: no line end
     code, out, err = npuperf("import-nccl-tests", hccl, "--num-devices", "8",
-                             "--database-path", tmp_path / "hccl2")
+                             "--db", tmp_path / "hccl2")
     assert code == 0, err
     assert "1 line(s) inside the result table are no result row" in out
     assert "the last line has no line end" in out
@@ -374,7 +374,7 @@ def test_a_grid_pattern_of_thousands_of_slots_is_refused_before_it_is_compiled(t
     config.write_text(f'patterns: {{p: {{iterators: {{M: [1]}}, inputs: [{slots}], '
                       f'outputs: ["(M,)"]}}}}\nassignments: {{Add: p}}\n')
     (tmp_path / "db").mkdir()
-    code, _, err = npuperf("grid", "--data-dir", tmp_path / "db", "--config", config, "--quiet")
+    code, _, err = npuperf("grid", "--db", tmp_path / "db", "--config", config, "--quiet")
     _one_line(code, err, "grid", "patterns.p.inputs: 5,000 shape templates", "at most 256")
 
 
@@ -382,10 +382,10 @@ def test_backfill_of_a_fifo_or_a_fifo_summary_is_refused_without_blocking(tmp_pa
     db = write_db(tmp_path / "db", {"Add": [cells("8,16", "FLOAT", "ND", "8,16", "FLOAT")]})
     fifo = tmp_path / "prof.csv"
     os.mkfifo(fifo)
-    code, _, err = npuperf("backfill", "--prof-path", fifo, "--database-path", db)
+    code, _, err = npuperf("backfill", "--profile", fifo, "--db", db)
     _one_line(code, err, "backfill", "not a regular file", status=2)
     (tmp_path / "prof").mkdir()
     summary = tmp_path / "prof" / "op_summary_20260101010101.csv"
     os.mkfifo(summary)
-    code, _, err = npuperf("backfill", "--prof-path", tmp_path / "prof", "--database-path", db)
+    code, _, err = npuperf("backfill", "--profile", tmp_path / "prof", "--db", db)
     _one_line(code, err, "backfill", str(summary), "not a regular file", status=2)

@@ -138,7 +138,7 @@ def test_wrapped_run_attributes_backfills_reports_and_backfill_reads_it_again(
     other = write_db(pytester.path / "again", {"MatMulV2": MATMUL_ROWS,
                                                "MatMulV3": [MATMUL_ROWS[0]],
                                                "RmsNorm": RMSNORM_ROWS})
-    code, text, err = npuperf("backfill", "--prof-path", run_dir, "--database-path", other,
+    code, text, err = npuperf("backfill", "--profile", run_dir, "--db", other,
                               "--history", out / "history.sqlite", "--baseline",
                               recorded.run_id)
     assert code == 0, err

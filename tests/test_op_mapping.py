@@ -163,10 +163,10 @@ def test_a_broken_file_is_a_one_line_error(tmp_path):
 def test_parse_grid_and_device_copies_write_it(tmp_path, npuperf):
     parsed = tmp_path.joinpath("parsed", *DEVICE_DIRS)
     kd = write_kernel_details(tmp_path / "kernel_details.csv", [kd_row("MatMulV2", 40.0)])
-    code, out, _ = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", parsed)
+    code, out, _ = npuperf("parse", "--quiet", "--profile", kd, "--db", parsed)
     assert code == 0 and "op_mapping.yaml: generated" in out
     assert "profiling.MatMulV2" in _doc(parsed)["operator_mappings"]
-    code, out, _ = npuperf("grid", "--data-dir", parsed, "--kernels", "SwiGlu", "--rows", "2",
+    code, out, _ = npuperf("grid", "--db", parsed, "--kernels", "SwiGlu", "--rows", "2",
                            "--quiet")
     assert code == 0 and "op_mapping.yaml" not in out  # kept: it already names SwiGlu
 

@@ -83,7 +83,7 @@ def test_real_kernel_table_parses_into_the_independently_computed_numbers(
         level1, tmp_path, npuperf) -> None:
     records, durations, counters, duplicates = independent_aggregate(level1)
     db = tmp_path / "db"
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", level1, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", level1, "--db", db)
     assert code == 0, err
     assert duplicates == 3
     assert f"read 1 kernel table(s), {len(records)} rows" in out
@@ -132,7 +132,7 @@ def test_real_variants_bom_and_several_ranks(level1, tmp_path, npuperf) -> None:
     bom.write_bytes(b"\xef\xbb\xbf" + bom.read_bytes().replace(b"\n", b"\r\n"))
     _, durations, _, _ = independent_aggregate(level1)
     db = tmp_path / "db"
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", prof, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", prof, "--db", db)
     assert code == 0, err
     assert "6 duplicate launch record" in out
     for key, values in durations.items():
@@ -147,9 +147,9 @@ def test_real_variants_bom_and_several_ranks(level1, tmp_path, npuperf) -> None:
 
 def test_rerun_on_real_data_updates_in_place(level1, tmp_path, npuperf) -> None:
     db = tmp_path / "db"
-    assert npuperf("parse", "--quiet", "--profiling-path", level1, "--database-path", db)[0] == 0
+    assert npuperf("parse", "--quiet", "--profile", level1, "--db", db)[0] == 0
     counts = {p.name: len(read_rows(p)) for p in db.glob("*.csv")}
-    code, out, _ = npuperf("parse", "--quiet", "--profiling-path", level1, "--database-path", db)
+    code, out, _ = npuperf("parse", "--quiet", "--profile", level1, "--db", db)
     assert code == 0
     assert f"0 rows added, {sum(counts.values())} rows updated" in out
     assert {p.name: len(read_rows(p)) for p in db.glob("*.csv")} == counts
@@ -163,7 +163,7 @@ def test_real_level0_table_has_no_shapes_to_aggregate(realdata, tmp_path, npuper
         header = next(csv.reader(handle))
     assert "Input Shapes" not in header
     db = tmp_path / "db"
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", level0, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", level0, "--db", db)
     assert code == 0, err
     assert "level-0 kernel table" in out and "no shapes to aggregate" in out
     assert "nothing to aggregate" in out
@@ -172,8 +172,8 @@ def test_real_level0_table_has_no_shapes_to_aggregate(realdata, tmp_path, npuper
 
 def test_real_directory_with_both_levels(realdata, tmp_path, npuperf) -> None:
     db = tmp_path / "db"
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", realdata / "kernel_details",
-                             "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", realdata / "kernel_details",
+                             "--db", db)
     assert code == 0, err
     assert LEVEL0 in out and "level-0" in out
     assert "read 1 kernel table(s)" in out
@@ -201,7 +201,7 @@ def test_real_old_schema_fia_file_is_merged_without_misreading_it(realdata, tmp_
          "Output Data Types": target["Output Data Types"],
          "Output Formats": target["Output Formats"]}
         for task, duration in ((101, "70.5"), (102, "71.5"))])
-    code, out, err = npuperf("parse", "--quiet", "--profiling-path", kd, "--database-path", db)
+    code, out, err = npuperf("parse", "--quiet", "--profile", kd, "--db", db)
     assert code == 0, err
     assert "0 rows added, 1 rows updated" in out
     assert "Average Duration(us) -> Profiling Average Duration(us)" in out   # migrated

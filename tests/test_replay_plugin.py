@@ -371,10 +371,17 @@ def test_profiler_method_records_device_time_per_call(project):
     assert set(table["MicroBench Method"]) == {"profiler"}
 
 
-def test_pytest_benchmark_json_covers_the_cases(project):
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_pytest_benchmark_json_covers_the_cases(project, xdist):
+    """Written by the process that receives every result (the xdist controller too), with
+    no 'Benchmark fixture was not used' warning."""
     pytester, db = project
     target = pytester.path / "bench.json"
-    run(pytester, db, "-k", "MatMul", f"--benchmark-json={target}").assert_outcomes(passed=2)
+    result = run(pytester, db, "-k", "MatMul", f"--benchmark-json={target}", *xdist)
+    result.assert_outcomes(passed=2)
+    output = result.stdout.str() + result.stderr.str()
+    assert "not used" not in output and "PytestBenchmarkWarning" not in output
+    assert "automatically disabled" not in output
     data = json.loads(target.read_text())
     names = [b["name"] for b in data["benchmarks"]]
     assert len(names) == 2 and all("MatMulV2" in n for n in names)
@@ -384,6 +391,7 @@ def test_pytest_benchmark_json_covers_the_cases(project):
         assert bench["stats"]["rounds"] == case["stats"]["samples"]
         assert bench["stats"]["median"] == pytest.approx(case["stats"]["median"] / 1e6, rel=1e-6)
         assert bench["extra_info"]["npuperf_method"] == "events"
+        assert bench["group"] == "MatMulV2" and bench["fullname"].endswith(f"[{bench['param']}]")
 
 
 def test_pytest_html_rows_show_statistics_and_a_plot(project):

@@ -73,13 +73,13 @@ def test_overview_and_update_summary() -> None:
     assert overview["Gap threshold"] == "microbench/profiling not in [0.80x, 1.20x]"
     summary = _section(text, "## Update Summary")
     assert summary.splitlines()[0].split("|")[1:-1] == [
-        " Operator  ", " Updated ", " Added ", " Deleted ", " Unchanged ", " Failed ",
-        " Missing "]
+        " Operator  ", " Updated ", " Added ", " Deleted ", " Unchanged ", " Failing ",
+        " Flagged ", " Missing "]
     assert _table_rows(summary) == [
-        ["MatMulV2", "2", "0", "0", "36", "0", "2"],
-        ["MatMulV3", "0", "0", "0", "9", "1", "1"],
-        ["RmsNorm", "1", "0", "2", "4", "0", "0"],
-        ["**Total**", "3", "0", "2", "49", "1", "3"]]
+        ["MatMulV2", "2", "0", "0", "36", "0", "0", "2"],
+        ["MatMulV3", "0", "0", "0", "9", "1", "0", "1"],
+        ["RmsNorm", "1", "0", "2", "4", "0", "0", "0"],
+        ["**Total**", "3", "0", "2", "49", "1", "0", "3"]]
 
 
 def test_hotspots_worst_first_with_ratio_format() -> None:

@@ -43,7 +43,7 @@ def _by_shape(path: Path) -> dict[str, dict[str, str]]:
 def test_gemm_rows_hold_the_sum_of_each_calls_kernels_in_the_gpus_own_database(
         tmp_path, npuperf):
     trace, expected = transformer_gpu_trace(tmp_path / "llama.json")
-    code, out, err = npuperf("parse", "--profiling-path", trace, "--database-root",
+    code, out, err = npuperf("parse", "--profile", trace, "--database-root",
                              tmp_path / "data", *VERSIONS, "--quiet")
     assert code == 0, err
     db = tmp_path / "data" / "CUDA_NVIDIA_H200" / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
@@ -63,7 +63,7 @@ def test_gemm_rows_hold_the_sum_of_each_calls_kernels_in_the_gpus_own_database(
 def test_a_cpu_trace_parses_and_what_maps_to_nothing_is_listed_with_its_share(tmp_path, npuperf):
     trace = cpu_trace(tmp_path / "cpu.json")
     db = tmp_path / "db" / "CPU_X" / "vllm_ascend" / "v1"
-    code, out, err = npuperf("parse", "--profiling-path", trace, "--database-path", db, "--quiet")
+    code, out, err = npuperf("parse", "--profile", trace, "--db", db, "--quiet")
     assert code == 0, err
     names = {p.name for p in db.glob("*.csv")}
     assert names == {"MatMulV2.csv", "SoftmaxV2.csv", "BatchMatMulV2.csv", "GatherV2.csv",
@@ -83,7 +83,7 @@ def test_a_call_lands_in_the_table_of_its_call_space_that_holds_the_row(tmp_path
         "MatMulV3": [cells("16,4096;14336,4096", "DT_BF16;DT_BF16", "ND;ND", "16,14336",
                            "DT_BF16")]})
     trace, expected = transformer_gpu_trace(tmp_path / "llama.json")
-    code, _, err = npuperf("parse", "--profiling-path", trace, "--database-path", db, "--quiet")
+    code, _, err = npuperf("parse", "--profile", trace, "--db", db, "--quiet")
     assert code == 0, err
     v3 = read_rows(db / "MatMulV3.csv")
     assert len(v3) == 1 and int(v3[0][PROFILING_COUNT]) == len(expected[(16, 4096, 14336)])
@@ -94,7 +94,7 @@ def test_a_trace_view_beside_its_kernel_table_is_left_out(tmp_path, npuperf):
     run = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     write_kernel_details(run / "kernel_details.csv", [kd_row(duration=12.0)])
     (run / "trace_view.json").write_text("this would not even parse")
-    code, out, err = npuperf("parse", "--profiling-path", tmp_path, "--database-path",
+    code, out, err = npuperf("parse", "--profile", tmp_path, "--db",
                              tmp_path / "db", "--quiet")
     assert code == 0, err
     assert "trace_view.json: left out: the kernel table beside it holds the same kernels" in out
@@ -109,7 +109,7 @@ def test_a_bad_trace_is_one_line_and_nothing_is_written(tmp_path, npuperf, conte
     before = tree_digest(db)
     bad = tmp_path / "bad_trace.json"
     bad.write_text(content)
-    code, _, err = npuperf("parse", "--profiling-path", bad, "--database-path", db)
+    code, _, err = npuperf("parse", "--profile", bad, "--db", db)
     assert code == 1 and problem in err and len(err.strip().splitlines()) == 1
     assert tree_digest(db) == before
 
@@ -118,7 +118,7 @@ def test_traces_of_two_devices_are_not_mixed(tmp_path, npuperf):
     (tmp_path / "in").mkdir()
     transformer_gpu_trace(tmp_path / "in" / "a_trace.json")
     cpu_trace(tmp_path / "in" / "b_trace.json")
-    code, _, err = npuperf("parse", "--profiling-path", tmp_path / "in", "--database-root",
+    code, _, err = npuperf("parse", "--profile", tmp_path / "in", "--database-root",
                            tmp_path / "data", *VERSIONS)
     assert code == 2 and "taken on 2 devices" in err
 
@@ -139,7 +139,7 @@ def test_profile_runs_a_script_warm_then_traced_and_parses_it(tmp_path):
     db = tmp_path / "db" / "CPU_X" / "vllm_ascend" / "v1"
     done = subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "profile", "--device",
                            "cpu", "--steps", "2", "--out", str(tmp_path / "t.json"),
-                           "--parse-into", str(db), "--quiet", "--", sys.executable,
+                           "--db", str(db), "--quiet", "--", sys.executable,
                            str(script), "3"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"trace written: {tmp_path / 't.json'}" in done.stdout
@@ -174,7 +174,7 @@ def test_a_big_gap_on_little_time_ranks_below_a_small_gap_on_much():
 
 
 def test_without_in_model_times_the_report_says_how_to_get_them():
-    assert "npuperf profile --parse-into" in model_gap.markdown_section(_outcome([], {}))
+    assert "npuperf profile --db" in model_gap.markdown_section(_outcome([], {}))
     assert model_gap.terminal_lines(_outcome([], {})) == []
 
 

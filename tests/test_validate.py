@@ -57,8 +57,8 @@ def test_database_written_by_parse_validates(tmp_path, npuperf) -> None:
                                          out_shapes="8,3584"),
         kd_row("Add", 1.38, in_shapes=";", in_dtypes="FLOAT;FLOAT", out_shapes="",
                out_dtypes="FLOAT")])
-    assert npuperf("parse", "--quiet", "--profiling-path", kd,
-                   "--database-path", tmp_path / "db")[0] == 0
+    assert npuperf("parse", "--quiet", "--profile", kd,
+                   "--db", tmp_path / "db")[0] == 0
     code, out, _ = npuperf("validate", tmp_path / "db")
     assert code == 0, out
 

@@ -40,8 +40,8 @@ def test_the_four_problems_of_a_pre_issue9_database_are_flagged(tmp_path, npuper
 
 def test_databases_this_project_writes_are_clean_for_the_simulator(tmp_path, realdata, npuperf):
     parsed = tmp_path.joinpath(*VERSION_DIR)
-    assert npuperf("parse", "--quiet", "--profiling-path", realdata / "kernel_details",
-                   "--database-path", parsed)[0] == 0
+    assert npuperf("parse", "--quiet", "--profile", realdata / "kernel_details",
+                   "--db", parsed)[0] == 0
     for database in (parsed, EMBEDDED):
         code, out, _ = npuperf("validate", "--consumer", database)
         assert code == 0, out

@@ -34,12 +34,13 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..db.errors import ContractError, NpuperfError, clip
 from ..db.files import read_bounded
-from ..db.shapes import is_known_dtype, normalize_dtype
+from ..db.shapes import dtype_bytes, is_known_dtype, normalize_dtype
 from .ops import OPS, op_named
 from .sweep import check_grid, tier_of
 from .table import cell, ranks_cell
@@ -56,6 +57,10 @@ _NCCL_BINARY = re.compile(r"(?<![A-Za-z])(all_reduce|all_gather|reduce_scatter|a
                           r"broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf(?![A-Za-z])")
 _HCCL_BINARY = re.compile(r"(?<![A-Za-z])(all_reduce|all_gather|reduce_scatter|alltoallv?|"
                           r"broadcast|reduce|scatter|send_recv)_test(?![A-Za-z])")
+# A collective named in a file name without its tool's binary, as benchmark harnesses name
+# their logs: superbench's `superbench_nccl_allreduce.log`, `nccl_all-gather.txt`, `allReduce`.
+_COLLECTIVE_NAME = re.compile(r"(?<![A-Za-z])(all[_-]?reduce|all[_-]?gather|reduce[_-]?scatter|"
+                              r"all[_-]?to[_-]?allv?|broadcast|bcast)(?![A-Za-z])", re.IGNORECASE)
 _HCCL_PARAMS = re.compile(r"iters is (\d+),\s*warmup_iters is (\d+)")
 _MPI_NP = re.compile(r"(?:mpirun|mpiexec)\b.*?\s-(?:n|np)\s+(\d+)")
 _HCCL_DTYPE = re.compile(r"_test\b.*?\s-d\s+(\w+)")
@@ -156,7 +161,11 @@ class _Junk:
 
 
 def _op_of(path: Path, lines: list[str], options: ImportOptions, binary: re.Pattern,
-           tool: str) -> str:
+           tool: str, table: Callable[[], tuple[str | None, str]] | None = None,
+           notes: list[str] | None = None) -> str:
+    """The collective of a log: --op, else the binary on a command line or in the file name,
+    else a collective's name in the file name (superbench's logs), else what the result
+    table's columns say (`table`: (op or None, why))."""
     if options.op:
         return op_named(options.op).name
     for text in (*lines, path.name):
@@ -167,8 +176,57 @@ def _op_of(path: Path, lines: list[str], options: ImportOptions, binary: re.Patt
             except ValueError:
                 raise ContractError(f"{path}: {match.group(0)} has no hcom table (collectives: "
                                     f"{', '.join(OPS)})") from None
-    raise NpuperfError(f"{path}: cannot tell which collective this {tool} output measured (no "
-                        f"command line or file name naming it): pass --op")
+    match = _COLLECTIVE_NAME.search(path.name)
+    if match:
+        if notes is not None:
+            notes.append(f"collective taken from the file name ({match.group(0)}); pass --op "
+                         f"if it is another")
+        return op_named(match.group(1)).name
+    why = "no command line or file name naming it"
+    if table is not None:
+        op, why = table()
+        if op is not None:
+            if notes is not None:
+                notes.append(f"collective taken from the result table: {why}; pass --op if it "
+                             f"is another")
+            return op
+    raise NpuperfError(f"{path}: cannot tell which collective this {tool} output measured "
+                       f"({why}): pass --op")
+
+
+def _op_from_table(path: Path, raw: list[tuple[list[str], _Layout]], n: int
+                   ) -> tuple[str | None, str]:
+    """The collective an nccl-tests table fits (None where several do), and why. nccl-tests
+    prints `count` as the per-rank element count of the op's parameter and `size` as the
+    larger buffer: size = count x element size for all_reduce, broadcast and reduce,
+    n x that for all_gather, reduce_scatter and alltoall. `redop` is `none` where nothing is
+    reduced; `root` -1 where no rank is the root."""
+    tokens, lay = raw[0]
+    pre = lay.preamble
+    if not {"size", "count", "type"} <= pre.keys():
+        return None, "no size, count and type columns to tell it from"
+    dtype = _NCCL_TYPES.get(tokens[pre["type"]].lower(), normalize_dtype(tokens[pre["type"]]))
+    size, count = int(tokens[pre["size"]]), int(tokens[pre["count"]])
+    if not is_known_dtype(dtype) or count < 1:
+        return None, f"an unknown data type {tokens[pre['type']]!r} or an empty first row"
+    ratio = size / (count * dtype_bytes(dtype))
+    redop = tokens[pre["redop"]].lower() if "redop" in pre else "none"
+    root = tokens[pre["root"]] if "root" in pre else "-1"
+    per_rank = "size = count x element size" if ratio == 1 else \
+        f"size = {n} ranks x count x element size" if ratio == n else f"size / count = {ratio:g}"
+    facts = f"redop {redop}, root {root}, {per_rank}"
+    if ratio == 1 and redop != "none":
+        if root != "-1":
+            raise ContractError(f"{path}: the table is a reduce to root {root} ({facts}), which has no "
+                                f"hcom table (collectives: {', '.join(OPS)})")
+        return "all_reduce", f"{facts}: all_reduce"
+    if ratio == 1 and root != "-1":
+        return "broadcast", f"{facts}: broadcast"
+    if ratio == n and n > 1 and redop != "none":
+        return "reduce_scatter", f"{facts}: reduce_scatter"
+    if ratio == n and n > 1:
+        return None, f"{facts}: all_gather or all_to_all alike"
+    return None, f"{facts}: no collective with a table fits"
 
 
 def _tier(n: int, options: ImportOptions, hosts: list[str], notes: list[str]) -> int:
@@ -260,7 +318,6 @@ def _group_values(tokens: list[str], start: int, names: dict[str, int]) -> _Meas
 
 
 def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> ImportedLog:
-    op = _op_of(path, lines, options, _NCCL_BINARY, "nccl-tests")
     ranks: dict[int, str] = {}
     device_names: set[str] = set()
     warmup = iters = ""
@@ -308,6 +365,8 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
     if options.num_devices and ranks and options.num_devices != len(ranks):
         notes.append(f"--num-devices {options.num_devices} given; the log lists {len(ranks)} "
                      f"rank(s)")
+    op = _op_of(path, lines, options, _NCCL_BINARY, "nccl-tests",
+                table=lambda: _op_from_table(path, raw, n), notes=notes)
     tier = _tier(n, options, list(ranks.values()), notes)
     log = ImportedLog(path, NCCL_TESTS, op, n, tier, notes=notes)
     base = {"num_devices": str(n), "topology_tier": str(tier), "backend": "nccl",
@@ -408,9 +467,9 @@ def _hccl_columns(line: str) -> dict[str, int] | None:
 
 
 def _parse_hccl_test(path: Path, lines: list[str], options: ImportOptions) -> ImportedLog:
-    op = _op_of(path, lines, options, _HCCL_BINARY, "HCCL Test")
-    text = "\n".join(lines)
     notes: list[str] = []
+    op = _op_of(path, lines, options, _HCCL_BINARY, "HCCL Test", notes=notes)
+    text = "\n".join(lines)
     n = options.num_devices
     if n is None:
         match = _MPI_NP.search(text)

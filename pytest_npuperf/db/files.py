@@ -80,7 +80,7 @@ def check_not_lfs(path: str | Path) -> None:
 
 def check_database_dir(path: Path, option: str) -> None:
     """An NpuperfError unless `path` is a directory, saying what it is instead; `option` names
-    where the path came from (`--npuperf-db`, `--database-path`)."""
+    where the path came from (`--npuperf-db`, `--db`)."""
     if path.is_dir():
         return
     if not path.exists():

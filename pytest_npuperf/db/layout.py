@@ -203,7 +203,7 @@ def resolve_database_dir(database_path: str | Path | None = None, *, root: str |
     if database_path is not None:
         return Path(database_path)
     if not device:
-        raise VersionError("no database given: pass --database-path DIR, or --device with "
+        raise VersionError("no database given: pass --db DIR, or --device with "
                            "--vllm-version/--torch-version/--cann-version")
     return database_dir(root, device, resolve_version_dir(vllm, torch, cann, detect=detect, env=env))
 

@@ -112,6 +112,14 @@ _DTYPE_ALIASES = {
     "FLOAT8_E4M3FN": "FLOAT8_E4M3", "FLOAT8_E5M2FNUZ": "FLOAT8_E5M2",
     "FLOAT8_E4M3FNUZ": "FLOAT8_E4M3",
     "LONG": "INT64", "INT": "INT32", "SHORT": "INT16", "BYTE": "UINT8", "CHAR": "INT8",
+    # torch.profiler's `Input type`: c10 type names (`c10::` already stripped).
+    "UNSIGNED CHAR": "UINT8", "SIGNED CHAR": "INT8", "SHORT INT": "INT16",
+    "SHORT UNSIGNED INT": "UINT16", "UNSIGNED SHORT": "UINT16", "UNSIGNED INT": "UINT32",
+    "LONG INT": "INT64", "LONG LONG INT": "INT64", "LONG UNSIGNED INT": "UINT64",
+    "UNSIGNED LONG": "UINT64", "COMPLEX<FLOAT>": "COMPLEX64", "COMPLEX<DOUBLE>": "COMPLEX128",
+    "COMPLEX<HALF>": "COMPLEX32", "FLOAT8_E8M0FNU": "FLOAT8_E8M0",
+    # torch's own names (`torch.` already stripped).
+    "CFLOAT": "COMPLEX64", "CDOUBLE": "COMPLEX128", "CHALF": "COMPLEX32", "COMPLEX32": "COMPLEX32",
 }
 
 DTYPE_BYTES: dict[str, float] = {
@@ -121,6 +129,10 @@ DTYPE_BYTES: dict[str, float] = {
     "DT_BOOL": 1, "DT_COMPLEX64": 8, "DT_COMPLEX128": 16,
     "DT_FLOAT8_E4M3": 1, "DT_FLOAT8_E5M2": 1, "DT_FLOAT8_E8M0": 1, "DT_HIFLOAT8": 1,
     "DT_INT4": 0.5, "DT_FLOAT4_E2M1": 0.5, "DT_FLOAT4_E1M2": 0.5,
+    # The rest of the data types CANN (ge::DataType) and torch_npu name for tensors.
+    "DT_COMPLEX32": 4, "DT_QINT8": 1, "DT_QUINT8": 1, "DT_QINT16": 2, "DT_QUINT16": 2,
+    "DT_QINT32": 4, "DT_DUAL_SUB_INT8": 1, "DT_DUAL_SUB_UINT8": 1, "DT_UINT1": 0.125,
+    "DT_INT2": 0.25, "DT_UINT2": 0.25, "DT_FLOAT6_E3M2": 0.75, "DT_FLOAT6_E2M3": 0.75,
     UNDEFINED_DTYPE: 0,
 }
 
@@ -137,6 +149,7 @@ def normalize_dtype(token: str) -> str:
         return UNDEFINED_DTYPE
     if text.startswith("TORCH."):
         text = text[6:]
+    text = text.replace("C10::", "")
     if text.startswith("DT_"):
         text = text[3:]
     text = _DTYPE_ALIASES.get(text, text)
@@ -155,13 +168,15 @@ def normalize_format(token: str) -> str:
 
 
 # The spelling real profiler output uses, which is also the one the simulator reading this
-# database matches (CONTRACT.md §3): the types CANN's profiler has named since before bf16 go
-# without the `DT_` prefix (FLOAT, FLOAT16, INT8, INT32, INT64, UINT8 and BOOL are seen in real
-# kernel tables; the other bare names are the same family, inferred), bf16, the absent slot
-# and the newer types keep it (`DT_BF16`, `DT_UNDEFINED`, `DT_FLOAT8_E4M3`).
+# database matches (CONTRACT.md §3): the types CANN's profiler has named since before bf16
+# (ge::DataType values below DT_BF16) go without the `DT_` prefix (FLOAT, FLOAT16, INT8,
+# INT32, INT64, UINT8 and BOOL are seen in real kernel tables; the other bare names are the
+# same family, inferred), bf16, the absent slot and the newer types keep it (`DT_BF16`,
+# `DT_UNDEFINED`, `DT_FLOAT8_E4M3`, `DT_HIFLOAT8`, `DT_INT4`, `DT_COMPLEX32`).
 _BARE_DTYPES = frozenset({
     "FLOAT", "FLOAT16", "DOUBLE", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
-    "UINT32", "UINT64", "BOOL", "COMPLEX64", "COMPLEX128",
+    "UINT32", "UINT64", "BOOL", "COMPLEX64", "COMPLEX128", "QINT8", "QUINT8", "QINT16",
+    "QUINT16", "QINT32", "DUAL_SUB_INT8", "DUAL_SUB_UINT8",
 })
 
 
@@ -172,6 +187,14 @@ def profiler_dtype(token: str) -> str:
     name = normalize_dtype(token)
     bare = name.removeprefix("DT_")
     return bare if bare in _BARE_DTYPES else name
+
+
+def tensor_dtype(name: object) -> str | None:
+    """The database dtype of a tensor type as a profiler or torch names it (`unsigned char`,
+    `short unsigned int`, `c10::BFloat16`, `torch.uint16`, `DT_INT32`), in the profiler's
+    spelling; None for what is not a tensor's type (`Scalar`, `ScalarList`, empty)."""
+    name = normalize_dtype(str(name))
+    return profiler_dtype(name) if name in DTYPE_BYTES and name != UNDEFINED_DTYPE else None
 
 
 def dtype_cell(tokens) -> str:

@@ -463,16 +463,14 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
              show_progress: bool = True) -> GridSummary:
     """The whole `npuperf grid` job on one database (version) directory."""
     data_dir = Path(data_dir)
-    if not data_dir.exists():
-        raise NpuperfError(f"{data_dir}: no such directory (create the database directory "
-                           f"first, e.g. mkdir -p {data_dir})")
-    if not data_dir.is_dir():
+    if data_dir.exists() and not data_dir.is_dir():
         raise NpuperfError(f"{data_dir}: not a directory")
-    if not dry_run:
-        check_writable_dir(data_dir)
     settings = resolve_settings(kernels, config_path=config_path, target_models=target_models,
                                 model_file=model_file, rows=rows, seed=seed,
                                 max_hbm_gb=max_hbm_gb)
+    if not dry_run:  # a writer creates the directory it writes into (once the job is valid)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        check_writable_dir(data_dir)
     recovered = recover_if_free(data_dir)  # an interrupted write is rolled back before reading
     files = _read_database(data_dir, settings.kernels)
     signatures = {k: f.signatures for k, f in files.items() if f is not None}

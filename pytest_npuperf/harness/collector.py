@@ -1,12 +1,13 @@
 """The owner's ear: every test report of the run reaches the owning process (xdist sends the
 workers' reports to the controller, user properties included); the replay results they carry
-go to the run's owner."""
+go to the run's owner. Once pytest has written a case's line, the owner may add its progress
+line (never inside pytest's own)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .roles import owner
+from .roles import existing_owner, owner
 from .stash import result_of, roles
 
 
@@ -23,3 +24,10 @@ class ResultCollector:
             run_owner = owner(self.config)
             run_owner.judge_late(report, result)
             run_owner.record(result)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location) -> None:
+        if roles(self.config).owns:
+            run_owner = existing_owner(self.config)
+            if run_owner is not None and run_owner.results:
+                run_owner.progress_tick()

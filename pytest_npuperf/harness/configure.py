@@ -7,13 +7,15 @@ Light on purpose: this runs in every pytest run, also those without a replay cas
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ..comm import launch
 from ..comm.launch import RankEnv, xdist_in_use
 from ..comm.ops import OP_NAMES
 from .comm_options import read_comm_settings
-from .options import check_usage
+from .options import check_usage, renamed_notes
 from .stash import choose_roles, mark_start
 
 
@@ -47,3 +49,6 @@ def configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(html_hooks, "npuperf-html")
     check_usage(config)  # a UsageError from here is one line
+    if not hasattr(config, "workerinput"):  # said once, by the process the user started
+        for note in renamed_notes(config):
+            print(f"npuperf: note: {note}", file=sys.stderr)

@@ -47,6 +47,7 @@ def terminal_summary(terminalreporter, config: pytest.Config) -> None:
         _section(terminalreporter, "npuperf collectives", comm.summary_lines())
     run_owner = existing_owner(config)
     if run_owner is not None and run_owner.active:
+        _section(terminalreporter, "npuperf results", run_owner.results_lines())
         _section(terminalreporter, "npuperf", run_owner.summary_lines())
 
 

@@ -17,7 +17,6 @@ from ..measure.result import (
     STATUS_SKIPPED,
 )
 from ..replay.cases import result_for
-from .bench_bridge import benchmark_fixture, feed_benchmark
 from .context import RunContext
 from .stash import RESULT_KEY
 
@@ -111,7 +110,6 @@ class Measurer:
     def replayer(self, request: pytest.FixtureRequest) -> Callable[[CaseRef], CaseResult]:
         """The `npuperf_replay` fixture's function: measure a test's case; fail, skip or pass
         the test as the result says."""
-        benchmark = benchmark_fixture(request)
         node = request.node
 
         def replay(ref: CaseRef) -> CaseResult:
@@ -120,8 +118,6 @@ class Measurer:
                 pytest.fail(f"{ref.file}: {ref.problem}", pytrace=False)
             result = self.run_case(ref, node.nodeid)
             node.stash[RESULT_KEY] = result
-            if benchmark is not None and self.runner.last_samples:
-                feed_benchmark(benchmark, result, self.runner.last_samples)
             if result.status == STATUS_SKIPPED:  # a ReplaySkipped/NpuOnly row, or no replay yet
                 pytest.skip(result.error)
             if result.status in FAILING_STATUSES:

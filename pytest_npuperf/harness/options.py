@@ -97,12 +97,18 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("baseline", "str", None, "compare each case's samples with a baseline: last (each case's "
      "newest earlier measurement on this device), last-good (the same in passed runs), a run "
      "id, a history file or a run_<stamp>.json; a case found SLOWER fails", None),
-    ("regression-threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
+    ("threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
      "(or FASTER) only when its median moved by at least this fraction and the rank test "
      "says the difference is significant", None),
     ("resume", "str", None, "continue a run that did not end writing its results (stopped, "
      "killed, its host lost): RUN (a run id) or last; the cases its journal (<out>/runs/"
      "<run>.jsonl) holds are taken from it, the others measured, and all are written", None),
+    ("table", "str", "5", "the results table at the end of the session: N (the N worst and N "
+     "best cases, by the change against the baseline, else the share of the roofline bound "
+     "reached, else the value), all, or none", None),
+    ("progress", "str", "auto", "a progress line with the cases done, the rate and the time "
+     "left: auto (on a terminal every 10 s, in a log every 60 s, only in sessions that run "
+     "longer than that), SECONDS between lines, or none", None),
     ("no-figures", "bool", False, "draw no figures in the html reports (their tables stay): "
      "smaller reports for very large runs", None),
     ("shard", "str", None, "run only shard I of N (I/N, 1-based): cases are split by a "
@@ -153,6 +159,11 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
 )
 
 
+# Options renamed to the vocabulary every npuperf command shares: new name -> old name. The
+# old flag and ini name are still read; the flag says it is old (`renamed_notes`).
+RENAMED = {"threshold": "regression-threshold"}
+
+
 def _ini_name(name: str) -> str:
     return "npuperf_" + name.replace("-", "_")
 
@@ -182,10 +193,12 @@ def add_options(parser: pytest.Parser) -> None:
             kwargs["metavar"] = name.split("-")[-1].upper()
             if choices:
                 kwargs["choices"] = choices
-        group.addoption(flag, **kwargs)
+        old = [f"--npuperf-{RENAMED[name]}"] if name in RENAMED else []
+        group.addoption(flag, *old, **kwargs)
         ini_type = {"bool": "bool", "path": "string"}.get(kind, "string")
-        parser.addini(_ini_name(name), help_text, type=ini_type,
-                      default=default if kind == "bool" else None)
+        for ini in [name, *([RENAMED[name]] if name in RENAMED else [])]:
+            parser.addini(_ini_name(ini), help_text, type=ini_type,
+                          default=default if kind == "bool" else None)
     grid_help = ("turn shape-grid points into cases instead of database rows (a grid config "
                  "file, or a packaged one: default, embedded_db); nothing is written to a "
                  "database")
@@ -199,9 +212,11 @@ def _value(config: pytest.Config, name: str, kind: str, default: object,
     dest = _ini_name(name)
     value = config.getoption(dest)
     if value is None or value is False:
-        ini = config.getini(dest)
-        if ini not in (None, ""):
-            value = ini
+        for ini_name in [dest, *([_ini_name(RENAMED[name])] if name in RENAMED else [])]:
+            ini = config.getini(ini_name)
+            if ini not in (None, ""):
+                value = ini
+                break
     if value is None or (kind == "bool" and not value):
         value = default
     if kind in ("int", "float", "count") and isinstance(value, str):
@@ -220,6 +235,19 @@ def option_value(config: pytest.Config, name: str) -> object:
         if option == name:
             return _value(config, name, kind, default, choices)
     raise KeyError(name)
+
+
+def renamed_notes(config: pytest.Config) -> list[str]:
+    """What the old option names used in this run are called now."""
+    args = [str(a).split("=", 1)[0] for a in config.invocation_params.args]
+    notes = []
+    for name, old in RENAMED.items():
+        if f"--npuperf-{old}" in args:
+            notes.append(f"--npuperf-{old} is now --npuperf-{name} (the old name still works)")
+        if config.getini(_ini_name(old)) not in (None, ""):
+            notes.append(f"ini {_ini_name(old)} is now {_ini_name(name)} (the old name still "
+                         f"works)")
+    return notes
 
 
 def check_usage(config: pytest.Config) -> None:
@@ -274,6 +302,8 @@ class Settings:
     embedded: bool = False  # the cases come from the embedded default database
     keep_prof: bool = False
     strict_stack: bool = False
+    table: int | None = 5  # the results table: N worst and best, None every case, 0 none
+    progress: float | None = None  # seconds between progress lines; None: auto; 0: none
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
@@ -286,7 +316,7 @@ class Settings:
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
                 "model_profile": self.model_profile, "cache": self.cache, "impl": self.impl,
-                "resume": self.resume}
+                "resume": self.resume, "table": self.table, "progress": self.progress}
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -321,10 +351,12 @@ def read_settings(config: pytest.Config) -> Settings:
             device_name = check_device(str(device_name))
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf_device_name: {exc}") from None
-    threshold = float(values["regression-threshold"])
+    threshold = float(values["threshold"])
     if not threshold >= 0 or threshold == float("inf"):
-        raise pytest.UsageError(f"npuperf_regression_threshold: expected a fraction >= 0 (0.05 is "
+        raise pytest.UsageError(f"npuperf_threshold: expected a fraction >= 0 (0.05 is "
                                 f"5 %), got {threshold}")
+    table = parse_table(values["table"])
+    progress = parse_progress(values["progress"])
     history = values["history"]
     history_path = (None if str(history).strip().lower() == "none" else Path(str(history))) \
         if history else out / "history.sqlite"
@@ -344,7 +376,37 @@ def read_settings(config: pytest.Config) -> Settings:
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
                     cache=str(values["cache"]), impl=_impl(values["impl"]),
                     resume=str(values["resume"]).strip() or None if values["resume"] else None,
-                    strict_stack=bool(values["strict-stack"]))
+                    strict_stack=bool(values["strict-stack"]), table=table, progress=progress)
+
+
+def parse_table(text: object) -> int | None:
+    """`all` -> None (every case), `none` -> 0, `N` -> the N worst and N best."""
+    value = str(text).strip().lower()
+    if value == "all":
+        return None
+    if value in ("none", "0"):
+        return 0
+    if value.isascii() and value.isdigit():
+        return int(value)
+    raise pytest.UsageError(f"npuperf_table: expected all, none or a number of cases, got "
+                            f"{text!r}")
+
+
+def parse_progress(text: object) -> float | None:
+    """`auto` -> None, `none` -> 0, SECONDS -> seconds between lines (> 0)."""
+    value = str(text).strip().lower()
+    if value == "auto":
+        return None
+    if value in ("none", "off", "0"):
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise pytest.UsageError(f"npuperf_progress: expected auto, none or a number of seconds, "
+                                f"got {text!r}")
+    return seconds
 
 
 def _impl(value: object) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,10 +23,12 @@ from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
+from .bench_bridge import add_result, benchmark_session
 from .context import RunContext
 from .journal import Journal, forget, journal_path, journaled_results, resumable
 from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
+from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, ProgressLine
 
 # What a CI timeout or a closed terminal sends: the run ends as after Ctrl-C (its finished
 # cases written), not killed with nothing saved. A second one ends the process at once.
@@ -56,6 +59,8 @@ class Owner:
         self._resumed: list[CaseResult] = []
         self._resumed_journal: Path | None = None
         self._handlers: dict[int, object] = {}
+        self._progress: ProgressLine | bool | None = None  # False: no progress lines
+        self._benchmarks: object = None  # pytest-benchmark's session (False: not asked for)
         self._catch_stop_signals()
 
     # -- a run stopped from outside ends as any run ends ------------------------------------------
@@ -158,6 +163,33 @@ class Owner:
         journal = self._journal_for_write()
         if journal is not None:
             journal.append(result)
+        if self._benchmarks is None:
+            self._benchmarks = benchmark_session(self.context.config) or False
+        if self._benchmarks:
+            problem = add_result(self._benchmarks, result)
+            if problem and problem not in self.notes:
+                self.notes.append(problem)
+
+    def progress_tick(self) -> None:
+        """After a case's line: the progress line, when one is due."""
+        progress = self._progress_line()
+        if progress:
+            progress.done(len(self.results))
+
+    def _progress_line(self) -> ProgressLine | None:
+        """--npuperf-progress: created with the first result, on pytest's terminal."""
+        if self._progress is None:
+            interval = self.context.settings.progress
+            config = self.context.config
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if interval == 0 or reporter is None or config.option.verbose < -1:
+                self._progress = False
+            else:
+                tty = bool(getattr(reporter, "isatty", False))
+                interval = interval or (TTY_INTERVAL_S if tty else LOG_INTERVAL_S)
+                self._progress = ProgressLine(self.selected, partial(_own_line, reporter, tty),
+                                              interval_s=interval)
+        return self._progress or None
 
     def _journal_for_write(self) -> Journal | None:
         settings = self.context.settings
@@ -323,6 +355,13 @@ class Owner:
             return summary_lines(self.end)
         return list(self.notes)
 
+    def results_lines(self) -> list[str]:
+        """The results table of every case of the run (--npuperf-table)."""
+        from ..report.results_table import results_table
+
+        results = self.end.results if self.end is not None else [*self._resumed, *self.results]
+        return results_table(results, self.context.settings.table)
+
     def html_summary(self) -> str | None:
         end = self.end
         if end is None or end.outcome is None:
@@ -340,3 +379,11 @@ class Owner:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def _own_line(reporter, tty: bool, text: str) -> None:
+    """A line of its own on pytest's terminal, also after a row of dots (xdist's have no file
+    name heading them, so pytest would not start a new line)."""
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(text, cyan=tty)

@@ -14,7 +14,7 @@ corrections), chosen over a bootstrap interval of the ratio of medians because:
 Significance alone is not a regression: samples within one run are correlated (the machine's
 state drifts), so two runs of the same build differ "significantly" by a percent or two. A
 case is SLOWER only when the difference is significant *and* the ratio of medians is at least
-the minimum effect: `--npuperf-regression-threshold` (5 % by default), or the case's own
+the minimum effect: `--npuperf-threshold` (5 % by default), or the case's own
 run-to-run spread over its recent baseline runs when that is larger (history/baseline.py);
 FASTER likewise in the other direction (log-symmetric: 1/1.05); a change beyond the asked-for
 threshold but within that run-to-run spread is UNCERTAIN, never SAME. A SLOWER case is measured

@@ -33,7 +33,7 @@ def merge_sources(sources: list[Path], *, history: Path | None, database: Path |
     databases, histories, runs = classify([Path(s) for s in sources])
     if databases and database is None:
         raise NpuperfError(f"{databases[0]} is a database directory: name the database to merge "
-                           f"it into with --database DIR")
+                           f"it into with --db DIR")
     if (histories or runs) and history is None:
         first = (histories or runs)[0]
         raise NpuperfError(f"{first}: name the history to merge it into with --history FILE")

@@ -265,12 +265,41 @@ class HistoryStore:
             rows = self._query("SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\' "
                                "ORDER BY started", (pattern,))
         if not rows:
-            raise HistoryError(f"{self.path}: no run {ref!r} in this history")
+            raise HistoryError(f"{self.path}: no run {ref!r} in this history{self._suggest(ref)}")
         if len(rows) > 1:
             shown = ", ".join(r["run_id"] for r in rows[:5])
             raise HistoryError(f"{self.path}: {ref!r} names {len(rows)} runs ({shown}); give "
                                f"more of the run id")
         return _run_of(rows[0])
+
+    def _suggest(self, ref: str) -> str:
+        """Run ids like `ref` (else the newest), for an error about a run not found."""
+        import difflib
+
+        ids = [row["run_id"] for row in self._query("SELECT run_id FROM runs ORDER BY started "
+                                                    "DESC, id DESC")]
+        if not ids:
+            return " (it holds no run yet)"
+        close = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
+        shown = close or ids[:3]
+        what = "did you mean" if close else "newest"
+        return (f"; {what}: {', '.join(shown)} ({len(ids)} run(s): npuperf runs lists them, "
+                f"last and last-good name the newest)")
+
+    def find_runs(self, *, device: str | None = None, kernel: str | None = None,
+                  since: float | None = None, until: float | None = None
+                  ) -> list[tuple[RunRecord, int]]:
+        """Runs oldest first, with how many of their cases match `kernel` (all: no kernel),
+        optionally only on `device`, started in [since, until), holding a case of `kernel`."""
+        clauses, params = _run_clauses(device, False, since=since, until=until)
+        match = "c.kernel = ?" if kernel else "1"
+        count = f"(SELECT count(*) FROM cases c WHERE c.run = r.id AND {match})"
+        having = [f"{count} > 0"] if kernel else []
+        where = " AND ".join(clauses + having) or "1"
+        rows = self._query(f"SELECT r.*, {count} AS matched FROM runs r WHERE {where} "
+                           f"ORDER BY r.started, r.id",
+                           ([kernel] if kernel else []) + params + ([kernel] if kernel else []))
+        return [(_run_of(row), int(row["matched"])) for row in rows]
 
     def latest(self, device: str | None = None, *, passed_only: bool = False,
                exclude: Iterable[str] = ()) -> RunRecord | None:
@@ -300,18 +329,17 @@ class HistoryStore:
                            limit=limit, with_samples=with_samples)
 
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
-              device: str | None = None, last: int | None = None) -> list[CaseRecord]:
-        """Measurements of the matching cases, oldest first; `last`: per case, the newest N."""
-        clauses, params = [], []
+              device: str | None = None, last: int | None = None, since: float | None = None,
+              until: float | None = None) -> list[CaseRecord]:
+        """Measurements of the matching cases, oldest first; `last`: per case, the newest N;
+        `since` / `until`: runs started in [since, until)."""
+        clauses, params = _run_clauses(device, False, since=since, until=until)
         if kernel:
             clauses.append("c.kernel = ?")
             params.append(kernel)
         if signature:
             clauses.append("(c.signature = ? OR instr(c.key, ?) > 0)")
             params += [signature, signature]
-        if device:
-            clauses.append("r.device = ?")
-            params.append(device)
         where = " AND ".join(clauses) or "1"
         records = self._cases(where, params, order="c.kind, c.key, r.started, r.id",
                               with_samples=False)
@@ -332,14 +360,20 @@ class HistoryStore:
         return [_case_of(row, self.path) for row in self._query(sql, params)]
 
 
-def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = ()
+def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,
+                 since: float | None = None, until: float | None = None
                  ) -> tuple[list[str], list[Any]]:
-    """SQL conditions on the run `r`: on `device`, passed, not one of `exclude`."""
+    """SQL conditions on the run `r`: on `device`, passed, not one of `exclude`, started in
+    [since, until)."""
     clauses: list[str] = []
     params: list[Any] = []
     if device is not None:
         clauses.append("r.device = ?")
         params.append(device)
+    for value, condition in ((since, "r.started >= ?"), (until, "r.started < ?")):
+        if value is not None:
+            clauses.append(condition)
+            params.append(value)
     if passed_only:
         clauses.append("r.passed = 1")
     excluded = list(exclude)

@@ -1,13 +1,16 @@
-"""What `npuperf history` and `npuperf compare` print."""
+"""What `npuperf runs`, `npuperf history` and `npuperf compare` print."""
 
 from __future__ import annotations
 
 import csv
+import datetime as _dt
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..db.errors import NpuperfError
+from ..measure.units import fmt_duration
 from .baseline import Baseline, RunBaseline, resolve_baseline, resolve_run
 from .compare import (
     FASTER,
@@ -30,19 +33,85 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+_RELATIVE = re.compile(r"^(\d+)\s*([dhw])$")
+
+
+def parse_when(text: str, *, now: float | None = None) -> float:
+    """`--since` / `--until`: an ISO date or time (`2026-11-20`, `2026-11-20T08:00`, local
+    time) or an age (`7d`, `12h`, `2w`), as epoch seconds."""
+    value = str(text).strip()
+    match = _RELATIVE.match(value.lower())
+    if match:
+        hours = int(match.group(1)) * {"h": 1, "d": 24, "w": 168}[match.group(2)]
+        return (now if now is not None else _dt.datetime.now().timestamp()) - hours * 3600
+    try:
+        return _dt.datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise NpuperfError(f"{text!r} is neither a date (2026-11-20, 2026-11-20T08:00) nor an "
+                           f"age (7d, 12h, 2w)") from None
+
+
+def stack_text(run: RunRecord | None) -> str:
+    """`torch 2.13.0+cpu, cann 8.5` from a run's software stack."""
+    stack = run.stack if run is not None and isinstance(run.stack, dict) else {}
+    return ", ".join(f"{k} {v}" for k, v in stack.items() if v and not isinstance(v, dict))
+
+
+def commit_text(run: RunRecord | None) -> str:
+    if run is None or not run.git_commit:
+        return ""
+    return run.git_commit[:10] + ("+dirty" if run.git_dirty else "")
+
+
+def run_outcome(run: RunRecord) -> str:
+    if (run.options or {}).get("partial"):
+        return "partial"
+    return {True: "passed", False: "failed", None: "?"}[run.passed]
+
+
+def render_runs(found: list[tuple[RunRecord, int]], kernel: str | None) -> str:
+    """`npuperf runs`: one line per run, oldest first."""
+    cases = f"{kernel} cases" if kernel else "cases"
+    header = (f"{'run id':<28}  {'started':<19}  {'device':<28}  {'commit':<16}  "
+              f"{cases:>{max(5, len(cases))}}  {'outcome':<7}  stack")
+    lines = [header]
+    for run, matched in found:
+        lines.append(f"{run.run_id:<28}  {(run.started_iso or '?')[:19]:<19}  "
+                     f"{run.device or '?':<28}  {commit_text(run) or '-':<16}  "
+                     f"{matched:>{max(5, len(cases))}}  {run_outcome(run):<7}  "
+                     f"{stack_text(run) or '-'}")
+    lines.append(f"{len(found)} run(s)")
+    return "\n".join(lines)
+
+
+def runs_csv(found: list[tuple[RunRecord, int]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(("run_id", "started", "device", "git_commit", "git_dirty", "cases",
+                     "matched", "outcome", "stack", "host", "baseline"))
+    for run, matched in found:
+        writer.writerow((run.run_id, run.started_iso, run.device, run.git_commit,
+                         "" if run.git_dirty is None else int(run.git_dirty), run.cases, matched,
+                         run_outcome(run), stack_text(run), run.host, run.baseline))
+    return buffer.getvalue()
+
+
 class NoMatch(NpuperfError):
     """Nothing in the history matches: a fact about the data (exit status 1)."""
 
     exit_code = 1
 
 
-def trend(store: HistoryStore, *, kernel: str | None, signature: str | None, last: int,
-          device: str | None = None) -> tuple[list[CaseRecord], dict[str, RunRecord]]:
-    records = store.trend(kernel=kernel, signature=signature, device=device, last=last)
+def trend(store: HistoryStore, *, kernel: str | None, signature: str | None, last: int | None,
+          device: str | None = None, since: float | None = None, until: float | None = None
+          ) -> tuple[list[CaseRecord], dict[str, RunRecord]]:
+    records = store.trend(kernel=kernel, signature=signature, device=device, last=last,
+                          since=since, until=until)
     if not records:
         what = ", ".join(f"{k} {v!r}" for k, v in (("kernel", kernel), ("signature", signature),
                                                    ("device", device)) if v) or "any case"
-        raise NoMatch(f"{store.path}: no measurement of {what} in this history")
+        when = " in that time" if since is not None or until is not None else ""
+        raise NoMatch(f"{store.path}: no measurement of {what}{when} in this history")
     runs = {run.run_id: run for run in store.runs()}
     return records, runs
 
@@ -66,29 +135,73 @@ def _csv_num(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
 
+def _device(record: CaseRecord, runs: dict[str, RunRecord]) -> str:
+    """The device a measurement was taken on (its run's database device)."""
+    run = runs.get(record.run_id)
+    return (run.device if run is not None and run.device else record.device) or "?"
+
+
+def _change(value: float | None, previous: float | None) -> str:
+    if previous is None or value is None or previous <= 0:
+        return "-"
+    return f"{value / previous - 1:+.1%}"
+
+
+def _verdict(r: CaseRecord) -> str:
+    if r.verdict and r.ratio:
+        return f" / {r.verdict} {r.ratio:.3f}x"
+    return f" / {r.verdict}" if r.verdict else ""
+
+
 def render_trend(records: list[CaseRecord], runs: dict[str, RunRecord]) -> str:
     """Per case, one line per run (oldest first) with the change from the run before."""
     lines: list[str] = []
     current = None
     previous: float | None = None
-    for r in records:
-        if (r.kind, r.key) != current:
-            current, previous = (r.kind, r.key), None
+    for r in sorted(records, key=lambda r: (r.kind, r.key, _device(r, runs))):
+        if (r.kind, r.key, _device(r, runs)) != current:
+            current, previous = (r.kind, r.key, _device(r, runs)), None
             if lines:
                 lines.append("")
-            lines += [f"{r.key} ({r.kernel}, {r.kind})",
-                      f"  {'started':<19}  {'run':<24}  {'commit':<10}  {'value(us)':>10}  "
-                      f"{'min(us)':>10}  {'samples':>7}  {'change':>7}  status / verdict"]
+            lines += [f"{r.key} ({r.kernel}, {r.kind}, on {_device(r, runs)})",
+                      f"  {'started':<19}  {'run':<24}  {'commit':<10}  {'value':>10}  "
+                      f"{'min':>10}  {'samples':>7}  {'change':>7}  status / verdict"]
         run = runs.get(r.run_id)
-        change = "-" if previous is None or r.value_us is None or previous <= 0 \
-            else f"{r.value_us / previous - 1:+.1%}"
-        verdict = f" / {r.verdict} {r.ratio:.3f}x" if r.verdict and r.ratio else \
-            (f" / {r.verdict}" if r.verdict else "")
         lines.append(f"  {(run.started_iso if run else '?')[:19]:<19}  {r.run_id:<24}  "
-                     f"{(run.git_commit if run else '')[:10]:<10}  {_fmt(r.value_us):>10}  "
-                     f"{_fmt(r.min_us):>10}  {r.samples_count:>7}  {change:>7}  {r.status}{verdict}")
+                     f"{(run.git_commit if run else '')[:10]:<10}  "
+                     f"{fmt_duration(r.value_us):>10}  {fmt_duration(r.min_us):>10}  "
+                     f"{r.samples_count:>7}  {_change(r.value_us, previous):>7}  "
+                     f"{r.status}{_verdict(r)}")
         if r.value_us is not None:
             previous = r.value_us
+    return "\n".join(lines)
+
+
+def render_summary(records: list[CaseRecord], runs: dict[str, RunRecord]) -> str:
+    """One line per case: its newest value, the change from the run before, its best and
+    worst value and the runs shown, then how to see every run of a case."""
+    by_case: dict[tuple[str, str, str], list[CaseRecord]] = {}
+    for r in records:
+        by_case.setdefault((r.kind, r.key, _device(r, runs)), []).append(r)
+    several = len({device for _, _, device in by_case}) > 1
+    names = {case: f"{case[1]} on {case[2]}" if several else case[1] for case in by_case}
+    width = min(max((len(name) for name in names.values()), default=4), 90)
+    lines = [f"{'case':<{width}}  {'newest':>10}  {'change':>7}  {'best':>10}  {'worst':>10}  "
+             f"{'runs':>4}  status / verdict"]
+    for case, group in by_case.items():
+        key = names[case]
+        values = [r.value_us for r in group if r.value_us is not None]
+        newest = group[-1]
+        before = next((r.value_us for r in reversed(group[:-1]) if r.value_us is not None), None)
+        lines.append(f"{key:<{width}}  {fmt_duration(newest.value_us):>10}  "
+                     f"{_change(newest.value_us, before):>7}  "
+                     f"{fmt_duration(min(values) if values else None):>10}  "
+                     f"{fmt_duration(max(values) if values else None):>10}  {len(group):>4}  "
+                     f"{newest.status}{_verdict(newest)}")
+    newest_runs = {r.run_id for r in records}
+    lines += ["", f"{len(by_case)} case(s) over {len(newest_runs)} run(s); every run of a "
+                  f"case: npuperf history --kernel K or --signature S; a page of charts: "
+                  f"npuperf trend"]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,15 +218,30 @@ def _check_file_names(kernel_types) -> None:
                            f"{name}; rename them in the profile before parsing")
 
 
-def find_profiles(path: str | Path) -> tuple[list[Path], list[Path], list[str]]:
-    """Kernel tables and traces at `path` (a file, or a directory searched recursively), and
-    notes. A `trace_view.json` beside a kernel table of the same torch_npu run is left out:
-    the table holds the same kernels, with the kernels' own shapes and counters."""
-    path = existing_path(path)
+def find_profiles(paths: str | Path | Sequence[str | Path]
+                  ) -> tuple[list[Path], list[Path], list[str]]:
+    """Kernel tables and traces at each of `paths` (a file, or a directory searched
+    recursively), each once, and notes. A `trace_view.json` beside a kernel table of the same
+    torch_npu run is left out: the table holds the same kernels, with the kernels' own shapes
+    and counters."""
+    tables: dict[Path, None] = {}
+    traces: dict[Path, None] = {}
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        found_tables, found_traces = _profiles_at(existing_path(path))
+        tables.update(dict.fromkeys(found_tables))
+        traces.update(dict.fromkeys(found_traces))
+    with_tables = {t.parent for t in tables}
+    kept = [t for t in traces if t.parent not in with_tables]
+    notes = [f"{t}: left out: the kernel table beside it holds the same kernels"
+             for t in traces if t.parent in with_tables]
+    return list(tables), kept, notes
+
+
+def _profiles_at(path: Path) -> tuple[list[Path], list[Path]]:
     if path.is_file() and path.suffix.lower() == ".json":
-        return [], [path], []
+        return [], [path]
     if not path.is_dir():
-        return find_kernel_details(path), [], []
+        return find_kernel_details(path), []
     tables = walk_files(path, lambda parts: parts[-1].endswith(".csv")
                         and "kernel_details" in parts[-1][:-4])
     traces = walk_files(path, lambda parts: parts[-1].lower().endswith(".json")
@@ -236,14 +251,11 @@ def find_profiles(path: str | Path) -> tuple[list[Path], list[Path], list[str]]:
                            f"this directory (torch_npu writes kernel_details.csv to <run>_ascend_pt/"
                            f"ASCEND_PROFILER_OUTPUT/; torch.profiler's export_chrome_trace a "
                            f"trace)")
-    with_tables = {t.parent for t in tables}
-    kept = [t for t in traces if t.parent not in with_tables]
-    notes = [f"{t}: left out: the kernel table beside it holds the same kernels"
-             for t in traces if t.parent in with_tables]
-    return tables, kept, notes
+    return tables, traces
 
 
-def aggregate_profiles(profiling_path: str | Path, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+def aggregate_profiles(profiling_path: str | Path | Sequence[str | Path], *,
+                       chunk_rows: int = DEFAULT_CHUNK_ROWS,
                        show_progress: bool = True, strict: bool = False,
                        operators: TorchOperators | None = None
                        ) -> tuple[AggregateResult, list[str], list[TraceSummary]]:
@@ -273,7 +285,7 @@ Place = Callable[[str | None], Path]
 profile does not say, e.g. kernel tables only)."""
 
 
-def parse_profiling(profiling_path: str | Path, database: str | Path | Place, *,
+def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database: str | Path | Place, *,
                     ep_size: str | None = None, dry_run: bool = False,
                     chunk_rows: int = DEFAULT_CHUNK_ROWS, show_progress: bool = True,
                     now: _dt.datetime | None = None, strict: bool = False,

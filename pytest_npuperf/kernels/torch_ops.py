@@ -26,16 +26,8 @@ from ..db.columns import (
     OUTPUT_FORMATS,
     OUTPUT_SHAPES,
 )
-from ..db.shapes import dtype_cell, format_shapes
+from ..db.shapes import dtype_cell, format_shapes, tensor_dtype
 from .mapping_writer import SIMULATOR_OPERATORS
-
-# torch.profiler's `Input type` spellings (c10 scalar type names) -> database dtypes.
-_TORCH_TYPES = {
-    "float": "FLOAT", "double": "DOUBLE", "c10::Half": "FLOAT16", "c10::BFloat16": "BF16",
-    "long int": "INT64", "int": "INT32", "short int": "INT16", "signed char": "INT8",
-    "unsigned char": "UINT8", "bool": "BOOL", "c10::Float8_e4m3fn": "FLOAT8_E4M3",
-    "c10::Float8_e5m2": "FLOAT8_E5M2", "c10::complex<float>": "COMPLEX64",
-}
 
 # aten operators of catalog kernel types that no simulator operator names.
 _CATALOG_OPERATORS = {
@@ -60,7 +52,7 @@ Slots = tuple[list[Tensor], list[Tensor]]  # inputs, outputs
 def _tensor(dims, torch_type, strides) -> Tensor | None:
     if not isinstance(dims, list) or not all(isinstance(d, int) for d in dims):
         return None
-    dtype = _TORCH_TYPES.get(str(torch_type))
+    dtype = tensor_dtype(torch_type)  # torch.profiler's `Input type`: a c10 type name
     if dtype is None:
         return None
     if len(dims) == 2 and strides == [1, dims[0]] and dims[0] > 1:
@@ -110,8 +102,10 @@ def _embedding(t: list[Tensor]) -> Slots | None:
 
 
 def _add(t: list[Tensor]) -> Slots | None:
+    # `x + 1`: the number arrives as a 0-dim tensor, an input slot of the kernel like any
+    # other (empty shape, its own dtype); the result keeps x's dtype.
     out = _broadcast(t[0][0], t[1][0])
-    return None if out is None else ([t[0], t[1]], [(out, t[0][1], False)])
+    return None if out is None or not t[0][0] else ([t[0], t[1]], [(out, t[0][1], False)])
 
 
 def _same(t: list[Tensor]) -> Slots | None:
@@ -186,7 +180,8 @@ class TorchOperators:
         needed, convert = _CONVERSIONS[operator.split("::", 1)[1]]
         strides = list(strides) + [None] * (len(dims) - len(strides))
         tensors = [_tensor(d, t, st) for d, t, st in zip(dims, types, strides)]
-        tensors = [t for t in tensors if t is not None and t[0] != ()]
+        scalars = operator.endswith("::add")  # a 0-dim operand is an input of Add
+        tensors = [t for t in tensors if t is not None and (scalars or t[0] != ())]
         if len(tensors) < needed:
             return None
         slots = convert(tensors)

@@ -75,6 +75,6 @@ def case_timeout(value: float) -> float | None:
                          f"got {value}")
     return value or None
 
-# --npuperf-regression-threshold: the minimum effect (a fraction of the baseline's median)
+# --npuperf-threshold: the minimum effect (a fraction of the baseline's median)
 # for a case to be called SLOWER or FASTER (history/compare.py).
 DEFAULT_REGRESSION_THRESHOLD = 0.05

@@ -19,7 +19,11 @@ class FileOutcome:
     added: int = 0  # replay never adds rows; kept for the report layout of CONTRACT.md §8
     deleted: int = 0  # rows pruned (--npuperf-prune-empty-duration-rows)
     unchanged: int = 0
-    failed: int = 0  # rows whose case failed, errored or timed out (status written)
+    failed: int = 0  # rows whose case failed, errored, timed out or crashed (status written)
+    # Rows whose case ran and was flagged, or was skipped: noisy, suspect, unattributed,
+    # skipped (status written, no new value). Counted apart from `failed`, so that every
+    # report's row counts agree with the case statuses.
+    flagged: int = 0
     missing: int = 0  # rows with no valid duration after this session
     duplicates: int = 0  # rows that share a signature with an earlier row of the file
     examples: dict[str, list[str]] = field(default_factory=dict)  # category -> shape examples
@@ -99,8 +103,8 @@ class BackfillOutcome:
                       key=lambda g: (-g.severity, -g.abs_diff))
 
     def totals(self) -> dict[str, int]:
-        keys = ("rows", "updated", "added", "deleted", "unchanged", "failed", "missing",
-                "duplicates")
+        keys = ("rows", "updated", "added", "deleted", "unchanged", "failed", "flagged",
+                "missing", "duplicates")
         return {k: sum(getattr(f, k) for f in self.files) for k in keys}
 
 

@@ -70,6 +70,7 @@ from ..db.columns import (
 from ..db.database import Database, Table
 from ..db.layout import device_of
 from ..db.lock import DatabaseLock
+from ..db.measured_stack import MEASURED_STACK_FILE, read_measured_stack, updated_measured_stack
 from ..db.merge import (
     canonical_order,
     ensure_columns,
@@ -517,7 +518,7 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signatur
             run.gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
                                    _shape_text(frame, position), int(counts[position] or 0),
                                    std / prof[position] if std is not None else math.nan))
-    outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed, 0)
+    outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed - outcome.flagged, 0)
 
 
 def backfill(source: Path, target: Path | None, results: list[CaseResult], *, native: bool,
@@ -548,7 +549,7 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
             outcome.notes.append(
                 f"the source database's profiling values were measured on "
                 f"{device_of(source) or 'another device'}: they are not compared with this "
-                f"device's replay (profile the model here: npuperf profile --parse-into "
+                f"device's replay (profile the model here: npuperf profile --db "
                 f"{target})")
         targets = _load_targets(snapshot, target, native, own)
         routes = _route(results, collected, targets, outcome.notes)
@@ -557,6 +558,8 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
                     prune_empty=prune_empty)
         if tx is not None:
             _stage(tx, source, target, native, targets)  # type: ignore[arg-type]
+            if not native:
+                outcome.notes += _record_stack(tx, source, target, results, run_id)  # type: ignore[arg-type]
             outcome.notes[:0] = tx.notes
     return outcome
 
@@ -581,8 +584,10 @@ def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_i
     for result, rows in groups:
         if result.status == STATUS_OK:
             file_outcome.updated += len(rows)
-        else:
+        elif result.status in FAILING_STATUSES:
             file_outcome.failed += len(rows)
+        else:
+            file_outcome.flagged += len(rows)
     if groups:
         results = [result for result, _ in groups]
         columns = _columns(results, run_id)
@@ -592,7 +597,9 @@ def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_i
         target.changed = True
     if routes.unparsed:
         _set_status_by_position(target, routes.unparsed, run_id)
-        file_outcome.failed += len(routes.unparsed)
+        unparsed = routes.unparsed.values()
+        file_outcome.failed += sum(1 for r in unparsed if r.status in FAILING_STATUSES)
+        file_outcome.flagged += sum(1 for r in unparsed if r.status not in FAILING_STATUSES)
     if prune_empty:
         measured = {sig for sig, r in routes.best.items() if r.status not in FAILING_STATUSES}
         failed = {p for p, r in routes.own.items() if r.status in FAILING_STATUSES}
@@ -612,6 +619,22 @@ def _set_status_by_position(target: _Target, positions: dict[int, CaseResult],
             frame.iat[position, frame.columns.get_loc(column)] = text
     table.frame = frame
     target.changed = True
+
+
+def _record_stack(tx: Transaction, source: Path, target: Path, results: list[CaseResult],
+                  run_id: str) -> list[str]:
+    """A device copy: the stack its measured rows came from, in measured_stack.json beside
+    them (db/measured_stack.py says why the directory keeps the source's name)."""
+    measured = [r for r in results if r.measured and r.stack]
+    if not measured:
+        return []
+    stacks = sorted({r.stack for r in measured})
+    text, notes = updated_measured_stack(
+        read_measured_stack(target), source=source.name, version_dir=target.name,
+        device=target.parent.parent.name, stacks=stacks, run_id=run_id,
+        when=max(r.timestamp for r in measured), rows=len(measured))
+    tx.stage_text(target / MEASURED_STACK_FILE, text)
+    return notes
 
 
 def _stage(tx: Transaction, source: Path, target: Path, native: bool,

@@ -19,9 +19,11 @@ from html import escape
 
 from .chart_axis import Axis, Scale, limits, text_width
 
-# The tab10 colour cycle (plotting libraries' usual default): the figures' series colours.
+# The figures' series colours: the tab10 cycle (plotting libraries' usual default) and two
+# dark ones, so that a panel's up to 12 series (figures.MAX_SERIES) never share a colour;
+# each is at least 27 CIELAB units from every other.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf")
+           "#7f7f7f", "#bcbd22", "#17becf", "#000080", "#00441b")
 INK, MUTED, GRID = "#24292f", "#57606a", "#d0d7de"
 DASHED, DOTTED = "5,3", "1.5,2.5"
 TICK_FONT, LABEL_FONT, TITLE_FONT, FIGURE_FONT, LEGEND_FONT, NOTE_FONT = 10, 10, 11.5, 13, 9, 8
@@ -52,6 +54,8 @@ class _Mark:
     radius: float = 0.0  # markers (line, scatter)
     opacity: float = 1.0
     text: str = ""
+    titles: list[str] = field(default_factory=list)  # scatter: each point's hover text
+    hollow: bool = False  # scatter: rings, not dots (points apart from the others)
 
 
 class Axes:
@@ -78,9 +82,13 @@ class Axes:
                                 label, width, dash, marker))
 
     def scatter(self, xs: Sequence[float], ys: Sequence[float], *,
-                color: str | Sequence[str], radius: float = 2.3, label: str = "") -> None:
-        colors = [color] * len(xs) if isinstance(color, str) else list(color)
-        self.marks.append(_Mark("scatter", list(xs), list(ys), colors, label, radius=radius))
+                color: str | Sequence[str], radius: float = 2.3, label: str = "",
+                titles: Sequence[str] = (), hollow: bool = False) -> None:
+        """Dots (rings when `hollow`); `titles`: each point's text shown on hover."""
+        # One colour for all points (kept also without points: a legend-only entry).
+        colors = [color] * max(len(xs), 1) if isinstance(color, str) else list(color)
+        self.marks.append(_Mark("scatter", list(xs), list(ys), colors, label, radius=radius,
+                                titles=list(titles), hollow=hollow))
 
     def hline(self, y: float, *, color: str = INK, width: float = 1.3, dash: str = "",
               label: str = "") -> None:
@@ -227,6 +235,8 @@ def _draw(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, flo
     """`mark` as SVG; the points it puts on the panel are added to `points` (for the legend)."""
     color = mark.colors[0] if mark.colors else INK
     xok, yok = x_axis.scale.valid, y_axis.scale.valid
+    if mark.kind == "scatter" and (mark.titles or mark.hollow):
+        return _points(mark, x_axis, y_axis, points)
     if mark.kind in ("line", "scatter"):
         kept = [(x_axis.to_px(x), y_axis.to_px(y), c) for x, y, c in
                 zip(mark.xs, mark.ys, mark.colors * len(mark.xs) if len(mark.colors) == 1
@@ -272,6 +282,24 @@ def _draw(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, flo
     return ""
 
 
+def _points(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, float]]) -> str:
+    """A scatter drawn point by point: rings (`hollow`), each with its hover text."""
+    colors = mark.colors * len(mark.xs) if len(mark.colors) == 1 else mark.colors
+    titles = mark.titles or [""] * len(mark.xs)
+    out = []
+    for x, y, color, title in zip(mark.xs, mark.ys, colors, titles):
+        if not (x_axis.scale.valid(x) and y_axis.scale.valid(y)):
+            continue
+        px, py = x_axis.to_px(x), y_axis.to_px(y)
+        points.append((px, py))
+        paint = (f'fill="#fff" stroke="{color}" stroke-width="1.4"' if mark.hollow
+                 else f'fill="{color}"')
+        hover = f"<title>{escape(title)}</title>" if title else ""
+        out.append(f'<circle cx="{_num(px)}" cy="{_num(py)}" r="{_num(mark.radius)}" '
+                   f'{paint}>{hover}</circle>')
+    return "".join(out)
+
+
 def _annotation(mark: _Mark, x_axis: Axis, y_axis: Axis,
                 notes: list[tuple[float, float, float]]) -> str:
     """Small text above and right of its point (left of it near the panel's right edge),
@@ -297,6 +325,9 @@ def _swatch(mark: _Mark, x: float, y: float) -> str:
     if mark.kind in ("band", "bars"):
         return (f'<rect x="{_num(x)}" y="{_num(y - 4)}" width="18" height="8" fill="{color}" '
                 f'fill-opacity="{max(mark.opacity, 0.3):g}"/>')
+    if mark.kind == "scatter" and mark.hollow:
+        return (f'<circle cx="{_num(x + 9)}" cy="{_num(y)}" r="{_num(mark.radius)}" fill="#fff" '
+                f'stroke="{color}" stroke-width="1.4"/>')
     if mark.kind == "scatter":
         return f'<circle cx="{_num(x + 9)}" cy="{_num(y)}" r="{_num(mark.radius)}" fill="{color}"/>'
     line = (f'<path d="M{_num(x)} {_num(y)}h18" stroke="{color}" '

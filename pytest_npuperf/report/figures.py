@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..history.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
 from ..kernels.catalog import same_call_types
-from ..measure.result import STATUS_SUSPECT, CaseResult
+from ..measure.result import STATUS_NOISY, STATUS_SUSPECT, CaseResult
 from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
 from .charts import DASHED, DOTTED, INK, MUTED, Figure
 from .regression import Judged, judged
@@ -31,7 +31,9 @@ _GEMM_ID = re.compile(r"^(?P<type>[A-Za-z0-9_]+)-(?P<m>\d+)x(?P<k>\d+)x(?P<n>\d+
 VERDICT_COLORS = {SLOWER: "#d1242f", FASTER: "#1a7f37", SAME: "#57606a", UNCERTAIN: "#bf8700",
                   NEW: "#8250df"}
 BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "latency": "#8250df", "": "#57606a"}
+SUSPECT_COLOR, NOISY_COLOR = "#d1242f", "#bf8700"
 MARKER, LINE_WIDTH = 2.0, 1.6  # series: dot radius and line width (drawing units)
+FLAGGED = (STATUS_NOISY, STATUS_SUSPECT)  # measured, never the row's stored value
 
 
 def _measured(results: list[CaseResult]) -> list[CaseResult]:
@@ -39,7 +41,7 @@ def _measured(results: list[CaseResult]) -> list[CaseResult]:
 
 
 def gemm_latency(results: list[CaseResult]) -> str | None:
-    series: dict[tuple[int, int, str], list[tuple[int, float]]] = defaultdict(list)
+    series: dict[tuple[int, int, str], list[tuple[int, float, CaseResult]]] = defaultdict(list)
     # MatMulV2/V3/Common rows are one call (torch.mm): whichever of them the device ran, a
     # GEMM's point belongs on its (N, K, dtype) line.
     matmuls = same_call_types("MatMulV2")
@@ -47,17 +49,31 @@ def gemm_latency(results: list[CaseResult]) -> str | None:
         match = _GEMM_ID.match(r.case_id)
         if r.kernel_type in matmuls and match:
             key = (int(match["n"]), int(match["k"]), match["dtype"])
-            series[key].append((int(match["m"]), r.stats.median))
+            series[key].append((int(match["m"]), r.stats.median, r))
     if not series:
         return None
     ranked = sorted(series.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     shown = ranked[:MAX_SERIES]
     fig = Figure(720, 400)
     ax = fig.axes[0]
+    flagged_any = False
     for (n, k, dtype), points in shown:
-        points.sort()
-        ax.line([p[0] for p in points], [p[1] for p in points], marker=MARKER,
+        points.sort(key=lambda p: p[:2])
+        color = ax.next_color()
+        # Only trusted measurements make a line: a noisy or suspect one (never stored as the
+        # row's value) is a ring of the series' colour, off the line.
+        trusted = [p for p in points if p[2].status not in FLAGGED]
+        flagged = [p for p in points if p[2].status in FLAGGED]
+        ax.line([p[0] for p in trusted], [p[1] for p in trusted], color=color, marker=MARKER,
                 width=LINE_WIDTH, label=f"N={n} K={k} {dtype}")
+        if flagged:
+            flagged_any = True
+            ax.scatter([p[0] for p in flagged], [p[1] for p in flagged], color=color,
+                       radius=3.2, hollow=True,
+                       titles=[f"{p[2].case_id}: {p[2].status_text}" for p in flagged])
+    if flagged_any:
+        ax.scatter([], [], color=MUTED, radius=3.2, hollow=True,
+                   label="ring: noisy or suspect, off the line")
     ax.log("x", base=2)
     ax.log("y")
     ax.xlabel = "M (rows)"
@@ -82,6 +98,30 @@ def _ceilings(results: list[CaseResult]) -> tuple[float | None, dict[str, float]
     return peak, bandwidths
 
 
+# Where a level sits in the memory hierarchy, innermost first (names as the devices report
+# them): a level nearer the core is expected to be at least as fast as the ones beyond it.
+_HIERARCHY = ("L1", "L2", "LLC", "L3", "UB", "HBM", "DRAM", "main memory")
+
+
+def ceilings_in_order(bandwidths: dict[str, float]) -> list[tuple[str, float, str]]:
+    """(level, bandwidth, note) fastest first, as measured: the legend lists the ceilings in
+    the order the lines stand in the plot. A level measured slower than one further from the
+    core is marked: its probe did not reach the cache's speed (e.g. a single-threaded copy of
+    a per-core L2 against a threaded copy from memory), so its line is no ceiling to trust."""
+    def depth(name: str) -> int:
+        return next((i for i, level in enumerate(_HIERARCHY) if name.startswith(level)),
+                    len(_HIERARCHY))
+
+    ordered = sorted(bandwidths.items(), key=lambda kv: (-kv[1], depth(kv[0]), kv[0]))
+    out = []
+    for name, bw in ordered:
+        beyond = [other for other, obw in bandwidths.items()
+                  if depth(other) > depth(name) and obw > bw]
+        note = f" (measured below {', '.join(sorted(beyond))})" if beyond else ""
+        out.append((name, bw, note))
+    return out
+
+
 def roofline(results: list[CaseResult]) -> str | None:
     cases = [r for r in _measured(results) if r.bound_us]
     if not cases:
@@ -94,9 +134,10 @@ def roofline(results: list[CaseResult]) -> str | None:
         intensity = [r.flops / r.bytes for r in with_flops]
         lo, hi = min(intensity) / 4, max(intensity) * 4
         xs = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-        for name, bw in sorted(bandwidths.items(), key=lambda kv: kv[1]):
-            left.line(xs, [min(peak, x * bw) / 1e12 for x in xs], width=1.3, dash=DASHED,
-                      label=f"{name} {bw / 1e9:.4g} GB/s")
+        for name, bw, note in ceilings_in_order(bandwidths):
+            left.line(xs, [min(peak, x * bw) / 1e12 for x in xs], width=1.3,
+                      dash=DOTTED if note else DASHED,
+                      label=f"{name} {bw / 1e9:.4g} GB/s{note}")
         left.hline(peak / 1e12, color=INK, label=f"peak {peak / 1e12:.4g} TFLOP/s")
         for bound_by in ("compute", "memory", "latency"):
             chosen = [(x, r) for x, r in zip(intensity, with_flops) if r.bound_by == bound_by]
@@ -110,16 +151,32 @@ def roofline(results: list[CaseResult]) -> str | None:
     left.title = "Roofline"
     times = [r.stats.median for r in cases]
     bounds = [r.bound_us for r in cases]
-    colors = ["#d1242f" if r.status == STATUS_SUSPECT else BOUND_COLORS.get(r.bound_by, MUTED)
-              for r in cases]
-    right.scatter(bounds, times, color=colors)
     lo, hi = min(bounds + times) / 2, max(bounds + times) * 2
     right.line([lo, hi], [lo, hi], color=INK, width=1.3, label="median = bound")
+    # Every colour of the panel in its legend: the kind of bound, and the flagged cases.
+    for label, color, chosen, hollow in (
+            ("compute-bound", BOUND_COLORS["compute"],
+             [r for r in cases if r.status not in FLAGGED and r.bound_by == "compute"], False),
+            ("memory-bound", BOUND_COLORS["memory"],
+             [r for r in cases if r.status not in FLAGGED and r.bound_by == "memory"], False),
+            ("bound unknown", BOUND_COLORS[""],
+             [r for r in cases if r.status not in FLAGGED
+              and r.bound_by not in ("compute", "memory")], False),
+            ("suspect: faster than its bound", SUSPECT_COLOR,
+             [r for r in cases if r.status == STATUS_SUSPECT], False),
+            ("noisy (not stored)", NOISY_COLOR,
+             [r for r in cases if r.status == STATUS_NOISY], True)):
+        if chosen:
+            right.scatter([r.bound_us for r in chosen], [r.stats.median for r in chosen],
+                          color=color, hollow=hollow, radius=2.6 if hollow else 2.3,
+                          label=f"{label} ({len(chosen)})",
+                          titles=[f"{r.case_id}: median {r.stats.median:.4g} us, bound "
+                                  f"{r.bound_us:.4g} us ({r.bound_by or 'unknown'})"
+                                  for r in chosen])
     right.log()
     right.xlabel = "bound (us): compute, memory or the latency floor, the largest"
     right.ylabel = "median (us)"
-    suspects = sum(1 for r in cases if r.status == STATUS_SUSPECT)
-    right.title = f"Achieved vs bound ({suspects} suspect, red)"
+    right.title = "Achieved vs bound"
     right.legend()
     return fig.svg()
 
@@ -190,8 +247,12 @@ def regression_ratios(results: list[CaseResult]) -> str | None:
     ax.hline(-math.log10(ALPHA), color=MUTED, width=1.1, dash=DOTTED, label=f"p = {ALPHA:g}")
     worst = sorted((i for i in items if i.comparison.verdict == SLOWER),
                    key=lambda i: -i.comparison.severity)[:3]
-    for item in worst:
-        ax.annotate(item.case_id, item.comparison.ratio, _significance(item))
+    # The worst regressions are numbered at their point and named in the legend: case ids
+    # are long, and several beside their points would cover each other and the points.
+    for number, item in enumerate(worst, start=1):
+        ax.annotate(str(number), item.comparison.ratio, _significance(item))
+        ax.scatter([], [], color=VERDICT_COLORS[SLOWER], radius=2.5,
+                   label=f"{number}: {item.case_id}")
     ax.log("x")
     ax.xlabel = "median / baseline median (log scale; dashed: the minimum effect)"
     ax.ylabel = "-log10 p (Mann-Whitney U)"

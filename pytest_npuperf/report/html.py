@@ -14,7 +14,7 @@ from ..replay.outcome import BackfillOutcome, SessionInfo
 from . import model_gap
 from . import summary as S
 from .names import ReportPaths
-from .plots import samples_svg
+from .plots import WIDTH, samples_svg
 from .regression import html_section
 
 WORST_GAPS = 10
@@ -107,7 +107,9 @@ def html_extra(result: CaseResult) -> str:
     parts = ['<div class="npuperf-case">',
              f'<table class="npuperf-stats">{table}</table>']
     if result.stats is not None and result.samples:
-        parts.append(f'<div class="npuperf-plot">{samples_svg(result.samples)}</div>')
+        # A fixed width: pytest-html's detail row would otherwise shrink the chart to a line.
+        parts.append(f'<div class="npuperf-plot" style="width:{WIDTH}px;max-width:100%">'
+                     f'{samples_svg(result.samples)}</div>')
     if result.error:
         parts.append(f'<p class="npuperf-error">{escape(result.error)}</p>')
     if result.detail:

@@ -83,7 +83,7 @@ def _execution_status(results: list[CaseResult]) -> str:
                   "their rows keep their data and carry the status.", "",
                   md_table(["Case", "Operator", "Status", "Reason"],
                            [[r.case_id, r.kernel_type, r.status, r.error or "-"]
-                            for r in failing[:LISTED_PROBLEMS]])]
+                            for r in failing[:LISTED_PROBLEMS]], whole=(3,))]
         if len(failing) > LISTED_PROBLEMS:
             parts.append(f"\n... and {len(failing) - LISTED_PROBLEMS} more "
                          f"(all cases are in the run JSON).")
@@ -104,7 +104,7 @@ def _execution_status(results: list[CaseResult]) -> str:
                              S.fmt_us(r.stats.median if r.stats else None),
                              S.fmt_us(r.stats.min if r.stats else None), r.error]
                             for r in noisy[:LISTED_PROBLEMS]],
-                           right=(2, 3))]
+                           right=(2, 3), whole=(4,))]
     skipped = Counter((r.kernel_type, r.error or "skipped")
                       for r in results if r.status == STATUS_SKIPPED)
     if skipped:
@@ -112,7 +112,7 @@ def _execution_status(results: list[CaseResult]) -> str:
         parts += ["", "Skipped:", "",
                   md_table(["Operator", "Cases", "Reason"],
                            [[kind, n, reason] for (kind, reason), n in sorted(skipped.items())],
-                           right=(1,))]
+                           right=(1,), whole=(2,))]
     return "\n".join(parts)
 
 
@@ -124,7 +124,9 @@ def _overview(outcome: BackfillOutcome, hotspot_count: int) -> str:
         ["Rows added", totals["added"]],
         ["Rows deleted", totals["deleted"]],
         ["Rows unchanged", totals["unchanged"]],
-        ["Rows with a failed case", totals["failed"]],
+        ["Rows with a failing case (failed, error, timeout, crashed)", totals["failed"]],
+        ["Rows with a flagged or skipped case (noisy, suspect, unattributed, skipped)",
+         totals["flagged"]],
         ["Duplicate signatures", totals["duplicates"]],
         ["Rows with no measurement", totals["missing"]],
         ["Rows compared with profiling", len(outcome.gaps)],
@@ -135,12 +137,12 @@ def _overview(outcome: BackfillOutcome, hotspot_count: int) -> str:
 
 
 def _update_summary(files: list[FileOutcome]) -> str:
-    keys = ("updated", "added", "deleted", "unchanged", "failed", "missing")
+    keys = ("updated", "added", "deleted", "unchanged", "failed", "flagged", "missing")
     rows: list[list[object]] = [[f.kernel_type, *(getattr(f, k) for k in keys)] for f in files]
     if len(files) > 1:
         rows.append(["**Total**", *(sum(getattr(f, k) for f in files) for k in keys)])
-    return md_table(["Operator", "Updated", "Added", "Deleted", "Unchanged", "Failed", "Missing"],
-                    rows, right=range(1, 7))
+    return md_table(["Operator", "Updated", "Added", "Deleted", "Unchanged", "Failing", "Flagged",
+                     "Missing"], rows, right=range(1, 8))
 
 
 def _examples(files: list[FileOutcome], category: str, count_field: str) -> str:

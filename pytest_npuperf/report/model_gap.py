@@ -82,7 +82,7 @@ def markdown_section(outcome: BackfillOutcome) -> str:
     types = type_gaps(outcome)
     if not types:
         return ("No row has both a replay and an in-model time on this device: profile the model "
-                "here (`npuperf profile --parse-into <this device's database> -- python "
+                "here (`npuperf profile --db <this device's database> -- python "
                 "model.py`); the embedded database's demo model is profiled once per device.")
     total = outcome.model_total_us
     rows = outcome.by_impact()

@@ -18,7 +18,6 @@ from .regression import html_section
 from .tables import html_table
 
 CASE_ROWS = 5000
-STATUS_CHARS = 160  # beyond this the page stops being a page; the run JSON has every case
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#24292f;
@@ -27,7 +26,8 @@ main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:1.5em;margin:.4em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid
 #d0d7de;padding-bottom:.2em}h3{font-size:1em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top}
+th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}td:nth-child(2){min-width:12em;max-width:36em}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{font-size:.9em}.figure{margin:1em 0}.figure svg{max-width:100%;height:auto}
 .v-SLOWER{color:#d1242f;font-weight:600}.v-FASTER{color:#1a7f37;font-weight:600}
@@ -60,7 +60,7 @@ def cases_html(results: list[CaseResult]) -> str:
         st = r.stats
         verdict = (r.regression or {}).get("verdict", "")
         ratio = (r.regression or {}).get("ratio")
-        rows.append([r.case_id, r.status_text[:STATUS_CHARS], _num(st.median if st else None),
+        rows.append([r.case_id, r.status_text, _num(st.median if st else None),
                      _num(st.min if st else None), st.samples if st else None, _num(r.bound_us),
                      r.bound_by, r.memory_level, _num(r.achieved_tflops), _num(r.achieved_gbps),
                      _pct(r.mfu), _pct(r.mbu),

@@ -1,52 +1,51 @@
-"""A sample plot small enough to sit in a table row: the sorted samples (a quantile curve:
-flat means stable, a tail at the right means outliers) with the median marked.
-
-Plain SVG text, no plotting library and no script, so the HTML report stays self-contained.
+"""A case's samples as a small chart for its pytest-html row and its page entry: the sorted
+samples (a quantile curve: flat means stable, a tail at the right means outliers) on axes in
+microseconds, with the median as a dashed line named in the legend and min, median and max in
+the title. SVG text through report/charts.py (no plotting library, no script), so the report
+stays self-contained.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
-from collections.abc import Callable
+
+from .charts import DASHED, Figure
 
 LINE = "#1f6feb"
 MEDIAN = "#d1242f"
 FRAME = "#f6f8fa"
-PAD = 3.0
+WIDTH, HEIGHT = 400, 170
 
 
-def samples_svg(samples: list[float], width: int = 220, height: int = 48) -> str:
+def samples_svg(samples: list[float], width: int = WIDTH, height: int = HEIGHT) -> str:
     values = sorted(v for v in map(float, samples) if math.isfinite(v))
-    width, height = max(int(width), 2 * int(PAD) + 2), max(int(height), 2 * int(PAD) + 2)
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img"')
-    frame = f'<rect x="0" y="0" width="{width}" height="{height}" fill="{FRAME}"/>'
+    width, height = max(int(width), 120), max(int(height), 80)
     if not values:
-        return (f'{head} aria-label="no samples"><title>no samples</title>{frame}'
-                f'<text x="{width / 2:g}" y="{height / 2:g}" font-size="10" fill="#57606a" '
-                f'text-anchor="middle" dominant-baseline="middle">no samples</text></svg>')
-
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                f'viewBox="0 0 {width} {height}" role="img" aria-label="no samples">'
+                f'<title>no samples</title><rect x="0" y="0" width="{width}" height="{height}" '
+                f'fill="{FRAME}"/><text x="{width / 2:g}" y="{height / 2:g}" font-size="10" '
+                f'fill="#57606a" text-anchor="middle" dominant-baseline="middle">no samples'
+                f'</text></svg>')
     median = statistics.median(values)
-    label = html.escape(f"{len(values)} sample{'s' if len(values) != 1 else ''}: "
-                        f"min {values[0]:.3f} us, median {median:.3f} us, "
-                        f"max {values[-1]:.3f} us", quote=True)
-    points = _downsample(values, max(int(width - 2 * PAD), 2))
-    x_of = _scale(0, max(len(points) - 1, 1), PAD, width - PAD)
-    y_of = _scale(values[0], values[-1], height - PAD, PAD)
-    if len(points) == 1:
-        mark = f'<circle cx="{width / 2:.2f}" cy="{y_of(points[0]):.2f}" r="2" fill="{LINE}"/>'
+    count = len(values)
+    points = _downsample(values, max(width - 80, 2))
+    # x: the rank of each drawn sample among all (1 = the fastest)
+    ranks = [1 + round(i * (count - 1) / max(len(points) - 1, 1)) for i in range(len(points))]
+    fig = Figure(width, height)
+    ax = fig.axes[0]
+    if len(points) > 1:
+        ax.line(ranks, points, color=LINE, width=1.5)
     else:
-        coords = " ".join(f"{x_of(i):.2f},{y_of(v):.2f}" for i, v in enumerate(points))
-        mark = (f'<polyline points="{coords}" fill="none" stroke="{LINE}" stroke-width="1.5" '
-                f'stroke-linejoin="round"/>')
-    y_median = y_of(median)
-    median_line = (f'<line x1="{PAD:g}" y1="{y_median:.2f}" x2="{width - PAD:g}" '
-                   f'y2="{y_median:.2f}" stroke="{MEDIAN}" stroke-width="1" '
-                   f'stroke-dasharray="3,2"/>')
-    return (f'{head} aria-label="{label}"><title>{label}</title>{frame}{median_line}{mark}'
-            f'</svg>')
+        ax.scatter(ranks, points, color=LINE, radius=2.5)
+    ax.hline(median, color=MEDIAN, width=1.2, dash=DASHED, label=f"median {median:.4g} us")
+    ax.title = (f"{count} sample{'s' if count != 1 else ''}: min {values[0]:.4g}, median "
+                f"{median:.4g}, max {values[-1]:.4g} us")
+    ax.xlabel = "samples, fastest to slowest"
+    ax.ylabel = "us"
+    ax.legend()
+    return fig.svg()
 
 
 def _downsample(values: list[float], limit: int) -> list[float]:
@@ -57,10 +56,4 @@ def _downsample(values: list[float], limit: int) -> list[float]:
     return [values[round(i * (n - 1) / (limit - 1))] for i in range(limit)]
 
 
-def _scale(lo: float, hi: float, out_lo: float, out_hi: float) -> Callable[[float], float]:
-    span = hi - lo
-    if span <= 0 or span <= 1e-12 * max(abs(lo), abs(hi)):
-        middle = (out_lo + out_hi) / 2  # identical samples: a flat line across the middle
-        return lambda _value: middle
-    factor = (out_hi - out_lo) / span
-    return lambda value: out_lo + (value - lo) * factor
+__all__ = ["samples_svg"]

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ..db.layout import device_of
+from ..db.measured_stack import MEASURED_STACK_FILE
 from ..measure.result import (
     FAILING_STATUSES,
     PREEMPTED_REASON,
@@ -152,7 +153,9 @@ def non_native_note(outcome: BackfillOutcome) -> str | None:
     if outcome.native or (outcome.target is None and not outcome.dry_run):
         return None  # native, or cases that came from no database (shape-grid points)
     where = ("dry run: nothing written" if outcome.dry_run
-             else f"results written to {outcome.target}")
+             else f"results written to {outcome.target} (named after the source's serving "
+                  f"stack, whose kernels the rows are; the stack that measured them is in "
+                  f"{MEASURED_STACK_FILE} there)")
     return f"the source database belongs to {source_device(outcome)}; {where}"
 
 

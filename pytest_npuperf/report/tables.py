@@ -19,11 +19,14 @@ def md_cell(value: object, limit: int = MAX_CELL) -> str:
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[object]],
-             right: Sequence[int] = ()) -> str:
-    """A markdown table; columns whose index is in `right` are right-aligned (numbers)."""
+             right: Sequence[int] = (), whole: Sequence[int] = ()) -> str:
+    """A markdown table; columns whose index is in `right` are right-aligned (numbers), those
+    in `whole` never cut (a status or an error says all it says; renderers wrap it)."""
     if not rows:
         return EMPTY
-    cells = [[md_cell(h) for h in header]] + [[md_cell(v) for v in row] for row in rows]
+    cells = [[md_cell(h) for h in header]] + [
+        [md_cell(v, limit=1 << 30 if i in whole else MAX_CELL) for i, v in enumerate(row)]
+        for row in rows]
     widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
 
     def line(row: list[str]) -> str:

@@ -170,7 +170,7 @@ def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all
     written). `reports=False` writes the database only (benchmarks time the ingest on its
     own): no history, no reports."""
     with gc_paused():
-        return _backfill_profile(Path(prof_path), DatabaseCases(database, "--database-path"),
+        return _backfill_profile(Path(prof_path), DatabaseCases(database, "--db"),
                                  update_mode, prune_empty, dry_run, statistic, reports,
                                  finish or FinishOptions())
 
