@@ -103,6 +103,16 @@ class NpuBackend(Backend):
     # the NPU's kernel-only method once it has been checked against msprof on an NPU; until
     # then NPU cases use events, and msprof's kernel durations replace them.
 
+    def process_group_name(self, ranks: int) -> str | None:
+        """The HCCL communicator name of the default process group when it has `ranks` ranks
+        (vllm-ascend's token dispatcher asks the group's backend the same way), else None."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != ranks:
+            return None
+        backend = dist.group.WORLD._get_backend(torch.device("npu"))
+        return backend.get_hccl_comm_name(dist.get_rank())
+
     def peak(self) -> Peak | None:
         name = self.database_device()
         return ascend_peak(name) if name in KNOWN_DEVICES else None
