@@ -287,3 +287,40 @@ def test_a_lazy_wrapper_binds_by_the_operator_it_forwards_to(monkeypatch):
     call = bound_call(_npu_reshape_and_cache, "torch_npu._npu_reshape_and_cache",
                       Variant("", (1,)), namespace="no_such_namespace")
     assert call.implementation == "torch_npu._npu_reshape_and_cache [schema not checked]"
+
+
+def test_check_counts_the_portable_outputs_on_inputs_of_its_own(tmp_path):
+    """A W8A8 GroupedMatmul with an INT64 scale: the NPU call's scale is what
+    npu_trans_quant_param returned (an operator that only binds: empty), the portable path's
+    count is taken on host inputs."""
+    from pytest_npuperf.replay.bindcheck import check_bindings
+    from tests.replay_project import write_db
+    from tests.test_kernels_moe import gmm_row
+
+    cells = gmm_row(((12, 32), "DT_INT8"), ((2, 32, 64), "DT_INT8"), ((12, 64), "DT_BF16"),
+                    group_list=((2,), "DT_INT64"), scale=((2, 64), "DT_INT64"))
+    db = write_db(tmp_path, {"GroupedMatmul": [cells]})
+    lines = {line.kernel_type: line for line in check_bindings(db, schema_dir(NEWEST))}
+    assert lines["GroupedMatmul"].binds, lines["GroupedMatmul"].text
+    assert not lines["MatMulV2"].binds and "no row" in lines["MatMulV2"].text
+
+
+def test_on_an_npu_host_a_missing_custom_op_environment_is_said(monkeypatch):
+    from pytest_npuperf.replay import bindcheck
+
+    monkeypatch.setattr(bindcheck, "custom_op_environment",
+                        lambda: ["ASCEND_CUSTOM_OPP_PATH: set it to /v"])
+    backend = npu_backend([], EMBEDDED)
+    del backend.custom_operator  # the installed vllm-ascend's operators
+    monkeypatch.setattr(backend, "activate", lambda: None)
+    lines = {line.kernel_type: line for line in bindcheck.check_bindings(EMBEDDED_DB,
+                                                                          backend=backend)}
+    for kernel_type in ("AddRmsNormBias", "DispatchFFNCombine"):
+        assert not lines[kernel_type].binds
+        assert lines[kernel_type].text == ("custom-op environment: ASCEND_CUSTOM_OPP_PATH: "
+                                           "set it to /v")
+    assert lines["RINGMLAPrefillBF16Kernel"].binds  # ATB: no custom OPP
+    assert lines["FusedInferAttentionScore"].text == "torch_npu.npu_fused_infer_attention_score"
+    # the Triton op needs no custom OPP, but vllm-ascend installed
+    assert "No module named 'vllm_ascend'" in lines["split_qkv_rmsnorm_rope_kernel"].text
+    assert sum(not line.binds for line in lines.values()) == 3  # the rest bound, none run

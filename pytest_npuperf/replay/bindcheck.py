@@ -26,6 +26,7 @@ from ..db.errors import CellError, NpuperfError
 from ..db.layout import kernel_file_name
 from ..kernels import catalog
 from ..kernels.case import KernelCase, case_from_row
+from ..kernels.custom_ops import custom_op_environment
 from ..kernels.registry import spec_for
 from ..kernels.schema_ops import SchemaOperators
 from ..kernels.schema_sources import read_schema_dir
@@ -66,6 +67,20 @@ class SchemaBackend:
 
     def process_group_name(self, ranks: int) -> str:
         return CHECK_GROUP
+
+
+class HostBackend:
+    """Where the portable path's outputs are counted: the host, tensors built for it (an NPU
+    call's inputs may hold what an operator that only binds returned: empty tensors)."""
+
+    kind = "cpu"
+    device = torch.device("cpu")
+
+    def to_format(self, tensor: torch.Tensor, fmt: str) -> torch.Tensor:
+        return tensor
+
+    def l2_cache_bytes(self) -> None:
+        return None
 
 
 class _GroupedNpu:
@@ -140,6 +155,11 @@ def _check_type(kernel_type: str, database: Path, backend, execute: bool) -> Bin
     case = smallest_case(spec, kernel_type, database)
     if isinstance(case, str):
         return BindLine(kernel_type, False, case)
+    # The installed operators are loaded as a replay loads them, after the same check.
+    if not execute and spec.custom_op and not hasattr(backend, "custom_operator"):
+        missing = custom_op_environment()
+        if missing:
+            return BindLine(kernel_type, False, "custom-op environment: " + "; ".join(missing))
     try:
         return BindLine(kernel_type, True, _bind(spec, case, backend, execute))
     except ReplaySkipped as exc:
@@ -164,7 +184,9 @@ def _bind(spec: KernelSpec, case: KernelCase, backend, execute: bool) -> str:
         return note
     outputs = spec.results(call(), tensors, case)
     if spec.has_portable_path():
-        expected = _count(lambda: spec.portable_call(tensors, case)(), spec, tensors, case)
+        host = HostBackend()
+        inputs = spec.build_inputs(case, host, generator_for(case, host.device))
+        expected = _count(lambda: spec.portable_call(inputs, case)(), spec, inputs, case)
         if len(outputs) != expected:
             raise RuntimeError(f"{note}: {len(outputs)} output(s) read from what it returns, "
                                f"the portable path's {expected}")
