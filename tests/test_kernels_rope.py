@@ -1,5 +1,5 @@
 """InterleaveRope and split_qkv_rmsnorm_rope_kernel: the portable math against element-wise
-float64 formulas, and the NPU calls against the documented signatures."""
+float64 formulas, and the NPU calls against the upstream schemas (tests/npu_standin.py)."""
 
 from __future__ import annotations
 

@@ -48,16 +48,13 @@ class BindLine:
         return f"{self.kernel_type.ljust(width)}  {verdict}: {self.text}"
 
 
-class SchemaBackend:
-    """An NPU backend whose operators are built from schema text: tensors on the host."""
+class HostBackend:
+    """Where the portable path's outputs are counted: the host, tensors built for it (an NPU
+    call's inputs may hold what an operator that only binds returned: empty tensors)."""
 
-    kind = "npu"
+    kind = "cpu"
     index = 0
-
-    def __init__(self, operators: SchemaOperators) -> None:
-        self.torch_npu = operators.torch_npu()
-        self.custom_operator = operators.custom_operator
-        self.device = torch.device("cpu")
+    device = torch.device("cpu")
 
     def to_format(self, tensor: torch.Tensor, fmt: str) -> torch.Tensor:
         return tensor  # a storage format is the device's: binding reads no layout
@@ -65,22 +62,18 @@ class SchemaBackend:
     def l2_cache_bytes(self) -> None:
         return None
 
+
+class SchemaBackend(HostBackend):
+    """An NPU backend whose operators are built from schema text: tensors on the host."""
+
+    kind = "npu"
+
+    def __init__(self, operators: SchemaOperators) -> None:
+        self.torch_npu = operators.torch_npu()
+        self.custom_operator = operators.custom_operator
+
     def process_group_name(self, ranks: int) -> str:
         return CHECK_GROUP
-
-
-class HostBackend:
-    """Where the portable path's outputs are counted: the host, tensors built for it (an NPU
-    call's inputs may hold what an operator that only binds returned: empty tensors)."""
-
-    kind = "cpu"
-    device = torch.device("cpu")
-
-    def to_format(self, tensor: torch.Tensor, fmt: str) -> torch.Tensor:
-        return tensor
-
-    def l2_cache_bytes(self) -> None:
-        return None
 
 
 class _GroupedNpu:
