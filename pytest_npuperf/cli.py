@@ -185,6 +185,10 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     from .kernels.overview import describe, render, to_json
 
     load_entry_points()
+    if args.schemas is not None and not args.check:
+        raise NpuperfError("--schemas goes with --check")
+    if args.check:
+        return _check_bindings(args)
     try:
         device = select_backend(args.device).kind
     except BackendError as exc:  # worded for pytest's option: say it for this one
@@ -193,6 +197,45 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     infos = describe(device)
     print(to_json(infos, device) if args.json else render(infos, device))
     return EXIT_OK
+
+
+def _check_database(given: Path | None) -> Path:
+    """--db, else the embedded database (in the working directory's checkout, else in the one
+    this package was installed from)."""
+    from .harness.options import DEFAULT_DB
+
+    candidates = [given] if given is not None else [
+        Path.cwd() / DEFAULT_DB, Path(__file__).resolve().parent.parent / DEFAULT_DB]
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise NpuperfError(f"--db {given}: not a directory" if given is not None else
+                       f"no embedded database ({DEFAULT_DB}) here or beside the package: pass "
+                       f"--db DIR")
+
+
+def _check_bindings(args: argparse.Namespace) -> int:
+    from .devices import BackendError, select_backend
+    from .replay.bindcheck import check_bindings
+
+    database = _check_database(args.db)
+    backend = None
+    if args.schemas is None:
+        try:
+            backend = select_backend("npu")
+        except BackendError as exc:
+            raise NpuperfError(f"npuperf kernels --check: {str(exc).split(': ', 1)[-1]}; pass "
+                               f"--schemas DIR to check against the upstream schema sources") \
+                from None
+    lines = check_bindings(database, args.schemas, backend)
+    width = max(len(line.kernel_type) for line in lines)
+    for line in lines:
+        print(line.render(width))
+    failed = [line for line in lines if not line.binds]
+    against = f"the schema sources in {args.schemas}" if args.schemas else "the installed operators"
+    print(f"{len(lines) - len(failed)} of {len(lines)} kernel types bind against {against} "
+          f"(calls built from {database})")
+    return EXIT_PROBLEMS if failed else EXIT_OK
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -402,17 +445,45 @@ def build_parser() -> argparse.ArgumentParser:
     grid.set_defaults(func=cmd_grid)
 
     kernels = sub.add_parser(
-        "kernels", help="list every kernel type: NPU API, portable path, what replays here",
+        "kernels", help="list every kernel type: NPU API, portable path, what replays here; "
+                        "--check: does every NPU call bind",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="List every kernel type of the kernel catalog (and of installed "
                     "pytest_npuperf.kernels entry points): the NPU API its replay calls, "
                     "whether that is a vllm-ascend custom operator, what runs on CPU and CUDA, "
                     "the FLOP and byte formulas of one call, and whether this machine can "
                     "replay it (its device, the custom-op environment). Kernels a conftest "
-                    "registers through the pytest hook show in pytest runs only.")
+                    "registers through the pytest hook show in pytest runs only.\n\n"
+                    "--check builds every kernel type's NPU call from the smallest row of a "
+                    "database (--db, default the embedded one) and binds it: on an NPU host to "
+                    "the installed torch_npu and vllm-ascend operators (no kernel runs), or "
+                    "offline with --schemas DIR to the upstream source files in DIR, verbatim "
+                    "(excerpts holding the needed definitions are enough), in this layout:\n"
+                    "  DIR/op-plugin/op_plugin_functions.yaml   op-plugin op_plugin/config/\n"
+                    "  DIR/op-plugin/atb/RingMlaAtb.cpp         op-plugin op_plugin/ops/atb/ (and\n"
+                    "                                           ReshapeAndCachAtb.cpp beside it)\n"
+                    "  DIR/vllm-ascend/torch_binding.cpp        vllm-ascend csrc/\n"
+                    "  DIR/vllm-ascend/triton/split_qkv_rmsnorm_rope.py\n"
+                    "                                           vllm-ascend vllm_ascend/ops/triton/"
+                    "linearnorm/\n"
+                    "Offline, the call runs once against operators that only bind and return "
+                    "empty tensors of their schema's arity, and the outputs a verification "
+                    "would compare must be as many as the portable path's. One line per "
+                    "kernel type (binds, or what does not); exit status 1 if any does not: run "
+                    "it after upgrading vllm-ascend or torch_npu, before a night of replays.")
     kernels.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "npu"),
                          help="the device to judge for (default: auto, as pytest bench picks: "
                               "npu, then cuda, then cpu)")
     kernels.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    kernels.add_argument("--check", action="store_true",
+                         help="bind every kernel type's NPU call (see above); exit 1 if any "
+                              "does not")
+    kernels.add_argument("--schemas", type=Path, metavar="DIR",
+                         help="with --check: bind against the upstream schema sources in DIR "
+                              "instead of the installed operators")
+    kernels.add_argument("--db", type=Path, metavar="DIR",
+                         help="with --check: the database whose rows build the calls (default: "
+                              "the embedded database)")
     kernels.set_defaults(func=cmd_kernels)
 
     add_history_commands(sub)

@@ -206,22 +206,6 @@ def test_npu_matmul_casts_a_fractal_nz_weight_with_format_29(monkeypatch):
     assert tuple(out.shape) == (8, 32)
 
 
-def test_custom_op_environment_names_the_missing_variables(monkeypatch, tmp_path):
-    from pytest_npuperf.kernels import custom_ops
-
-    package = tmp_path / "vllm_ascend"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    missing = custom_ops.custom_op_environment({})
-    assert any(m.startswith("ASCEND_CUSTOM_OPP_PATH") and "_cann_ops_custom" in m for m in missing)
-    assert any(m.startswith("LD_LIBRARY_PATH") for m in missing)
-    vendor = package / custom_ops.CUSTOM_OPP_SUBDIR
-    env = {"ASCEND_CUSTOM_OPP_PATH": str(vendor),
-           "LD_LIBRARY_PATH": f"/opt/x:{vendor / 'op_api' / 'lib'}"}
-    assert custom_ops.custom_op_environment(env) == []
-
-
 def test_a_custom_op_kernel_on_an_npu_says_which_variable_to_set(monkeypatch, tmp_path):
     from pytest_npuperf.kernels.vector import SwiGlu
 

@@ -1,6 +1,6 @@
 """Attention replays (FusedInferAttentionScore, RINGMLAPrefillBF16Kernel, LightningIndexer,
 SparseFlashAttention): outputs against float64 loops over sequences, heads and the block
-table; the NPU calls against the documented signatures (stand-ins in tests/npu_standin.py)."""
+table; the NPU calls against the upstream schemas of each supported stack (tests/npu_standin.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import torch
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.kernels import catalog, sparse_attention
 from pytest_npuperf.kernels import spec as spec_module
+from pytest_npuperf.kernels.binding import BindError
 from tests.kernel_rows import f64, prepare, row, slots
-from tests.npu_standin import npu_backend, only_call
+from tests.npu_standin import EMBEDDED, NEWEST, npu_backend, only_call
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 MASK = ((2048, 2048), I8)
@@ -235,11 +236,15 @@ def test_ring_mla_is_causal_mla_over_equal_sequences_with_lse_heads_first():
         np.testing.assert_allclose(f64(lse)[:, 4 * b:4 * b + 4], s.T, atol=1e-5)
 
 
-def test_ring_mla_npu_call(monkeypatch):
-    monkeypatch.setattr(spec_module, "custom_op_environment", lambda: [])
+@pytest.mark.parametrize("stack", [EMBEDDED, NEWEST])
+def test_ring_mla_npu_call_is_vllm_ascends_out_call(stack):
     calls: list = []
-    prepare("RINGMLAPrefillBF16Kernel", RING, npu_backend(calls))[1].call()
+    _, prepared = prepare("RINGMLAPrefillBF16Kernel", RING, npu_backend(calls, stack))
+    prepared.call()
     args = only_call(calls, "npu_ring_mla")
+    assert args["output"].shape == (8, 2, 16) and args["softmax_lse"].shape == (2, 8)
+    assert args["softmax_lse"].dtype == torch.float32 and "out= overload" in \
+        prepared.implementation
     assert args["seqlen"].device.type == "cpu" and args["seqlen"].tolist() == [4, 4]
     assert args["seqlen"].dtype == torch.int32
     assert (args["head_num"], args["kv_head_num"]) == (2, 2)
@@ -248,11 +253,20 @@ def test_ring_mla_npu_call(monkeypatch):
     assert args["mask"].shape == (512, 512) and args["mask"][0, 1] == 1 and args["mask"][1, 0] == 0
 
 
-def test_ring_mla_on_an_npu_needs_the_custom_op_environment(monkeypatch):
+def test_ring_mla_is_an_atb_operator_that_needs_no_custom_opp(monkeypatch):
     monkeypatch.setattr(spec_module, "custom_op_environment",
                         lambda: ["ASCEND_CUSTOM_OPP_PATH: set it to /x"])
-    with pytest.raises(CellError, match="ASCEND_CUSTOM_OPP_PATH"):
-        prepare("RINGMLAPrefillBF16Kernel", RING, npu_backend([]))
+    backend = npu_backend([])
+    del backend.custom_operator  # the installed operators' path, where the check applies
+    prepare("RINGMLAPrefillBF16Kernel", RING, backend)[1].call()
+
+
+def test_a_later_ring_step_is_not_replayed_as_a_first_ring_one():
+    shapes = [((8, 2, 16), F32), ((8, 2, 8), F32), ((8, 2, 16), F32), ((8, 2, 8), F32),
+              ((8, 2, 16), F32), ((512, 512), F32), ((1,), I32)] + [None] * 6 + [
+        ((8, 2, 16), F32), ((2, 8), F32)]
+    with pytest.raises(CellError, match=r"slot\(s\) \[13, 14\].*first-ring"):
+        prepare("RINGMLAPrefillBF16Kernel", row(shapes, [((8, 2, 16), F32), ((2, 8), F32)]))
 
 
 # -- LightningIndexer -------------------------------------------------------------------------
@@ -358,12 +372,49 @@ def test_sparse_attention_npu_calls_take_the_documented_arguments():
 
 def test_sparse_attention_without_the_torch_npu_function_says_what_vllm_ascend_needs(
         monkeypatch):
-    backend = npu_backend([])
-    del backend.torch_npu.npu_lightning_indexer
+    backend = npu_backend([], hide=("npu_lightning_indexer",))
+    del backend.custom_operator  # the installed operators' path, where the check applies
     monkeypatch.setattr(sparse_attention, "custom_op_environment",
-                        lambda: ["LD_LIBRARY_PATH: add /v/op_api/lib"])
-    with pytest.raises(RuntimeError, match="npu_lightning_indexer.*LD_LIBRARY_PATH"):
+                        lambda: ["ASCEND_CUSTOM_OPP_PATH: set it to /v"])
+    with pytest.raises(RuntimeError, match="npu_lightning_indexer.*ASCEND_CUSTOM_OPP_PATH"):
         prepare("LightningIndexer", INDEXER, backend)
+
+
+FALLBACK = ("npu_lightning_indexer", "npu_sparse_flash_attention")
+SPARSE_NO_STATS = row([((6, 4, 32), F32), ((5, 4, 1, 32), F32), ((5, 4, 1, 32), F32),
+                       ((6, 1, 4), I32), ((2, 3), I32), ((2,), I32), ((2,), I32),
+                       ((6, 4, 8), F32), ((5, 4, 1, 8), F32)], [((6, 4, 32), F32), None, None],
+                      actual_seq_lengths_kv_values="7,10")
+
+
+@pytest.mark.parametrize("stack", [EMBEDDED, NEWEST])
+def test_the_vllm_ascend_fallbacks_bind_to_each_stacks_schema(stack):
+    """Without torch_npu's functions the replay calls vllm-ascend's; up to v0.20.2rc1 they
+    have no return_value / attention_mode / return_softmax_lse and return one tensor."""
+    calls: list = []
+    backend = npu_backend(calls, stack, hide=FALLBACK)
+    _, indexer = prepare("LightningIndexer", INDEXER, backend)
+    _, flash = prepare("SparseFlashAttention", SPARSE_NO_STATS, backend)
+    returned = indexer.call(), flash.call()
+    li, sfa = only_call(calls, "_C_ascend::npu_lightning_indexer"), \
+        only_call(calls, "_C_ascend::npu_sparse_flash_attention")
+    assert li["sparse_count"] == 8 and sfa["sparse_block_size"] == 1
+    if stack == EMBEDDED:
+        assert "return_value" not in li and "attention_mode" not in sfa
+        assert all(isinstance(r, torch.Tensor) for r in returned)
+        assert indexer.implementation.endswith("[vllm-ascend <= v0.20.2rc1 schema]")
+    else:
+        assert li["return_value"] is False and sfa["attention_mode"] == 2
+        assert [len(r) for r in returned] == [2, 3]
+    assert indexer.implementation.startswith("npu: torch.ops._C_ascend.npu_lightning_indexer")
+
+
+def test_sparse_values_from_the_old_indexer_schema_do_not_bind():
+    cells = row([((6, 4, 16), F32), ((5, 4, 1, 16), F32), ((6, 4), F32), ((2,), I32),
+                 ((2,), I32), ((2, 3), I32)], [((6, 1, 8), I32), ((6, 1, 8), F32)],
+                actual_seq_lengths_kv_values="7,10")
+    with pytest.raises(BindError, match="no parameter 'return_value'"):
+        prepare("LightningIndexer", cells, npu_backend([], EMBEDDED, hide=FALLBACK))
 
 
 def test_real_profiled_attention_rows_are_read_without_runtime_metadata(realdata):

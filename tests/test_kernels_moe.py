@@ -1,6 +1,6 @@
 """MoE replays (GroupedMatmul, GroupedMatmulSwigluQuant, MoeTokenPermute/Unpermute,
 DispatchFFNCombine): outputs against float64 / int64 numpy loops over groups and tokens; the
-NPU calls against the documented signatures (stand-ins in tests/npu_standin.py)."""
+NPU calls against the upstream schemas of each supported stack (tests/npu_standin.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import torch
 
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.devices.npu import FRACTAL_NZ_FORMAT_ID
-from pytest_npuperf.kernels import moe
-from pytest_npuperf.kernels import spec as spec_module
+from pytest_npuperf.kernels.binding import BindError
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.spec import ReplaySkipped
 from tests.kernel_rows import f64, prepare, row
-from tests.npu_standin import install_ascend_ops, npu_backend, only_call
+from tests.npu_standin import EMBEDDED, NEWEST, npu_backend, only_call, same_dtype
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 NZ = "FRACTAL_NZ"
@@ -108,12 +107,12 @@ def test_grouped_matmul_npu_call(monkeypatch):
     cells = gmm_row(((12, 32), I8), ((2, 2, 2, 16, 32), I8, NZ), ((12, 64), BF16),
                     group_list=((2,), I64), scale=((2, 64), F32), per_token_scale=((12,), F32))
     prepare("GroupedMatmul", cells, npu_backend(calls))[1].call()
-    assert ("npu_format_cast", FRACTAL_NZ_FORMAT_ID) in [(c, a.get("fmt")) for c, a in calls]
+    assert only_call(calls, "npu_format_cast")["acl_format"] == FRACTAL_NZ_FORMAT_ID
     args = only_call(calls, "npu_grouped_matmul")
     assert [x.shape for x in args["x"]] == [(12, 32)] and len(args["weight"]) == 1
     assert args["scale"][0].shape == (2, 64) and args["per_token_scale"][0].shape == (12,)
-    assert (args["split_item"], args["group_type"], args["group_list_type"],
-            args["output_dtype"]) == (2, 0, 1, torch.bfloat16)
+    assert (args["split_item"], args["group_type"], args["group_list_type"]) == (2, 0, 1)
+    assert same_dtype(args["output_dtype"], torch.bfloat16)
     assert args["group_list"].sum() == 12 and args["bias"] is None
 
 
@@ -233,28 +232,65 @@ def test_dispatch_ffn_combine_is_the_w8a8_expert_ffn_of_each_token_combined_by_p
     assert "EP 4 emulated" in prepared.implementation
 
 
-def test_dispatch_ffn_combine_on_an_npu_without_its_process_group_is_skipped(monkeypatch):
-    monkeypatch.setattr(spec_module, "custom_op_environment", lambda: [])
+def test_dispatch_ffn_combine_on_an_npu_without_its_process_group_is_skipped():
     with pytest.raises(ReplaySkipped, match="EP Size 4 needs an initialised"):
         prepare("DispatchFFNCombine", DISPATCH, npu_backend([]))
 
 
-def test_dispatch_ffn_combine_npu_call(monkeypatch):
+def _dispatch_call(stack: str, cells=DISPATCH) -> tuple[dict, object]:
     calls: list = []
-    monkeypatch.setattr(spec_module, "custom_op_environment", lambda: [])
-    monkeypatch.setattr(moe, "hccl_group_name", lambda ranks: f"hccl_world_{ranks}")
-    install_ascend_ops(monkeypatch, calls)
-    _, prepared = prepare("DispatchFFNCombine", DISPATCH, npu_backend(calls))
+    _, prepared = prepare("DispatchFFNCombine", cells, npu_backend(calls, stack, "hccl_world_4"))
     prepared.call()
-    args = only_call(calls, "dispatch_ffn_combine")
-    assert args["group"] == "hccl_world_4" and args["max_output_size"] == 131072
-    assert [w.shape for w in args["weight1"]] == [(2, 64, 32)]
+    return only_call(calls, "dispatch_ffn_combine"), prepared
+
+
+@pytest.mark.parametrize("stack", [EMBEDDED, NEWEST])
+def test_dispatch_ffn_combine_binds_to_each_stacks_schema(stack):
+    args, prepared = _dispatch_call(stack)
+    assert args["group"] == "hccl_world_4" and [w.shape for w in args["weight1"]] == [(2, 64, 32)]
     scale1 = args["scale1"][0]
     assert scale1.dtype == torch.int64 and scale1.shape == (2, 32)
     assert torch.equal(scale1.view(-1), prepared.tensors["scale1"])
-    assert args["bias1"][0].numel() == 0 and args["probs"].dtype == torch.float32
-    assert args["out"].shape == (6, 64) and args["expert_token_nums"].dtype == torch.int32
-    assert prepared.implementation == "npu: torch.ops._C_ascend.dispatch_ffn_combine"
+    assert args["probs"].dtype == torch.float32 and args["out"].shape == (6, 64)
+    assert args["expert_token_nums"].dtype == torch.int32
+    if stack == EMBEDDED:  # v0.18.0: csrc/torch_binding.cpp:809-812, no bias/mask/limit
+        assert "bias1" not in args and "x_active_mask" not in args
+        assert args["max_output_size"] == 65536
+        assert prepared.implementation.endswith("[vllm-ascend v0.18.0 schema]")
+    else:  # from v0.20.2rc1: empty float32 bias lists, mask, swiglu_limit at its default
+        assert [b.numel() for b in args["bias1"] + args["bias2"]] == [0, 0]
+        assert args["bias1"][0].dtype == torch.float32 and args["swiglu_limit"] == 1e6
+        assert args["max_output_size"] == 131072 and args["x_active_mask"] is None
+        assert prepared.implementation.endswith("[vllm-ascend >= v0.20.2rc1 schema]")
+
+
+def test_unquantised_dispatch_ffn_combine_passes_an_empty_int64_scale_each():
+    # What a profile of vllm-ascend's call records: an empty INT64 tensor in each scale slot.
+    cells = row([((6, 64), BF16), ((2, 64, 32), BF16), ((2, 16, 64), BF16), ((6, 3), I32),
+                 ((0,), I64), ((0,), I64), ((6, 3), F32), None], [((6, 64), BF16), ((2,), I32)],
+                **{"EP Size": "4"})
+    for stack in (EMBEDDED, NEWEST):
+        args, _ = _dispatch_call(stack, cells)
+        assert [(t.dtype, t.numel()) for t in args["scale1"] + args["scale2"]] == \
+            [(torch.int64, 0)] * 2
+
+
+def test_a_schema_neither_call_binds_fails_the_case_before_anything_is_timed(monkeypatch):
+    backend = npu_backend([], NEWEST, "hccl_world_4")
+    # vllm-ascend v0.13.0's schema: no expert_token_nums, one return.
+    v13 = ("dispatch_ffn_combine(Tensor x, Tensor[] weight1, Tensor[] weight2, Tensor "
+           "expert_idx, Tensor[] scale1, Tensor[] scale2, Tensor probs, str group, int "
+           "max_output_size, Tensor! out) -> Tensor")
+    lib = torch.library.Library("npuperf_v13_C_ascend", "DEF")
+    lib.define(v13)
+    try:
+        op = torch.ops.npuperf_v13_C_ascend.dispatch_ffn_combine
+        monkeypatch.setattr(backend, "custom_operator", lambda ns, name: op)
+        with pytest.raises(BindError, match=r"v0\.18\.0 schema: .*no parameter "
+                                            r"'expert_token_nums'"):
+            prepare("DispatchFFNCombine", DISPATCH, backend)
+    finally:
+        lib._destroy()
 
 
 def test_dispatch_ffn_combine_checks_its_ep_size():

@@ -60,8 +60,7 @@ def test_slice_takes_a_window_of_the_output_size_inside_the_input():
 def test_slice_npu_call_passes_int_lists(npu):
     backend, calls = npu
     cells = row("6,10;2;2", "DT_BF16;DT_INT64;DT_INT64", "ND;ND;ND", "6,4", "DT_BF16")
-    prepared = spec_for("Slice").prepare(case_from_row("Slice", cells), backend)
-    assert tuple(prepared.call().shape) == (6, 4)
+    spec_for("Slice").prepare(case_from_row("Slice", cells), backend).call()
     args = calls.of("npu_slice")
     assert args["size"] == [6, 4] and isinstance(args["offsets"], list)
     assert all(isinstance(v, int) for v in args["offsets"])

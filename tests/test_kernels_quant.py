@@ -1,6 +1,6 @@
 """Quantisation and quantised / transposed GEMM replays (QuantBatchMatmulV3, AscendQuantV2,
 DynamicQuant, TransposeBatchMatMul): outputs against int64 / float64 numpy; the NPU calls
-against the documented signatures (stand-ins in tests/npu_standin.py)."""
+against the upstream schemas of each supported stack (tests/npu_standin.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch
 
 from pytest_npuperf.db.errors import CellError
 from pytest_npuperf.devices.npu import FRACTAL_NZ_FORMAT_ID
-from tests.kernel_rows import f64, prepare, row
-from tests.npu_standin import npu_backend, only_call
+from pytest_npuperf.kernels.quant import QUANT_PARAM_FLAG, quant_param, quant_param_scale
+from tests.kernel_rows import CPU, f64, prepare, row
+from tests.npu_standin import STACKS, npu_backend, only_call, same_dtype
 
 F32, BF16, I8, I32, I64 = "DT_FLOAT", "DT_BF16", "DT_INT8", "DT_INT32", "DT_INT64"
 
@@ -71,15 +72,56 @@ def test_quant_matmul_rejects_what_it_cannot_replay():
                                           [((8, 64), BF16)]))
 
 
-def test_quant_matmul_npu_call():
+@pytest.mark.parametrize("stack", STACKS)
+def test_quant_matmul_npu_call(stack):
     calls: list = []
-    prepare("QuantBatchMatmulV3", QUANT_NZ, npu_backend(calls))[1].call()
-    assert ("npu_format_cast", (32, 64), FRACTAL_NZ_FORMAT_ID) in [
-        (c, tuple(a["tensor"].shape), a["fmt"]) for c, a in calls if c == "npu_format_cast"]
+    prepare("QuantBatchMatmulV3", QUANT_NZ, npu_backend(calls, stack))[1].call()
+    cast = only_call(calls, "npu_format_cast")
+    assert (tuple(cast["self"].shape), cast["acl_format"]) == ((32, 64), FRACTAL_NZ_FORMAT_ID)
     args = only_call(calls, "npu_quant_matmul")
     assert args["x1"].dtype == torch.int8 and args["x2"].shape == (32, 64)
     assert args["scale"].dtype == torch.float32 and args["pertoken_scale"].shape == (8,)
-    assert (args["offset"], args["bias"], args["output_dtype"]) == (None, None, torch.bfloat16)
+    assert (args["offset"], args["bias"]) == (None, None)
+    assert same_dtype(args["output_dtype"], torch.bfloat16)
+
+
+def test_an_nz_weight_stored_transposed_is_built_k_by_n_then_cast_never_a_view():
+    # x2 FRACTAL_NZ (1, 4, 16, 32) is the ND (N, K) = (64, 32): read transposed.
+    cells = row([((8, 32), I8), ((1, 4, 16, 32), I8, "FRACTAL_NZ"), ((64,), F32)],
+                [((8, 64), BF16)])
+    calls: list = []
+    _, prepared = prepare("QuantBatchMatmulV3", cells, npu_backend(calls))
+    prepared.call()
+    assert tuple(only_call(calls, "npu_format_cast")["self"].shape) == (32, 64)
+    x2 = only_call(calls, "npu_quant_matmul")["x2"]
+    assert x2.shape == (32, 64) and x2.is_contiguous()
+    _, portable = prepare("QuantBatchMatmulV3", cells)
+    t = portable.tensors
+    want = (ints(t["x1"]) @ ints(t["x2"])) * f64(t["scale"])
+    np.testing.assert_allclose(f64(portable.call()), want, rtol=1e-2, atol=1e-3)
+
+
+def test_an_int64_scale_is_npu_trans_quant_param_with_the_offset_folded_in():
+    cells = row([((4, 32), I8), ((64, 32), I8), ((64,), I64), ((64,), F32)], [((4, 64), I8)])
+    for stack in STACKS:
+        calls: list = []
+        _, prepared = prepare("QuantBatchMatmulV3", cells, npu_backend(calls, stack))
+        prepared.call()
+        trans = only_call(calls, "npu_trans_quant_param")
+        assert trans["scale"].dtype == torch.float32 and trans["scale"].shape == (64,)
+        assert torch.equal(trans["offset"], prepared.tensors["offset"])
+        # the kernel reads the float scale truncated to 19 bits: the portable path uses that
+        assert torch.equal(trans["scale"], quant_param_scale(trans["scale"]))
+        args = only_call(calls, "npu_quant_matmul")
+        assert args["scale"] is not trans["scale"] and args["offset"] is None
+
+
+def test_quant_param_off_the_npu_is_op_plugins_documented_formula():
+    packed = quant_param(torch.tensor([1.0, 0.1]), CPU)
+    assert packed.dtype == torch.int64
+    # torch_npu-npu_trans_quant_param.md: (bits & 0xFFFFE000) | (1 << 46)
+    assert packed.tolist() == [0x3F800000 | QUANT_PARAM_FLAG, (0x3DCCCCCD & 0xFFFFE000)
+                               | QUANT_PARAM_FLAG]
 
 
 # -- AscendQuantV2 ----------------------------------------------------------------------------
@@ -100,13 +142,16 @@ def test_ascend_quant_is_round_half_even_of_x_times_scale_plus_offset_saturated(
         f64(prepared.call()), np.clip(np.rint(f64(t["x"]) * f64(t["scale"])), -128, 127))
 
 
-def test_ascend_quant_npu_call_is_npu_quantize_in_multiply_mode():
+@pytest.mark.parametrize("stack", STACKS)
+def test_ascend_quant_npu_call_is_npu_quantize_in_multiply_mode(stack):
+    # torch_npu 2.9.0 declares `ScalarType dtype`, 2.10 `int dtype`: torch.qint8 binds to both
     calls: list = []
     prepare("AscendQuantV2", row([((4, 16), BF16), ((16,), BF16), None], [((4, 16), I8)]),
-            npu_backend(calls))[1].call()
+            npu_backend(calls, stack))[1].call()
     args = only_call(calls, "npu_quantize")
     assert args["self"].shape == (4, 16) and args["zero_points"] is None
-    assert (args["dtype"], args["axis"], args["div_mode"]) == (torch.qint8, -1, False)
+    assert same_dtype(args["dtype"], torch.qint8)
+    assert (args["axis"], args["div_mode"]) == (-1, False)
 
 
 # -- DynamicQuant -----------------------------------------------------------------------------
@@ -170,6 +215,6 @@ def test_transpose_batch_matmul_npu_call():
     prepare("TransposeBatchMatMul", row([((4, 3, 16), BF16), ((3, 16, 8), BF16)],
                                         [((4, 3, 8), BF16)]), npu_backend(calls))[1].call()
     args = only_call(calls, "npu_transpose_batchmatmul")
-    assert (args["perm_x1"], args["perm_x2"], args["perm_y"]) == ((1, 0, 2), (0, 1, 2),
-                                                                   (1, 0, 2))
+    assert (args["perm_x1"], args["perm_x2"], args["perm_y"]) == ([1, 0, 2], [0, 1, 2],
+                                                                   [1, 0, 2])
     assert (args["bias"], args["scale"], args["batch_split_factor"]) == (None, None, 1)

@@ -235,6 +235,21 @@ def test_matmul_row_learns_which_family_member_the_device_ran(tmp_path):
     assert result.measured_kernel_type == "MatMulV3" and result.status == STATUS_OK
 
 
+def test_the_old_vllm_ascend_indexer_kernel_is_its_rows_kernel(tmp_path):
+    """vllm-ascend's `_C_ascend.npu_lightning_indexer` up to v0.20.2rc1 (the replay's
+    fallback) launches LightningIndexerVllm: the LightningIndexer case gets its durations, its
+    row stays a LightningIndexer row."""
+    from pytest_npuperf.profiling.profiled import launches_of
+
+    assert launches_of("LightningIndexer") == ("LightningIndexer", "LightningIndexerVllm")
+    kernels = calls("LightningIndexerVllm", T0 + 10, 4)
+    summaries(prof_dir(tmp_path), kernels, [Range("li", T0, T0 + 100)])
+    result = case("li", "LightningIndexer")
+    attribute_results([result], tmp_path)
+    assert result.status == STATUS_OK and result.measured_kernel_type == "LightningIndexerVllm"
+    assert result.stats.samples == 3 and result.file == "LightningIndexer.csv"
+
+
 # -- without markers --------------------------------------------------------------------------
 def test_without_markers_cases_take_their_kernels_by_order_type_and_shapes(tmp_path):
     """Old CANN without marker output: per device, in run order, each case takes the next

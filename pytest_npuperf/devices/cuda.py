@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .base import Backend, DeviceEventTimer, DeviceGraphs, Peak, Timer
-from .graphs import TorchGraphs
+from .graphs import TorchGraphs, pool_releaser
 from .memory import device_available_bytes
 from .peaks import cuda_peak
 
@@ -38,19 +38,13 @@ class CudaBackend(Backend):
 
     def graphs(self) -> DeviceGraphs:
         if self._graphs is None:
-            self._graphs = TorchGraphs(torch.cuda, torch.cuda.CUDAGraph, self._abandon_pool)
+            # torch's capture_end skips both calls when the capture was invalidated.
+            end = (getattr(torch._C, "_cuda_endAllocateToPool", None)
+                   or getattr(torch._C, "_cuda_endAllocateCurrentStreamToPool", None))
+            abandon = pool_releaser(self.index, end, getattr(torch._C, "_cuda_releasePool", None),
+                                    f"torch {torch.__version__}")
+            self._graphs = TorchGraphs(torch.cuda, torch.cuda.CUDAGraph, abandon)
         return self._graphs
-
-    def _abandon_pool(self, pool) -> None:
-        """Stop routing allocations to a failed capture's pool, and release it (torch's own
-        capture_end skips both when the capture was invalidated)."""
-        end = (getattr(torch._C, "_cuda_endAllocateToPool", None)
-               or getattr(torch._C, "_cuda_endAllocateCurrentStreamToPool", None))
-        release = getattr(torch._C, "_cuda_releasePool", None)
-        if end is None or release is None:
-            raise RuntimeError(f"torch {torch.__version__} has no allocator pool API")
-        end(self.index, pool)
-        release(self.index, pool)
 
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]

@@ -40,6 +40,19 @@ def _leave_capture_mode(module: ModuleType) -> None:
                 restore(clone())
 
 
+def pool_releaser(index: int, end: Callable[[int, object], None] | None,
+                  release: Callable[[int, object], None] | None, owner: str
+                  ) -> Callable[[object], None]:
+    """`abandon_pool` for TorchGraphs from the allocator's two calls: stop routing the
+    device's allocations to a pool, then release it (what a capture_end that raised skipped)."""
+    def abandon(pool) -> None:
+        if end is None or release is None:
+            raise RuntimeError(f"{owner} has no allocator pool API")
+        end(index, pool)
+        release(index, pool)
+    return abandon
+
+
 class TorchGraphReplay(GraphReplay):
     def __init__(self, graph, calls: int, module: ModuleType) -> None:
         self.graph = graph

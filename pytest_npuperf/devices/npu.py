@@ -16,7 +16,8 @@ from types import ModuleType
 import torch
 
 from ..db.layout import KNOWN_DEVICES, detect_versions
-from .base import Backend, DeviceEventTimer, Peak, Timer
+from .base import Backend, DeviceEventTimer, DeviceGraphs, Peak, Timer
+from .graphs import TorchGraphs, pool_releaser
 from .memory import device_available_bytes
 from .mstx import MSTX_MESSAGE_LIMIT as MSTX_MESSAGE_LIMIT
 from .mstx import CannMstx, mstx_message
@@ -68,6 +69,7 @@ class NpuBackend(Backend):
         # Who emits the case ranges: torch_npu's mstx (collected by torch_npu's profiler), or
         # CANN's mstx C API (collected by the msprof command line; see devices/mstx.py).
         self._cann_mstx: CannMstx | None = None
+        self._graphs: TorchGraphs | None = None
         if not torch.npu.is_available():  # type: ignore[attr-defined]
             raise NpuUnavailable("torch_npu is installed but no NPU is visible")
 
@@ -99,10 +101,35 @@ class NpuBackend(Backend):
     def profiler_activities(self) -> list:
         return [torch.profiler.ProfilerActivity.CPU]
 
-    # graphs(): None for now. torch_npu mirrors torch's graph API (torch.npu.NPUGraph over
-    # aclgraph, torch.npu.Stream/Event), so `TorchGraphs(torch.npu, torch.npu.NPUGraph)` is
-    # the NPU's kernel-only method once it has been checked against msprof on an NPU; until
-    # then NPU cases use events, and msprof's kernel durations replace them.
+    def graphs(self) -> DeviceGraphs | None:
+        """NPUGraph (aclgraph) replays: torch_npu mirrors torch's graph API (torch.npu.NPUGraph
+        with capture_begin(pool)/capture_end/replay, graph_pool_handle, Stream, Event,
+        default_generators: torch_npu/npu/graphs.py and npu/__init__.py, since torch_npu
+        2.5.1), so the CUDA graph method runs unchanged on torch.npu. None on an older one."""
+        graph_class = getattr(torch.npu, "NPUGraph", None)  # type: ignore[attr-defined]
+        if graph_class is None:
+            return None
+        if self._graphs is None:
+            # A failed capture's pool is released with torch_npu's counterparts of CUDA's
+            # allocator calls (torch_npu/csrc/npu/Module.cpp:449-456 in v7.3.0, torch_npu
+            # 2.9.0; :505-512 in v26.0.1, 2.10.0.post2).
+            native = getattr(self.torch_npu, "_C", None)
+            abandon = pool_releaser(
+                self.index, getattr(native, "_npu_endAllocateCurrentStreamToPool", None),
+                getattr(native, "_npu_releasePool", None),
+                f"torch_npu {getattr(self.torch_npu, '__version__', '?')}")
+            self._graphs = TorchGraphs(torch.npu, graph_class, abandon)  # type: ignore
+        return self._graphs
+
+    def process_group_name(self, ranks: int) -> str | None:
+        """The HCCL communicator name of the default process group when it has `ranks` ranks
+        (vllm-ascend's token dispatcher asks the group's backend the same way), else None."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != ranks:
+            return None
+        backend = dist.group.WORLD._get_backend(torch.device("npu"))
+        return backend.get_hccl_comm_name(dist.get_rank())
 
     def available_memory(self) -> int | None:
         return device_available_bytes("npu", self.index)
@@ -145,4 +172,6 @@ class NpuBackend(Backend):
         return tensor
 
     def empty_cache(self) -> None:
+        if self._graphs is not None and self._graphs.broken:
+            return  # the allocator may hold a failed capture's state (as on CUDA)
         torch.npu.empty_cache()  # type: ignore[attr-defined]

@@ -18,7 +18,8 @@ from ..devices import BackendError, check_workers, select_backend
 from ..kernels.implementations import ALL, AUTO, BEST
 from ..measure.clock import inherited_run, process_start
 from ..measure.host import available_cores, default_threads, host_load, worker_cores
-from ..measure.result import METHOD_EVENTS, METHOD_GRAPH, METHOD_PROFILER
+from ..measure.policy import auto_method
+from ..measure.result import METHOD_GRAPH, METHOD_PROFILER
 from ..replay.cases import CaseCatalog, CaseRef, with_implementations
 from ..replay.outcome import SessionInfo
 from ..replay.shard import in_shard
@@ -95,8 +96,11 @@ class RunContext:
         if self._profiler is None:
             from ..profiling.session_profiler import SessionProfiler
 
-            self._profiler = SessionProfiler(self.settings.profiler, self.settings.device,
-                                             self.settings.out, self.run_id)
+            settings = self.settings
+            self._profiler = SessionProfiler(
+                settings.profiler, settings.device, settings.out, self.run_id,
+                graph_timing=settings.method in ("auto", METHOD_GRAPH)
+                and not settings.policy.flush_l2)
             self.notes += self._profiler.notes
         return self._profiler
 
@@ -154,17 +158,15 @@ class RunContext:
         method = self.settings.method
         flush = self.settings.policy.flush_l2
         if method == "auto":
-            if self.backend.kind == "cuda":
-                # A flush between calls cannot be separated from a graph replay's time; the
-                # profiler times the kernels alone (see measure/graph.py).
-                return METHOD_PROFILER if flush else METHOD_GRAPH
-            return METHOD_EVENTS
+            kind = self.backend.kind
+            return auto_method(kind, flush=flush, graphs=self.backend.graphs() is not None,
+                               profiled=kind == "npu" and self.profiler.profiled)
         if method == METHOD_PROFILER and self.backend.kind == "npu":
             # torch.profiler records no NPU kernels; on an NPU device time comes from msprof.
             raise pytest.UsageError("--npuperf-method profiler is for cpu and cuda; on an NPU "
                                     "use events (or run the session under msprof)")
         if method == METHOD_GRAPH and self.backend.graphs() is None:
-            raise pytest.UsageError(f"--npuperf-method graph needs device graphs (cuda); on "
+            raise pytest.UsageError(f"--npuperf-method graph needs device graphs (cuda, npu); on "
                                     f"{self.backend.kind} use events (or auto)")
         if method == METHOD_GRAPH and flush:
             raise pytest.UsageError("--npuperf-method graph cannot time an L2 flush apart from "

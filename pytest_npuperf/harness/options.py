@@ -49,11 +49,13 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("dry-run", "bool", False, "measure, but write nothing (no database, no reports)", None),
     ("out", "path", None, "directory for reports and for databases of other devices "
      f"(default: {DEFAULT_OUT} under the rootdir)", None),
-    ("method", "str", "auto", "graph: kernel device time from CUDA-graph replays of a batch "
-     "of calls (a call that cannot be captured falls back to profiler, then events); events: "
-     "device events / synchronised clock around each call (launch included); profiler: "
-     "device time of the case's kernels from torch.profiler; auto: graph on cuda (profiler "
-     "with --npuperf-flush-l2), events elsewhere", METHODS),
+    ("method", "str", "auto", "graph: kernel device time from CUDA-graph / NPUGraph replays "
+     "of a batch of calls (a call that cannot be captured falls back to profiler, then events; "
+     "on an NPU to events); events: device events / synchronised clock around each call "
+     "(launch included); profiler: device time of the case's kernels from torch.profiler; "
+     "auto: graph on cuda (profiler with --npuperf-flush-l2), graph on an NPU unless msprof "
+     "wraps the session or --npuperf-profiler torch_npu is asked for (events then, their "
+     "kernel times replace them; events with --npuperf-flush-l2), events on cpu", METHODS),
     ("threads", "count", None, "torch intra-op threads of a CPU session (default: the cores "
      "available to the process divided by the xdist workers, at least 1)", None),
     ("warmup", "int", _DEFAULTS.warmup, "calls before sampling, at most (see --npuperf-warmup-time)",
@@ -142,9 +144,10 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("profiler", "str", PROFILER_AUTO, "where NPU kernel times come from: msprof re-runs this "
      "command as a child under the msprof command line and stores the kernel device times and "
      "counters msprof recorded inside each case's mstx range; torch_npu runs one "
-     "torch_npu.profiler session around the whole session; none keeps the events timing; auto: "
-     "msprof on an NPU host where the msprof command is found (and the run's test files name "
-     "npuperf_case), else torch_npu there, none elsewhere", PROFILERS),
+     "torch_npu.profiler session around the whole session; none keeps the in-case timing; "
+     "auto: msprof on an NPU host where the msprof command is found (and the run's test files "
+     "name npuperf_case), else torch_npu there unless the cases are timed from NPUGraph "
+     "replays (--npuperf-method auto or graph), none elsewhere", PROFILERS),
     ("keep-prof", "bool", False, "keep the raw profiler output under <out>/msprof (or "
      "<out>/torch_npu) after a successful run; it is always kept when something went wrong",
      None),

@@ -14,9 +14,12 @@ NPU APIs:
   sparse_mode is ignored; rope slots make it MLA: q.k + q_rope.k_rope).
 - `torch_npu.atb.npu_ring_mla(q_nope, q_rope, k_nope, k_rope, value, mask, seqlen, head_num,
   kv_head_num, *, pre_out, prev_lse, qk_scale, kernel_type, mask_type, input_layout,
-  calc_type) -> (output, softmax_lse)` (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp; `seqlen`
-  must be a host tensor of per-sequence lengths; called with the arguments vllm-ascend's MLA
-  prefill used before it moved to FIA: high-precision kernel, triu mask, first ring).
+  calc_type[, output, softmax_lse]) -> (output, softmax_lse)` (op-plugin
+  op_plugin/ops/atb/RingMlaAtb.cpp; `seqlen` a host tensor of per-sequence query lengths,
+  vllm-ascend v0.18.0 attention/mla_v1.py:1141 passes `prefill.query_lens`: the ATB operation's
+  input 6, [batch], hicann/ascend-transformer-boost src/ops_infer/ring_mla/
+  ring_mla_operation.cpp; called as vllm-ascend's MLA prefill calls it: high-precision
+  kernel, triu mask, first ring, out= buffers).
 
 Off the NPU the same math runs through `torch.nn.functional.scaled_dot_product_attention`:
 paged K/V gathered through the block table into contiguous tensors, rope slots concatenated
@@ -40,8 +43,9 @@ import torch
 import torch.nn.functional as F
 
 from . import catalog
+from .binding import Variant, bound_call, torch_npu_call
 from .case import KernelCase
-from .spec import KernelSpec, implemented
+from .spec import KernelSpec, api_results, implemented
 from .tensors import torch_dtype
 
 CAUSAL_MASK_SIZE = 2048  # the optimised mask of sparse_mode 2/3/4 (FIA documentation)
@@ -781,8 +785,14 @@ class FusedInferAttentionScore(KernelSpec):
         if tnd or plan.paged or case.input(catalog.FIA_KV_SEQ_LENS).present:
             kwargs["actual_seq_lengths_kv"] = (cumulative(plan.kv_lens) if tnd and not plan.paged
                                                else list(plan.kv_lens))
-        op = backend.torch_npu.npu_fused_infer_attention_score
-        return lambda: op(t["query"], t["key"], t["value"], **kwargs)
+        return torch_npu_call(backend, "npu_fused_infer_attention_score",
+                              (t["query"], t["key"], t["value"]), kwargs, returns=2)
+
+    def results(self, returned, tensors, case):
+        # Both paths return (attention_out, softmax_lse); without softmax_lse_flag the NPU's
+        # LSE is an empty placeholder (shape (0,) from torch_npu 7.2.0) and the portable
+        # path's a zeros(1): compared only when the row has one.
+        return api_results(returned, (True, bool(fia_plan(case).lse)))
 
     def flops(self, case: KernelCase) -> float:
         return attention_flops(fia_plan(case))
@@ -808,6 +818,13 @@ def ring_plan(case: KernelCase) -> AttentionPlan:
             or v[:2] != k[:2] or heads % kv_heads):
         raise case.error(f"RINGMLAPrefillBF16Kernel: shapes {q}, {qr}, {k}, {kr}, {v} do not "
                          f"form one MLA prefill")
+    ring_state = [i for i in range(SEQ_LEN + 1, len(case.inputs)) if case.input(i).present]
+    if ring_state:
+        # A later ring step (calc_type_default, with pre_out / prev_lse: slots 13/14 of the
+        # kernel's table per the reference replay) is another call than the first-ring one
+        # replayed here: not replayed rather than replayed as something else.
+        raise case.error(f"RINGMLAPrefillBF16Kernel: input slot(s) {ring_state} are filled "
+                         f"(a ring step with prefix state); only first-ring rows are replayed")
     seq = case.input(SEQ_LEN).dims
     if len(seq) != 1 or not 1 <= seq[0] <= tokens:
         raise case.error(f"RINGMLAPrefillBF16Kernel: seq_len {seq} is not (batch,)")
@@ -856,12 +873,26 @@ class RingMlaPrefill(KernelSpec):
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         plan = ring_plan(case)
         t = tensors
-        op = backend.torch_npu.atb.npu_ring_mla
-        return lambda: op(t["q_nope"], t["q_rope"], t["k_nope"], t["k_rope"], t["value"],
-                          t["mask"], t["seq_len"], plan.heads, plan.kv_heads, pre_out=None,
-                          prev_lse=None, qk_scale=plan.scale,
-                          kernel_type="kernel_type_high_precision", mask_type="mask_type_triu",
-                          input_layout="type_bsnd", calc_type="calc_type_first_ring")
+        args = (t["q_nope"], t["q_rope"], t["k_nope"], t["k_rope"], t["value"], t["mask"],
+                t["seq_len"], plan.heads, plan.kv_heads)
+        kwargs = dict(pre_out=None, prev_lse=None, qk_scale=plan.scale,
+                      kernel_type="kernel_type_high_precision", mask_type="mask_type_triu",
+                      input_layout="type_bsnd", calc_type="calc_type_first_ring")
+        # vllm-ascend's MLA prefill calls the out= overload into buffers it allocated
+        # (v0.18.0 attention/mla_v1.py:1131-1153): output (T, N, Dv), LSE (N, T) float32.
+        tokens = sum(plan.q_lens)
+        out = torch.empty((tokens, plan.heads, plan.value_dim), dtype=t["q_nope"].dtype,
+                          device=t["q_nope"].device)
+        lse = torch.empty((plan.heads, tokens), dtype=torch.float32, device=out.device)
+        into = Variant("out= overload, as vllm-ascend's MLA prefill", args,
+                       dict(kwargs, output=out, softmax_lse=lse), returns=2)
+        plain = Variant("functional overload", args, kwargs, returns=2)
+        return bound_call(backend.torch_npu.atb.npu_ring_mla, "torch_npu.atb.npu_ring_mla",
+                          into, plain, namespace="atb")
+
+    def results(self, returned, tensors, case):
+        # (output, softmax_lse) on both paths; the LSE compared where the row records it.
+        return api_results(returned, (True, bool(ring_plan(case).lse)))
 
     def flops(self, case: KernelCase) -> float:
         return attention_flops(ring_plan(case))

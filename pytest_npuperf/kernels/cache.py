@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from ..db.shapes import dtype_bytes
+from .binding import torch_npu_call
 from .case import KernelCase
 from .functional import deinterleave, distinct_slots, rms_normalize, rope
 from .rope import rotary_table
@@ -81,10 +82,11 @@ class ReshapeAndCacheNd(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         t = tensors
-        reshape_and_cache = backend.torch_npu._npu_reshape_and_cache
-        return lambda: reshape_and_cache(key=t["key"], value=t["value"],
-                                         key_cache=t["key_cache"], value_cache=t["value_cache"],
-                                         slot_indices=t["slot_mapping"])
+        # An ATB operator (`-> ()`: it writes the caches), torch.ops.atb behind torch_npu.
+        return torch_npu_call(backend, "_npu_reshape_and_cache", kwargs=dict(
+            key=t["key"], value=t["value"], key_cache=t["key_cache"],
+            value_cache=t["value_cache"], slot_indices=t["slot_mapping"]),
+            returns=0, namespace="atb")
 
     def results(self, returned, tensors, case):
         return tensors["key_cache"], tensors["value_cache"]
@@ -180,11 +182,11 @@ class KvRmsNormRopeCache(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         t = tensors
-        op = backend.torch_npu.npu_kv_rmsnorm_rope_cache
-        output_kv = self._outputs_kv(case)
-        return lambda: op(t["kv"], t["gamma"], t["cos"], t["sin"], t["index"], t["k_cache"],
-                          t["ckv_cache"], epsilon=MLA_NORM_EPS, cache_mode="PA",
-                          is_output_kv=output_kv)
+        return torch_npu_call(backend, "npu_kv_rmsnorm_rope_cache",
+                              (t["kv"], t["gamma"], t["cos"], t["sin"], t["index"],
+                               t["k_cache"], t["ckv_cache"]),
+                              {"epsilon": MLA_NORM_EPS, "cache_mode": "PA",
+                               "is_output_kv": self._outputs_kv(case)}, returns=4)
 
     def results(self, returned, tensors, case):
         # Without is_output_kv the operator's last two outputs carry nothing to compare.
@@ -248,9 +250,9 @@ class ScatterNdUpdate(KernelSpec):
         return lambda: var.index_put_(index, updates)
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        var, indices, updates = tensors["var"], tensors["indices"], tensors["updates"]
-        scatter = backend.torch_npu.npu_scatter_nd_update_
-        return lambda: scatter(var, indices, updates)
+        return torch_npu_call(backend, "npu_scatter_nd_update_",
+                              (tensors["var"], tensors["indices"], tensors["updates"]),
+                              returns=1)
 
     def bytes_moved(self, case: KernelCase) -> float:
         return 2.0 * case.input(2).nbytes + case.input(1).nbytes

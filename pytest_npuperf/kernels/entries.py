@@ -95,23 +95,30 @@ FIA = KernelEntry(
     streamed=("key", "value", "key_rope", "key_antiquant_scale", "key_antiquant_offset",
               "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
               "value_shared_prefix"))
-# An ATB kernel (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp); CONTRACT.md §10 counts it among
-# the kernels that need the custom-op environment. Slot order assumed from the API's.
+# An ATB kernel (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp): it needs NNAL, not vllm-ascend's
+# custom OPP (CONTRACT.md §10). Slot order of the ATB operation's inputs (query1, query2, key1,
+# key2, value, mask, seqLen: hicann/ascend-transformer-boost src/ops_infer/ring_mla/
+# ring_mla_operation.cpp), the reference replay's too.
 RING_MLA = KernelEntry(
     ("RINGMLAPrefillBF16Kernel",), "attention", MIX,
     (S("q_nope"), S("q_rope"), S("k_nope"), S("k_rope"), S("value"), S("mask"),
      S("seq_len", INT32)),
-    (S("out"), S("lse", FLOAT)), "torch_npu.atb.npu_ring_mla", custom_op=True,
+    (S("out"), S("lse", FLOAT)), "torch_npu.atb.npu_ring_mla",
     replay=f"{_REPLAYS}.attention:RingMlaPrefill")
 # DeepSeek-V3.2 sparse attention (DSA). Slot orders confirmed from the op definitions in
 # vllm-ascend csrc/attention/lightning_indexer/op_host/lightning_indexer_def.cpp and
 # csrc/attention/sparse_flash_attention/op_host/sparse_flash_attention_def.cpp (CANN ships the
 # same ops, which torch_npu exposes with the same signature).
+# vllm-ascend's own indexer up to v0.20 (`torch.ops._C_ascend.npu_lightning_indexer`, the
+# replay's fallback) runs aclnnLightningIndexerVllm, a kernel named LightningIndexerVllm
+# (v0.18.0 csrc/lightning_indexer_vllm/lightning_indexer_vllm_torch_adpt.h:57-58,
+# op_host/lightning_indexer_vllm_def.cpp:71): profiled, it is this row's kernel.
 LIGHTNING_INDEXER = KernelEntry(
     ("LightningIndexer",), "attention", MIX,
     (S("query"), S("key"), S("weights"), opt("actual_seq_lengths_query", INT32),
      opt("actual_seq_lengths_key", INT32), opt("block_table", INT32)),
     (S("sparse_indices", INT32), opt("sparse_values")), "torch_npu.npu_lightning_indexer",
+    device_kernels=("LightningIndexer", "LightningIndexerVllm"),
     replay=f"{_REPLAYS}.sparse_attention:LightningIndexer", streamed=("key",))
 SPARSE_FLASH_ATTENTION = KernelEntry(
     ("SparseFlashAttention",), "attention", MIX,
@@ -124,9 +131,10 @@ SPARSE_FLASH_ATTENTION = KernelEntry(
     streamed=("key", "value", "key_rope"))
 
 # -- rope, KV cache -------------------------------------------------------------------------
+# A Triton kernel vllm-ascend registers from Python: no custom OPP (CONTRACT.md §10).
 SPLIT_QKV = KernelEntry(
     ("split_qkv_rmsnorm_rope_kernel",), "rope", VECTOR, (S("qkv"), S("norm_weight")),
-    (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope", custom_op=True,
+    (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope",
     replay=f"{_REPLAYS}.rope:SplitQkvRmsNormRope", streamed=("norm_weight",))
 INTERLEAVE_ROPE = KernelEntry(
     ("InterleaveRope",), "rope", VECTOR, (S("x"), S("cos"), S("sin")), (S("y"),),

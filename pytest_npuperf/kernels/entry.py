@@ -47,7 +47,7 @@ class KernelEntry:
     inputs: tuple[SlotLayout, ...]
     outputs: tuple[SlotLayout, ...]
     npu_api: str
-    custom_op: bool = False  # from vllm-ascend's custom op package (needs its environment)
+    custom_op: bool = False  # from vllm-ascend's custom OPP (needs its environment: custom_ops.py)
     device_kernels: tuple[str, ...] = ()
     replay: str | None = None
     streamed: tuple[str, ...] = ()

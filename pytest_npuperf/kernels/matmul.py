@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import torch
 
 from ..db.signature import GemmLayout, gemm_layout
+from .binding import torch_npu_call
 from .case import KernelCase
+from .quant import quant_param, quant_param_scale
 from .spec import KernelSpec
 from .tensors import broadcast_shape, nd_shape
 
@@ -145,8 +147,8 @@ def _transpose_layout(case: KernelCase) -> TransposeLayout:
 
 class TransposeBatchMatMul(KernelSpec):
     """y = (x1^T1 @ x2)^(1, 0, 2): a batched product whose batch moves to the middle of the
-    output; with a scale (INT64 bits of float32 scales, one per output column of each batch)
-    the output is int8."""
+    output; with a scale (an INT64 quant parameter of float32 scales, one per output column of
+    each batch: quant.quant_param) the output is int8."""
 
     kernel_type = "TransposeBatchMatMul"
     portable = "torch.bmm + transpose (with a scale: requantised to int8)"
@@ -161,9 +163,10 @@ class TransposeBatchMatMul(KernelSpec):
                    "x2": self.tensor(case, 1, backend, generator)}
         scale = case.input(3)
         if scale.present:
-            values = torch.rand(scale.dims, device=backend.device, generator=generator) + 0.5
+            values = quant_param_scale(
+                torch.rand(scale.dims, device=backend.device, generator=generator) + 0.5)
             tensors["scale_value"] = values
-            tensors["scale"] = values.float().view(torch.int32).to(torch.int64)
+            tensors["scale"] = quant_param(values, backend)
         return tensors
 
     def portable_call(self, tensors, case) -> Callable[[], object]:
@@ -184,9 +187,10 @@ class TransposeBatchMatMul(KernelSpec):
         layout = _transpose_layout(case)
         x1, x2, scale = tensors["x1"], tensors["x2"], tensors.get("scale")
         perm_x1 = (1, 0, 2) if layout.x1_mbk else (0, 1, 2)
-        op = backend.torch_npu.npu_transpose_batchmatmul
-        return lambda: op(x1, x2, bias=None, scale=scale, perm_x1=perm_x1, perm_x2=(0, 1, 2),
-                          perm_y=(1, 0, 2), batch_split_factor=1)
+        return torch_npu_call(backend, "npu_transpose_batchmatmul", (x1, x2),
+                              {"bias": None, "scale": scale, "perm_x1": perm_x1,
+                               "perm_x2": (0, 1, 2), "perm_y": (1, 0, 2), "batch_split_factor": 1},
+                              returns=1)
 
     def flops(self, case: KernelCase) -> float:
         layout = _transpose_layout(case)

@@ -19,7 +19,9 @@ csrc/torch_binding.cpp for the custom op), called the way vllm-ascend's fused Mo
   unpermute reads back.
 - `torch.ops._C_ascend.dispatch_ffn_combine(x, weight1: list, weight2: list, expert_idx,
   scale1: list, scale2: list, bias1: list, bias2: list, probs, group, max_output_size, out,
-  expert_token_nums, x_active_mask=None, swiglu_limit)`: a multi-rank op over an HCCL group.
+  expert_token_nums, x_active_mask=None, swiglu_limit) -> (out, expert_token_nums)`: a
+  multi-rank op over an HCCL group; vllm-ascend v0.18.0's schema has no bias1, bias2,
+  x_active_mask or swiglu_limit (bound to whichever is installed: binding.py).
 
 Group sizes are read on the host when a case is prepared: the portable loops of GEMMs are
 timed without a device-to-host copy of the group list in each call.
@@ -33,8 +35,9 @@ from dataclasses import dataclass
 
 import torch
 
+from .binding import Variant, bound_call, torch_npu_call
 from .case import KernelCase
-from .custom_ops import custom_operator
+from .custom_ops import operator
 from .quant import (
     FLOAT_EMULATION,
     INT8_MAX,
@@ -42,15 +45,19 @@ from .quant import (
     group_sizes,
     int64_bits_as_float,
     positive_scales,
+    quant_param,
+    quant_param_scale,
     quantize_per_token,
 )
-from .spec import KernelSpec, ReplaySkipped, implemented
-from .tensors import nd_shape, random_tensor, torch_dtype
+from .spec import KernelSpec, ReplaySkipped, api_results, implemented
+from .tensors import nd_shape, random_tensor, shaped_input, torch_dtype
 
 # Expert ids routed to when a row does not say how many experts there are (DeepSeek-V3's).
 DEFAULT_EXPERTS = 256
-# vllm-ascend's default `mega_moe_max_tokens` (ascend_config.py), DispatchFFNCombine's cap.
+# vllm-ascend's default `mega_moe_max_tokens` (ascend_config.py), DispatchFFNCombine's cap;
+# v0.18.0 passes a constant instead.
 MAX_OUTPUT_SIZE = 131072
+V0_18_MAX_OUTPUT_SIZE = 65536
 
 
 def routed_experts(tokens: int, top_k: int, experts: int, backend,
@@ -91,13 +98,6 @@ def active_expert_bytes(case: KernelCase, total: float, experts: int,
     per_expert = sum(slot.nbytes for slot in case.inputs
                      if slot.present and slot.dims[:1] == (experts,) and len(slot.dims) > 1)
     return total - per_expert * idle / experts
-
-
-def dequant_scale(slot_dtype: str, values: torch.Tensor, case: KernelCase) -> torch.Tensor:
-    """The scale tensor a kernel takes for float32 `values`: its bits in an INT64 slot."""
-    if slot_dtype.endswith("INT64"):
-        return float_bits_as_int64(values)
-    return values.to(torch_dtype(slot_dtype, case))
 
 
 def scale_values(tensor: torch.Tensor) -> torch.Tensor:
@@ -171,8 +171,14 @@ class GroupedMatmul(KernelSpec):
     def build_inputs(self, case, backend, generator):
         layout = grouped_layout(case)
         level = 1.0 / (INT8_MAX * math.sqrt(layout.k))
+        weight = case.input(WEIGHT)
+        if self._nz_transposed(case, layout):
+            weight = shaped_input(weight, (layout.experts, layout.k, layout.n), case, backend,
+                                  generator, low=-128, high=128)
+        else:
+            weight = self.tensor(case, WEIGHT, backend, generator, low=-128, high=128)
         tensors = {"x": self.tensor(case, X, backend, generator, low=-128, high=128),
-                   "weight": self.tensor(case, WEIGHT, backend, generator, low=-128, high=128),
+                   "weight": weight,
                    "group_list": group_sizes(layout.m, layout.experts, backend, generator).to(
                        torch_dtype(case.input(GROUP_LIST).dtype, case))}
         if case.input(BIAS).present:
@@ -180,7 +186,10 @@ class GroupedMatmul(KernelSpec):
         if layout.mode == W8A8:
             values = positive_scales(case.input(SCALE).dims, backend, generator,
                                      low=0.5 * level, high=1.5 * level)
-            tensors["scale"] = dequant_scale(case.input(SCALE).dtype, values, case)
+            if case.input(SCALE).dtype.endswith("INT64"):  # a quant parameter (quant.py)
+                tensors["scale"] = quant_param(quant_param_scale(values), backend)
+            else:
+                tensors["scale"] = values.to(torch_dtype(case.input(SCALE).dtype, case))
             if case.input(PER_TOKEN_SCALE).present:
                 tensors["per_token_scale"] = positive_scales(
                     case.input(PER_TOKEN_SCALE).dims, backend, generator, low=0.5 / INT8_MAX,
@@ -197,14 +206,19 @@ class GroupedMatmul(KernelSpec):
         return tensors
 
     @staticmethod
-    def _weight(tensors, layout: GroupedLayout) -> torch.Tensor:
-        """The weight as (E, K, N), a view of the stored one."""
+    def _nz_transposed(case: KernelCase, layout: GroupedLayout) -> bool:
+        """An NZ weight stored (E, N, K): built (E, K, N) instead (tensors.shaped_input)."""
+        return layout.weight_transposed and case.input(WEIGHT).format == "FRACTAL_NZ"
+
+    def _weight(self, tensors, case: KernelCase, layout: GroupedLayout) -> torch.Tensor:
+        """The weight as (E, K, N): a view of an ND one stored (E, N, K)."""
         w = tensors["weight"]
-        return w.transpose(1, 2) if layout.weight_transposed else w
+        return w.transpose(1, 2) if layout.weight_transposed and not self._nz_transposed(
+            case, layout) else w
 
     def portable_call(self, tensors, case) -> Callable[[], object]:
         layout = grouped_layout(case)
-        x, w = tensors["x"], self._weight(tensors, layout)
+        x, w = tensors["x"], self._weight(tensors, case, layout)
         sizes = [int(s) for s in tensors["group_list"].tolist()]
         bias = tensors.get("bias")
         out_dtype = torch_dtype(case.output(0).dtype, case)
@@ -271,7 +285,7 @@ class GroupedMatmul(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         layout = grouped_layout(case)
-        x, w = tensors["x"], self._weight(tensors, layout)
+        x, w = tensors["x"], self._weight(tensors, case, layout)
 
         def listed(name):
             return [tensors[name]] if name in tensors else None
@@ -282,8 +296,8 @@ class GroupedMatmul(KernelSpec):
                       group_list_type=1)
         if layout.mode == W8A8:
             kwargs["output_dtype"] = torch_dtype(case.output(0).dtype, case)
-        npu_grouped_matmul = backend.torch_npu.npu_grouped_matmul
-        return lambda: npu_grouped_matmul([x], [w], **kwargs)[0]
+        # Tensor[] back: one y with split_item=2 (results() takes it out of the list).
+        return torch_npu_call(backend, "npu_grouped_matmul", ([x], [w]), kwargs, returns=1)
 
     def flops(self, case: KernelCase) -> float:
         layout = grouped_layout(case)
@@ -382,8 +396,14 @@ class GroupedMatmulSwigluQuant(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         t = tensors
-        op = backend.torch_npu.npu_grouped_matmul_swiglu_quant
-        return lambda: op(t["x"], t["weight"], t["group_list"], t["weight_scale"], t["x_scale"])
+        return torch_npu_call(backend, "npu_grouped_matmul_swiglu_quant",
+                              (t["x"], t["weight"], t["group_list"], t["weight_scale"],
+                               t["x_scale"]), returns=3)
+
+    def results(self, returned, tensors, case):
+        # (y, y_scale, y_offset): the operator always returns an empty output_offset third
+        # (op_plugin_functions.yaml `-> (Tensor, Tensor, Tensor)`); the portable path two.
+        return api_results(returned, (True, True, False))
 
     def flops(self, case: KernelCase) -> float:
         m, k, n, _ = swiglu_quant_layout(case)
@@ -439,9 +459,8 @@ class MoeTokenPermute(KernelSpec):
         return permute
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        tokens, indices = tensors["tokens"], tensors["indices"]
-        op = backend.torch_npu.npu_moe_token_permute
-        return lambda: op(tokens, indices)
+        return torch_npu_call(backend, "npu_moe_token_permute",
+                              (tensors["tokens"], tensors["indices"]), returns=2)
 
 
 class MoeTokenUnpermute(KernelSpec):
@@ -487,10 +506,9 @@ class MoeTokenUnpermute(KernelSpec):
         return unpermute
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        permuted, order = tensors["permuted_tokens"], tensors["sorted_indices"]
-        probs = tensors.get("probs")
-        op = backend.torch_npu.npu_moe_token_unpermute
-        return lambda: op(permuted, order, probs=probs)
+        return torch_npu_call(backend, "npu_moe_token_unpermute",
+                              (tensors["permuted_tokens"], tensors["sorted_indices"]),
+                              {"probs": tensors.get("probs")}, returns=1)
 
     def flops(self, case: KernelCase) -> float:
         return 2.0 * case.input(0).numel if case.input(2).present else 0.0
@@ -580,7 +598,12 @@ class DispatchFFNCombine(KernelSpec):
                 level = 1.0 / (INT8_MAX * math.sqrt(k))
                 values = positive_scales(case.input(slot).dims, backend, generator,
                                          low=0.5 * level, high=1.5 * level)
-                tensors[name] = dequant_scale(case.input(slot).dtype, values, case)
+                # float32 bits in INT64, as vllm-ascend's scale_from_float_to_int64 writes
+                # them for this operator (v0.18.0 quantization/methods/w8a8_dynamic.py:39-46,
+                # 292-293): not a matmul quant parameter (quant.quant_param).
+                tensors[name] = (float_bits_as_int64(values)
+                                 if case.input(slot).dtype.endswith("INT64")
+                                 else values.to(torch_dtype(case.input(slot).dtype, case)))
         if case.input(DMASK).present:
             tensors["x_active_mask"] = torch.ones(case.input(DMASK).dims, dtype=torch.bool,
                                                   device=backend.device)
@@ -641,39 +664,45 @@ class DispatchFFNCombine(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         layout = dispatch_layout(case)
-        group = hccl_group_name(layout.ep)
+        group = backend.process_group_name(layout.ep)
         if group is None:
             raise ReplaySkipped(
                 f"DispatchFFNCombine is a multi-rank kernel: EP Size {layout.ep} needs an "
                 f"initialised torch.distributed (HCCL) group of {layout.ep} ranks")
         t = tensors
         experts = layout.local_experts
-        empty = torch.empty(0, dtype=torch.float32, device=t["x"].device)
-        scales = {name: [float_bits_as_int64(scale_values(t[name])).view(experts, -1)]
-                  for name in ("scale1", "scale2") if name in t}
+        if layout.quantised:
+            scales = {name: [float_bits_as_int64(scale_values(t[name])).view(experts, -1)]
+                      for name in ("scale1", "scale2")}
+        else:
+            # Unquantised, vllm-ascend passes one empty INT64 host tensor per scale list (the
+            # schema requires the lists: v0.18.0 ops/fused_moe/fused_moe.py:173-177, v0.25.1rc1
+            # :264-265), not an empty list.
+            scales = {name: [torch.tensor([], dtype=torch.int64)] for name in ("scale1", "scale2")}
         out = torch.empty_like(t["x"])
         counts = torch.zeros(experts, dtype=torch.int32, device=t["x"].device)
-        op = custom_operator("_C_ascend", "dispatch_ffn_combine")
-        return lambda: op(x=t["x"], weight1=[t["weight1"]], weight2=[t["weight2"]],
-                          expert_idx=t["expert_idx"], scale1=scales.get("scale1", []),
-                          scale2=scales.get("scale2", []), bias1=[empty], bias2=[empty],
-                          probs=t["probs"], group=group, max_output_size=MAX_OUTPUT_SIZE,
-                          out=out, expert_token_nums=counts,
-                          x_active_mask=t.get("x_active_mask"))
+        common = dict(x=t["x"], weight1=[t["weight1"]], weight2=[t["weight2"]],
+                      expert_idx=t["expert_idx"], **scales, probs=t["probs"], group=group,
+                      out=out, expert_token_nums=counts)
+        # vllm-ascend >= v0.20.2rc1 (csrc/torch_binding.cpp; v0.25.1rc1 calls it so in
+        # ops/fused_moe/moe_comm_method.py:463-478): bias lists (one empty float32 host tensor
+        # each outside A8W4, quantization/methods/w8a8_dynamic.py:325-326), the routing mask,
+        # swiglu_limit left at its 1e6 default (no clamp, as the portable path), and
+        # max_output_size = mega_moe_max_tokens (default 131072, ascend_config.py:263).
+        newer = Variant("vllm-ascend >= v0.20.2rc1 schema", kwargs=dict(
+            common, bias1=[torch.tensor([], dtype=torch.float32)],
+            bias2=[torch.tensor([], dtype=torch.float32)], x_active_mask=t.get("x_active_mask"),
+            max_output_size=MAX_OUTPUT_SIZE), returns=2)
+        # v0.18.0 (torch_binding.cpp:809-812) takes neither bias, mask nor limit, and its
+        # caller passes max_output_size=65536 (ops/fused_moe/moe_comm_method.py:283-295). A
+        # row's x_active_mask is all ones (every token active): the same work without it.
+        v0_18 = Variant("vllm-ascend v0.18.0 schema", kwargs=dict(
+            common, max_output_size=V0_18_MAX_OUTPUT_SIZE), returns=2)
+        op = operator(backend, "_C_ascend", "dispatch_ffn_combine")
+        return bound_call(op, "torch.ops._C_ascend.dispatch_ffn_combine", newer, v0_18)
 
     def flops(self, case: KernelCase) -> float:
         layout = dispatch_layout(case)
         pairs = layout.tokens * layout.top_k
         return pairs * (2.0 * layout.hidden * 2 * layout.inter + 2.0 * layout.inter
                         * layout.hidden)
-
-
-def hccl_group_name(ranks: int) -> str | None:
-    """The HCCL communicator name of the default process group when it has `ranks` ranks
-    (vllm-ascend's token dispatcher asks the group's backend the same way), else None."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != ranks:
-        return None
-    backend = dist.group.WORLD._get_backend(torch.device("npu"))
-    return backend.get_hccl_comm_name(dist.get_rank())

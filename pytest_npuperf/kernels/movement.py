@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from .binding import torch_npu_call
 from .case import KernelCase, TensorSlot
 from .spec import KernelSpec, SameCall
 from .tensors import broadcast_shape, input_tensor, random_tensor, torch_dtype
@@ -102,10 +103,8 @@ class Slice(KernelSpec):
         return lambda: x[window].clone()
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        x = tensors["x"]
         offsets, size = self._bounds(tensors)
-        npu_slice = backend.torch_npu.npu_slice
-        return lambda: npu_slice(x, offsets, size)
+        return torch_npu_call(backend, "npu_slice", (tensors["x"], offsets, size), returns=1)
 
     def bytes_moved(self, case: KernelCase) -> float:
         return _read_written_bytes(case)

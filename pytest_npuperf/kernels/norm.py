@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .binding import Variant, bound_call
 from .case import KernelCase
-from .custom_ops import custom_operator
+from .custom_ops import operator
 from .functional import rms_normalize
 from .spec import KernelSpec
 
@@ -69,9 +70,10 @@ class AddRmsNormBias(KernelSpec):
         return add_rms_norm_bias
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        op = custom_operator("_C_ascend", "npu_add_rms_norm_bias")
-        x1, x2, gamma, beta = tensors["x1"], tensors["x2"], tensors["gamma"], tensors.get("beta")
-        return lambda: op(x1, x2, gamma, beta, RMS_NORM_EPS)
+        op = operator(backend, "_C_ascend", "npu_add_rms_norm_bias")
+        args = (tensors["x1"], tensors["x2"], tensors["gamma"], tensors.get("beta"), RMS_NORM_EPS)
+        return bound_call(op, "torch.ops._C_ascend.npu_add_rms_norm_bias",
+                          Variant("", args, returns=3))
 
     def flops(self, case: KernelCase) -> float:
         return 6.0 * case.input(0).numel

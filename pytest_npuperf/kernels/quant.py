@@ -22,9 +22,10 @@ from collections.abc import Callable
 import torch
 
 from ..db.signature import GemmLayout, gemm_layout
+from .binding import torch_npu_call
 from .case import KernelCase
 from .spec import KernelSpec, implemented
-from .tensors import nd_shape, random_tensor, torch_dtype
+from .tensors import nd_shape, random_tensor, shaped_input, torch_dtype
 
 INT8_MIN, INT8_MAX = -128, 127
 # The smallest per-token scale: an all-zero row quantises to zeros instead of NaN.
@@ -52,6 +53,32 @@ def float_bits_as_int64(scale: torch.Tensor) -> torch.Tensor:
 
 def int64_bits_as_float(packed: torch.Tensor) -> torch.Tensor:
     return (packed & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+
+
+# What `torch_npu.npu_trans_quant_param` keeps of a float32 scale: its high 19 bits (op-plugin
+# docs/context/torch_npu-npu_trans_quant_param.md: out = (scale & 0xFFFFE000) | (1 << 46)).
+QUANT_PARAM_MASK = 0xFFFFE000  # ~0x1FFF
+QUANT_PARAM_FLAG = 1 << 46
+
+
+def quant_param_scale(values: torch.Tensor) -> torch.Tensor:
+    """Float32 scales as the kernel reads them from an INT64 quant parameter (truncated to
+    19 bits): what the portable path multiplies by, so that both paths use the same scale."""
+    bits = values.float().contiguous().view(torch.int32)
+    return (bits & ~0x1FFF).view(torch.float32)  # QUANT_PARAM_MASK as an int32
+
+
+def quant_param(values: torch.Tensor, backend, offset: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """An INT64 scale of a matmul-class kernel, as op-plugin documents it must be made:
+    `torch_npu.npu_trans_quant_param(scale[, offset])` (torch_npu-npu_quant_matmul.md:47; the
+    raw float bits lack its bit-46 flag and truncation). Off the NPU the documented formula
+    (without offset), for the rows' INT64 slots; the portable paths read the float scales."""
+    if backend.kind == "npu":
+        args = (values.float().contiguous(),) + ((offset.float(),) if offset is not None else ())
+        return torch_npu_call(backend, "npu_trans_quant_param", args, returns=1)()
+    bits = quant_param_scale(values).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    return bits | QUANT_PARAM_FLAG
 
 
 def positive_scales(shape: tuple[int, ...], backend, generator: torch.Generator, *,
@@ -128,8 +155,8 @@ class AscendQuantV2(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         x, scale, offset = tensors["x"], tensors["scale"], tensors.get("offset")
-        npu_quantize = backend.torch_npu.npu_quantize
-        return lambda: npu_quantize(x, scale, offset, torch.qint8, -1, False)
+        return torch_npu_call(backend, "npu_quantize", (x, scale, offset, torch.qint8, -1, False),
+                              returns=1)
 
     def flops(self, case: KernelCase) -> float:
         return 3.0 * case.input(0).numel  # multiply, add, round
@@ -189,8 +216,8 @@ class DynamicQuant(KernelSpec):
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         x = tensors["x"]
         smooth, groups = tensors.get("smooth_scales"), tensors.get("group_index")
-        npu_dynamic_quant = backend.torch_npu.npu_dynamic_quant
-        return lambda: npu_dynamic_quant(x, smooth_scales=smooth, group_index=groups)
+        return torch_npu_call(backend, "npu_dynamic_quant", (x,),
+                              {"smooth_scales": smooth, "group_index": groups}, returns=2)
 
     def flops(self, case: KernelCase) -> float:
         return 4.0 * case.input(0).numel  # abs-max, divide, round, (smooth) multiply
@@ -228,7 +255,14 @@ def quant_gemm_layout(case: KernelCase) -> GemmLayout:
 
 class QuantBatchMatmulV3(KernelSpec):
     """y = (x1 @ x2) * scale [* pertoken_scale] (+ bias), in the output dtype; an int8 output
-    adds `offset` and saturates. An INT64 scale slot carries the float32 scale's bits."""
+    adds `offset` and saturates. An INT64 scale slot is a quant parameter
+    (`npu_trans_quant_param`, which folds the offset in: `quant_param`).
+
+    FRACTAL_NZ weights are replayed eagerly, not through torchair's graph mode as the
+    reference replay does (msmodeling QuantBatchMatmulV3_run.py): eager `npu_quant_matmul` on
+    an NZ weight is what vllm-ascend itself runs (v0.18.0 quantization/methods/
+    w8a8_dynamic.py:87 after maybe_trans_nz at :117-119; w8a8_static.py:133, :151-152), and
+    the graph method captures that call in an NPUGraph, as vLLM's aclgraph mode does."""
 
     kernel_type = "QuantBatchMatmulV3"
     bytes_exact = True  # every slot read or written once: what the kernel must move
@@ -247,18 +281,36 @@ class QuantBatchMatmulV3(KernelSpec):
                 raise case.error(f"QuantBatchMatmulV3: {self.inputs[i].name} {slot.dims} has "
                                  f"neither 1 nor {expected} values")
 
+    @staticmethod
+    def _nz_weight(case: KernelCase) -> bool:
+        return case.input(X2).format == "FRACTAL_NZ"
+
     def build_inputs(self, case, backend, generator):
+        layout = quant_gemm_layout(case)
+        if self._nz_weight(case):
+            # vllm-ascend's W8A8 linears make the weight (K, N) contiguous, cast it to
+            # FRACTAL_NZ and pass it as it is (v0.18.0 quantization/methods/w8a8_dynamic.py
+            # process_weights_after_loading, npu_quant_matmul at :87): built (K, N).
+            weight = shaped_input(case.input(X2), (layout.k, layout.n), case, backend,
+                                  generator, low=-128, high=128)
+        else:
+            weight = self.tensor(case, X2, backend, generator, low=-128, high=128)
         tensors = {"x1": self.tensor(case, X1, backend, generator, low=-128, high=128),
-                   "x2": self.tensor(case, X2, backend, generator, low=-128, high=128)}
+                   "x2": weight}
         scale = case.input(SCALE)
         # Dequantised outputs of order one: the int32 sums are ~ 127^2 sqrt(K).
-        k = quant_gemm_layout(case).k
-        level = 1.0 / (INT8_MAX * INT8_MAX * max(k, 1) ** 0.5)
+        level = 1.0 / (INT8_MAX * INT8_MAX * max(layout.k, 1) ** 0.5)
         values = positive_scales(scale.dims, backend, generator, low=0.5 * level,
                                  high=1.5 * level)
+        if case.input(OFFSET).present:
+            tensors["offset"] = random_tensor(case.input(OFFSET).dims, torch.float32,
+                                              backend.device, generator).round_()
+        if scale.dtype.endswith("INT64"):
+            values = quant_param_scale(values)
+            tensors["scale"] = quant_param(values, backend, tensors.get("offset"))
+        else:
+            tensors["scale"] = values.to(torch_dtype(scale.dtype, case))
         tensors["scale_value"] = values
-        tensors["scale"] = (float_bits_as_int64(values) if scale.dtype.endswith("INT64")
-                            else values.to(torch_dtype(scale.dtype, case)))
         if case.input(PERTOKEN).present:
             tensors["pertoken_scale"] = positive_scales(
                 case.input(PERTOKEN).dims, backend, generator, low=0.5, high=1.5)
@@ -268,15 +320,12 @@ class QuantBatchMatmulV3(KernelSpec):
             tensors["bias"] = (self.tensor(case, BIAS, backend, generator, low=-1000, high=1000)
                                if not dtype.is_floating_point
                                else self.tensor(case, BIAS, backend, generator))
-        if case.input(OFFSET).present:
-            tensors["offset"] = random_tensor(case.input(OFFSET).dims, torch.float32,
-                                              backend.device, generator).round_()
         return tensors
 
     def _operands(self, tensors, case):
         layout = quant_gemm_layout(case)
-        x2 = tensors["x2"].t() if layout.b_transposed else tensors["x2"]
-        return tensors["x1"], x2
+        transposed = layout.b_transposed and not self._nz_weight(case)
+        return tensors["x1"], tensors["x2"].t() if transposed else tensors["x2"]
 
     def portable_call(self, tensors, case) -> Callable[[], object]:
         x1, x2 = self._operands(tensors, case)
@@ -302,11 +351,13 @@ class QuantBatchMatmulV3(KernelSpec):
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         x1, x2 = self._operands(tensors, case)
         scale = tensors["scale"]
-        kwargs = {"offset": tensors.get("offset"), "pertoken_scale": tensors.get("pertoken_scale"),
-                  "bias": tensors.get("bias"),
+        kwargs = {"pertoken_scale": tensors.get("pertoken_scale"), "bias": tensors.get("bias"),
                   "output_dtype": torch_dtype(case.output(0).dtype, case)}
-        npu_quant_matmul = backend.torch_npu.npu_quant_matmul
-        return lambda: npu_quant_matmul(x1, x2, scale, **kwargs)
+        if not case.input(SCALE).dtype.endswith("INT64"):
+            # An INT64 scale carries the offset already (quant_param); a float one takes it
+            # beside (torch_npu-npu_quant_matmul.md, "Method 2").
+            kwargs["offset"] = tensors.get("offset")
+        return torch_npu_call(backend, "npu_quant_matmul", (x1, x2, scale), kwargs, returns=1)
 
     def flops(self, case: KernelCase) -> float:
         layout = quant_gemm_layout(case)

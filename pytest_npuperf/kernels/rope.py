@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import torch
 
+from .binding import Variant, bound_call, torch_npu_call
 from .case import KernelCase
-from .custom_ops import custom_operator
+from .custom_ops import operator
 from .functional import deinterleave, rms_normalize, rope, rotary_angles
 from .spec import KernelSpec
 from .tensors import torch_dtype
@@ -64,9 +65,8 @@ class InterleaveRope(KernelSpec):
         return lambda: rope(deinterleave(x), cos, sin).to(x.dtype)
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        x, cos, sin = tensors["x"], tensors["cos"], tensors["sin"]
-        npu_interleave_rope = backend.torch_npu.npu_interleave_rope
-        return lambda: npu_interleave_rope(x, cos, sin)
+        return torch_npu_call(backend, "npu_interleave_rope",
+                              (tensors["x"], tensors["cos"], tensors["sin"]), returns=1)
 
     def flops(self, case: KernelCase) -> float:
         return 3.0 * case.input(0).numel
@@ -83,6 +83,13 @@ class SplitQkvRmsNormRope(KernelSpec):
     vllm_ascend/ops/triton/linearnorm/split_qkv_rmsnorm_rope.py (called so by
     vllm_ascend/device/device_op.py). The row records one weight slot: q and k weights are
     built of that shape, the rotary table covers the whole head (Qwen3), no biases.
+
+    Slot 1 is the 1-D per-head norm weight, not the rotary table the reference replay takes it
+    for (msmodeling split_qkv_rmsnorm_rope_kernel_run.py reads its length as the rope dim and
+    builds cos_sin_cache from it): cos_sin_cache is 2-D (positions, rope dim; the op reads
+    `cos_sin_cache.shape[-1]`) and the kernel loads q/k weights as `HEAD_DIM` values
+    (vllm-ascend v0.18.0 split_qkv_rmsnorm_rope.py:56-57, 264-276). With Qwen3's full-head
+    rope both readings build the same call.
     """
 
     streamed = ("q_weight", "k_weight")  # the catalog's norm_weight, as this spec holds it
@@ -90,7 +97,6 @@ class SplitQkvRmsNormRope(KernelSpec):
     kernel_type = "split_qkv_rmsnorm_rope_kernel"
     portable = "torch: split, float32 per-head RMS norm, rotate-half RoPE, copy"
     work = "8*T*(Hq+Hkv) flops; (2*T*(Hq+2*Hkv) + 2*head_dim)*bytes"
-    registering_module = "vllm_ascend.ops.triton.linearnorm.split_qkv_rmsnorm_rope"
 
     def _sizes(self, case: KernelCase) -> tuple[int, int, int]:
         """(q hidden, kv hidden, head dim) of the row."""
@@ -146,13 +152,14 @@ class SplitQkvRmsNormRope(KernelSpec):
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
         q_hidden, kv_hidden, head_dim = self._sizes(case)
-        op = custom_operator("vllm", "qkv_rmsnorm_rope", self.registering_module)
+        op = operator(backend, "vllm", "qkv_rmsnorm_rope")
         t = tensors
-        return lambda: op(input=t["input"], cos_sin_cache=t["cos_sin_cache"],
-                          positions=t["positions"], q_weight=t["q_weight"],
-                          k_weight=t["k_weight"], q_hidden_size=q_hidden,
-                          kv_hidden_size=kv_hidden, head_dim=head_dim, eps=QK_NORM_EPS,
-                          q_bias=None, k_bias=None)
+        call = Variant("", kwargs=dict(
+            input=t["input"], cos_sin_cache=t["cos_sin_cache"], positions=t["positions"],
+            q_weight=t["q_weight"], k_weight=t["k_weight"], q_hidden_size=q_hidden,
+            kv_hidden_size=kv_hidden, head_dim=head_dim, eps=QK_NORM_EPS, q_bias=None,
+            k_bias=None), returns=3)
+        return bound_call(op, "torch.ops.vllm.qkv_rmsnorm_rope", call)
 
     def flops(self, case: KernelCase) -> float:
         q_hidden, kv_hidden, _ = self._sizes(case)

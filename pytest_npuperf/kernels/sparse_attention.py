@@ -42,9 +42,10 @@ from .attention import (
     runtime_int,
     valid_rows,
 )
+from .binding import Variant, bound_call
 from .case import KernelCase
-from .custom_ops import custom_op_environment, custom_operator
-from .spec import KernelSpec, implemented
+from .custom_ops import custom_op_environment, operator
+from .spec import KernelSpec, api_results, implemented
 from .tensors import torch_dtype
 
 PAGED = "PA_BSND"
@@ -173,15 +174,28 @@ def flat_tokens(t: torch.Tensor) -> torch.Tensor:
 
 def npu_op(backend, name: str) -> tuple[Callable, str]:
     """torch_npu's `name`, else vllm-ascend's `torch.ops._C_ascend.<name>` (checked first for
-    the custom-op environment it needs); and which of the two it is."""
+    the custom-op environment it needs); and which of the two it is.
+
+    torch_npu's first: it runs CANN's kernel of the row's type (LightningIndexer), and every
+    torch_npu since 2.9.0 has both (op-plugin 7.3.0 op_plugin_functions.yaml). DeepSeek-V3.2 in
+    vllm-ascend calls the `_C_ascend` ones (v0.18.0 attention/sfa_v1.py:988, 1009), whose
+    indexer up to v0.20.2rc1 is another kernel (LightningIndexerVllm, entries.py)."""
     op = getattr(backend.torch_npu, name, None)
     if op is not None:
         return op, f"torch_npu.{name}"
-    missing = custom_op_environment()
-    if missing:
-        raise RuntimeError(f"torch_npu has no {name} and vllm-ascend's needs: "
-                           + "; ".join(missing))
-    return custom_operator("_C_ascend", name), f"torch.ops._C_ascend.{name}"
+    if getattr(backend, "custom_operator", None) is None:
+        missing = custom_op_environment()
+        if missing:
+            raise RuntimeError(f"torch_npu has no {name} and vllm-ascend's needs: "
+                               + "; ".join(missing))
+    return operator(backend, "_C_ascend", name), f"torch.ops._C_ascend.{name}"
+
+
+# vllm-ascend's `_C_ascend` schemas up to v0.20.2rc1 (csrc/torch_binding.cpp): the indexer has
+# no pre_tokens / next_tokens / return_value and returns the indices alone; sparse flash
+# attention takes sparse_block_size before `*` and has no attention_mode / return_softmax_lse,
+# returning the output alone. From v0.21.0rc1 both match torch_npu's.
+OLD_C_ASCEND = "vllm-ascend <= v0.20.2rc1 schema"
 
 
 def build_paging(plan: SparsePlan, case: KernelCase, tensors: dict, backend, generator,
@@ -298,9 +312,21 @@ class LightningIndexer(KernelSpec):
         kwargs = layout_kwargs(plan, t)
         kwargs.update(actual_seq_lengths_key=t.get("actual_seq_lengths_kv"),
                       layout_query=plan.q_layout, layout_key=plan.kv_layout,
-                      sparse_count=count, return_value=case.output(1).present)
+                      sparse_count=count)
+        args = (t["query"], t["key"], t["weights"])
+        values = case.output(1).present
+        variants = [Variant("return_value schema", args, dict(kwargs, return_value=values),
+                            returns=2)]
+        if not values:  # the old schema computes no sparse_values
+            variants.append(Variant(OLD_C_ASCEND, args, kwargs, returns=1))
         op, name = npu_op(backend, "npu_lightning_indexer")
-        return implemented(name, lambda: op(t["query"], t["key"], t["weights"], **kwargs))
+        return bound_call(op, name, *variants)
+
+    def results(self, returned, tensors, case):
+        # (sparse_indices, sparse_values): values empty unless asked for (return_value);
+        # the old `_C_ascend` schema returns the indices alone, the portable path what the
+        # row records.
+        return api_results(returned, (True, case.output(1).present))
 
     def flops(self, case: KernelCase) -> float:
         plan, _ = indexer_plan(case)
@@ -436,12 +462,22 @@ class SparseFlashAttention(KernelSpec):
         kwargs = layout_kwargs(plan, t)
         kwargs.update(actual_seq_lengths_kv=t.get("actual_seq_lengths_kv"),
                       query_rope=t.get("query_rope"), key_rope=t.get("key_rope"),
-                      sparse_block_size=1, layout_query=plan.q_layout, layout_kv=plan.kv_layout,
-                      attention_mode=2, return_softmax_lse=case.output(1).numel > 1)
+                      sparse_block_size=1, layout_query=plan.q_layout, layout_kv=plan.kv_layout)
         scale = 1.0 / math.sqrt(plan.head_dim + rope)
+        args = (t["query"], t["key"], t["value"], t["sparse_indices"], scale)
+        stats = case.output(1).numel > 1
+        variants = [Variant("attention_mode schema", args,
+                            dict(kwargs, attention_mode=2, return_softmax_lse=stats), returns=3)]
+        if not stats:
+            variants.append(Variant(OLD_C_ASCEND, args, kwargs, returns=1))
         op, name = npu_op(backend, "npu_sparse_flash_attention")
-        return implemented(name, lambda: op(t["query"], t["key"], t["value"],
-                                            t["sparse_indices"], scale, **kwargs))
+        return bound_call(op, name, *variants)
+
+    def results(self, returned, tensors, case):
+        # (attention_out, softmax_max, softmax_sum), the last two empty without
+        # return_softmax_lse; one tensor from the old `_C_ascend` schema.
+        stats = case.output(1).numel > 1
+        return api_results(returned, (True, stats, stats))
 
     def flops(self, case: KernelCase) -> float:
         plan, count, rope = flash_plan(case)

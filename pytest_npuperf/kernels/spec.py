@@ -35,7 +35,7 @@ from .implementations import (
 from .tensors import generator_for, input_tensor
 
 __all__ = ["KernelSpec", "NpuOnly", "Prepared", "ReplaySkipped", "SameCall", "SlotLayout",
-           "Unsupported", "implemented", "present"]
+           "Unsupported", "api_results", "implemented", "present"]
 
 # What a spec's portable path runs when it does not say (`KernelSpec.portable`), which is also
 # what `Prepared.implementation` says of a portable call that does not name itself.
@@ -141,8 +141,8 @@ class KernelSpec(ABC):
         device's default: the NPU operator on an NPU, the portable path elsewhere); with
         `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py)."""
         impl = impl or default_name(backend.kind)
+        self.check(case)  # a kernel's own checks say more than the generic one after them
         self._check_extra_inputs(case)
-        self.check(case)
         self._check_runnable(case, backend, impl)
         check_memory(case, backend)
         generator = generator_for(case, backend.device)
@@ -214,7 +214,9 @@ class KernelSpec(ABC):
             raise NpuOnly(f"{case.kernel_type} runs only on an NPU: {self.npu_api}"
                           f"{' (a vllm-ascend custom operator)' if self.custom_op else ''} "
                           f"has no portable path; skipped on {backend.kind}")
-        if impl == NPU and self.custom_op and backend.kind == "npu":
+        # A backend that brings its own operators (the offline schema check's) loads none.
+        if impl == NPU and self.custom_op and backend.kind == "npu" \
+                and not hasattr(backend, "custom_operator"):
             missing = custom_op_environment()
             if missing:
                 raise case.error(f"{case.kernel_type} runs from vllm-ascend's custom operators: "
@@ -312,3 +314,22 @@ class SameCall(KernelSpec):
 
 def present(slots: tuple[TensorSlot, ...]) -> list[TensorSlot]:
     return [s for s in slots if s.present]
+
+
+def returned_values(returned: object) -> tuple[object, ...]:
+    """What a call returned, as a tuple (a lone tensor is one value; a `Tensor[]` return, a
+    list, is unpacked)."""
+    if isinstance(returned, (tuple, list)):
+        return tuple(returned)
+    return () if returned is None else (returned,)
+
+
+def api_results(returned: object, keep: tuple[bool, ...]) -> tuple[torch.Tensor, ...]:
+    """The outputs at the `keep` positions of what an API returned, in its order.
+
+    The NPU operators return their full output list with empty placeholders where a flag
+    asked for nothing (an LSE of shape (0,), an empty output_offset); an older schema may
+    return fewer values, and a portable path only what it computes. Positions past the end
+    of what came back are left out: the verification then counts the outputs and says so."""
+    values = returned_values(returned)
+    return tuple(v for v, wanted in zip(values, keep) if wanted and isinstance(v, torch.Tensor))

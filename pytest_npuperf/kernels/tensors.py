@@ -87,6 +87,15 @@ def nd_shape(slot: TensorSlot) -> tuple[int, ...]:
 def input_tensor(slot: TensorSlot, case: KernelCase, backend, generator: torch.Generator,
                  **kwargs) -> torch.Tensor:
     """The tensor for one slot, on the backend's device, in the slot's storage format."""
-    tensor = random_tensor(nd_shape(slot), torch_dtype(slot.dtype, case), backend.device,
-                           generator, **kwargs)
+    return shaped_input(slot, nd_shape(slot), case, backend, generator, **kwargs)
+
+
+def shaped_input(slot: TensorSlot, dims: tuple[int, ...], case: KernelCase, backend,
+                 generator: torch.Generator, **kwargs) -> torch.Tensor:
+    """Data of `dims` in the slot's dtype, then cast to its storage format: a GEMM weight
+    whose FRACTAL_NZ slot is read transposed is built in the orientation the kernel reads,
+    never passed as a transposed view of an NZ tensor (what a model passes is the weight made
+    contiguous first, then cast: vllm-ascend's w8a8 process_weights_after_loading)."""
+    tensor = random_tensor(dims, torch_dtype(slot.dtype, case), backend.device, generator,
+                           **kwargs)
     return backend.to_format(tensor, slot.format)

@@ -7,15 +7,12 @@ from collections.abc import Callable
 
 import torch
 
+from .binding import torch_npu_call
 from .case import KernelCase
 from .spec import KernelSpec
 from .tensors import broadcast_shape, input_tensor, random_tensor, torch_dtype
 
 RMS_NORM_EPS = 1e-6
-
-
-def _npu(backend):
-    return backend.torch_npu
 
 
 class RmsNorm(KernelSpec):
@@ -46,9 +43,8 @@ class RmsNorm(KernelSpec):
         return rms_norm
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        x, gamma = tensors["x"], tensors["gamma"]
-        npu_rms_norm = _npu(backend).npu_rms_norm
-        return lambda: npu_rms_norm(x, gamma, epsilon=RMS_NORM_EPS)
+        return torch_npu_call(backend, "npu_rms_norm", (tensors["x"], tensors["gamma"]),
+                              {"epsilon": RMS_NORM_EPS}, returns=2)
 
     def flops(self, case: KernelCase) -> float:
         return 4.0 * case.input(0).numel  # square, sum, scale, multiply by gamma
@@ -78,9 +74,7 @@ class SwiGlu(KernelSpec):
         return swiglu
 
     def npu_call(self, tensors, case, backend) -> Callable[[], object]:
-        x = tensors["x"]
-        npu_swiglu = _npu(backend).npu_swiglu
-        return lambda: npu_swiglu(x, dim=-1)
+        return torch_npu_call(backend, "npu_swiglu", (tensors["x"],), {"dim": -1}, returns=1)
 
     def flops(self, case: KernelCase) -> float:
         return 3.0 * case.input(0).numel

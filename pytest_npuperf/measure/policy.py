@@ -25,6 +25,22 @@ PROFILER_AUTO, PROFILER_MSPROF, PROFILER_TORCH_NPU, PROFILER_NONE = (
     "auto", "msprof", "torch_npu", "none")
 PROFILERS = (PROFILER_AUTO, PROFILER_MSPROF, PROFILER_TORCH_NPU, PROFILER_NONE)
 
+def auto_method(kind: str, *, flush: bool, profiled: bool, graphs: bool) -> str:
+    """What --npuperf-method auto times with on a device of `kind`.
+
+    CUDA: graph replays (kernel time without launches), the profiler with an L2 flush (a
+    flush between calls cannot be told apart from a replay's time). NPU: NPUGraph replays by
+    the same rule, unless the session's profiler supplies the kernel times (msprof wrapping
+    the session, torch_npu's profiler asked for: both need every call launched inside its
+    case's range) or a flush is asked for (no torch.profiler there): events then. Events on a
+    CPU, and on a device without graphs."""
+    if kind == "cuda":
+        return METHOD_PROFILER if flush else METHOD_GRAPH
+    if kind == "npu" and graphs and not (flush or profiled):
+        return METHOD_GRAPH
+    return METHOD_EVENTS
+
+
 STATISTICS = ("median", "mean")
 UPDATE_MODES = ("all", "missing-only")
 

@@ -32,7 +32,7 @@ TRACE_KEY = "trace"  # CaseResult.profile: the torch_npu output root of the meas
 
 class SessionProfiler:
     def __init__(self, requested: str, device: str, out: Path, run_id: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, graph_timing: bool = False) -> None:
         env = dict(os.environ) if env is None else env
         self.handoff = Path(env[CHILD_ENV]) if env.get(CHILD_ENV) else None
         self.requested = requested
@@ -46,6 +46,14 @@ class SessionProfiler:
                 # reaching here was not wrapped (auto found no npuperf_case in its files).
                 self.notes.append("--npuperf-profiler auto/msprof: this run was not wrapped in "
                                   "msprof; its NPU cases keep their event timing")
+                resolved = PROFILER_NONE
+            elif resolved == PROFILER_TORCH_NPU and requested != resolved and graph_timing:
+                # `auto` where msprof does not wrap the session: NPUGraph replays time the
+                # kernels (--npuperf-method auto/graph), a profiler around them would trace
+                # replays nobody reads. Asked for by name, torch_npu's profiler still runs.
+                self.notes.append("NPU cases timed from NPUGraph replays (kernel time, no "
+                                  "launches); --npuperf-profiler torch_npu for its kernel times "
+                                  "and counters")
                 resolved = PROFILER_NONE
             self.mode = resolved
         self.trace_root = Path(out) / TORCH_NPU_DIR / run_id

@@ -21,7 +21,7 @@ import torch
 from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError, HostClockTimer
 from ..kernels.case import KernelCase, case_from_row
-from ..kernels.implementations import EAGER, Unsupported, default_name
+from ..kernels.implementations import AUTO, Unsupported, default_name, resolve_mode
 from ..kernels.registry import spec_for
 from ..kernels.spec import KernelSpec, Prepared, ReplaySkipped
 from ..measure.floor import Floor, latency_floor
@@ -65,7 +65,7 @@ class RunnerOptions:
     # Under a device profiler: record what attribution needs (result.profile).
     profiled: bool = False
     cache: str = "model"  # the cache state measured in (kernels/cache_state.py)
-    impl: str = EAGER  # --npuperf-impl, resolved for the device (replay/choice.py)
+    impl: str = AUTO  # --npuperf-impl (replay/choice.py); auto: the device's (implementations)
 
 
 @contextlib.contextmanager
@@ -216,7 +216,7 @@ class CaseRunner:
         """The case in the implementations its choice names (replay/choice.py), on one set
         of inputs; the one kept says what it ran in `result`."""
         device = self.backend.kind
-        choice = choose(self.options.impl, ref.kernel_type, device,
+        choice = choose(resolve_mode(self.options.impl, device), ref.kernel_type, device,
                         portable=spec.has_portable_path(), case_impl=ref.impl)
         names, notes = list(choice.names), [choice.note] if choice.note else []
         if choice.fastest and self.options.profiled and len(names) > 1:
@@ -332,7 +332,7 @@ class CaseRunner:
     def _graph_or_fallback(self, name: str, call: Callable[[], object],
                            deadline: float | None, cycle: int = 1) -> Measured:
         """Graph replays; a call that cannot be captured goes to the profiler, then to
-        events, and its result says so."""
+        events (on an NPU straight to events), and its result says so."""
         graphs = self.backend.graphs()
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
@@ -347,11 +347,16 @@ class CaseRunner:
             if isinstance(exc.__cause__, CaseTimeout):
                 raise exc.__cause__ from None
             fallback = f"graph capture failed ({exc})"
-        try:
-            measured = self._fallback_profiled(name, call, deadline)
-        except (ProfilerMismatch, ProfilerUnavailable) as exc:
-            fallback += f"; profiler: {exc}"
+        if self.backend.kind == "npu":
+            # torch.profiler records no NPU kernels: events (msprof's durations replace
+            # them where msprof wraps the session).
             measured = self._events(name, call, deadline)
+        else:
+            try:
+                measured = self._fallback_profiled(name, call, deadline)
+            except (ProfilerMismatch, ProfilerUnavailable) as exc:
+                fallback += f"; profiler: {exc}"
+                measured = self._events(name, call, deadline)
         measured.fallback = fallback
         return measured
 
