@@ -17,6 +17,10 @@ from .stash import RESULT_KEY, RESULT_PROPERTY, result_of
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    # The case's plot is drawn only for a report being written (--html): a run without one
+    # would pay for an SVG per case that nothing shows.
+    if not getattr(item.config.option, "htmlpath", None):
+        return
     if report.when not in ("call", "setup") or not any(
             name == RESULT_PROPERTY for name, _ in report.user_properties):
         return
