@@ -15,7 +15,7 @@ from pytest_npuperf.history.baseline import cache_mode, judge_samples
 from pytest_npuperf.history.compare import NEW, SAME
 from pytest_npuperf.history.records import KIND_KERNEL, CaseRecord
 from pytest_npuperf.kernels import catalog
-from pytest_npuperf.kernels.cache_state import MAX_COPIES, plan
+from pytest_npuperf.kernels.cache_state import MAX_COPIES, RotationArena, input_sets, plan
 from pytest_npuperf.kernels.case import case_from_row
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.measure.graph import capture_batch
@@ -141,3 +141,35 @@ def test_a_baseline_measured_in_another_cache_state_does_not_judge():
     assert cold.verdict == NEW and "cache warm, this run model" in cold.reason
     same = judge_samples(KIND_KERNEL, "k", [10.0] * 20, Base(), 0.05, condition="warm")
     assert same.verdict == SAME
+
+
+def test_copies_in_an_arena_hold_the_same_values_in_buffers_of_their_own():
+    """The runner's copies on a CPU go to memory reused from case to case (no page faults
+    per case): each copy a buffer of its own inside the arena, the same values, the same
+    strides, and the next case's copies in the same memory."""
+    arena = RotationArena()
+    case = case_from_row("MatMulV2", GEMM, file="MatMulV2.csv", row_number=1)
+    prepared = spec_for("MatMulV2").prepare(case, SmallCache(), cache="model", arena=arena)
+    buffer = arena._buffer
+    start, end = buffer.data_ptr(), buffer.data_ptr() + buffer.numel()
+    copies = [s["b"] for s in prepared.sets[1:]]
+    assert len(copies) == prepared.rotation.copies - 1 > 1
+    assert all(start <= c.data_ptr() < end for c in copies)
+    assert len({c.data_ptr() for c in copies}) == len(copies)
+    assert all(torch.equal(c, prepared.tensors["b"]) for c in copies)
+    first = prepared.call()
+    for _ in range(prepared.rotation.copies - 1):
+        assert torch.equal(prepared.call(), first)
+    del prepared, copies
+    spec_for("MatMulV2").prepare(case, SmallCache(), cache="model", arena=arena)
+    assert arena._buffer is buffer  # the same memory, not a new allocation
+
+
+def test_an_arena_copy_keeps_a_transposed_weights_strides():
+    weight = torch.randn(64, 48).t()
+    tensors = {"a": torch.randn(8, 64), "b": weight}
+    rotation = plan("model", tensors, ("b",), 1 << 16)
+    sets = input_sets(tensors, rotation, RotationArena())
+    for copy in (s["b"] for s in sets[1:]):
+        assert copy.stride() == weight.stride() and torch.equal(copy, weight)
+        assert copy.data_ptr() != weight.data_ptr()

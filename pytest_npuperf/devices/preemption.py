@@ -50,6 +50,7 @@ class RunQueueDelay:
     def __init__(self) -> None:
         self._main = str(threading.get_native_id())
         self._fds: dict[str, int] = {}
+        self._active: list[int] | None = None  # the threads read (None: all of them)
 
     @staticmethod
     def available() -> bool:
@@ -63,7 +64,8 @@ class RunQueueDelay:
 
     def refresh(self) -> None:
         """Follow the threads there are now (torch starts its workers at the first parallel
-        call, after this timer was made)."""
+        call, after this timer was made), all of them until `follow` narrows them."""
+        self._active = None
         try:
             tids = set(os.listdir(_TASKS))
         except OSError:
@@ -74,12 +76,34 @@ class RunQueueDelay:
             with contextlib.suppress(OSError):  # a thread that ended meanwhile
                 self._fds[tid] = os.open(f"{_TASKS}/{tid}/schedstat", os.O_RDONLY)
 
+    def snapshot(self) -> dict[str, tuple[int, int]]:
+        """(CPU time, wait) in ns per thread."""
+        found = {}
+        for tid, fd in self._fds.items():
+            try:
+                fields = os.pread(fd, 128, 0).split()
+                found[tid] = (int(fields[0]), int(fields[1]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
+
+    def follow(self, before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+               ) -> None:
+        """Read from now on only the threads that ran or waited between the two snapshots
+        (a call's: the caller and the intra-op workers), and the caller: a thread that
+        slept through a call takes no part in the next ones of its batch, and each read
+        costs microseconds per call per thread."""
+        moved = {tid for tid, values in after.items() if before.get(tid) != values}
+        self._active = [fd for tid, fd in self._fds.items()
+                        if tid != self._main and tid in moved]
+
     def waited_ns(self, *, main_first: bool) -> int:
         """The sum of the threads' waits. A wait is counted when the thread gets its CPU
         back, so the calling thread is read last before a call and first after it: its own
         reads then add no wait of their own to the call's."""
         main = self._fds.get(self._main)
-        others = [fd for tid, fd in self._fds.items() if tid != self._main]
+        others = self._active if self._active is not None else \
+            [fd for tid, fd in self._fds.items() if tid != self._main]
         order = ([main] if main is not None else []) + others if main_first \
             else others + ([main] if main is not None else [])
         total = 0
@@ -119,15 +143,19 @@ class PreemptionAwareTimer(HostClockTimer):
         if queue is not None:
             queue.refresh()
         walls, lost = [], []
-        for _ in range(n):
+        for index in range(n):
             if before_each is not None:
                 before_each()
+            if queue is not None and index == 0:  # every thread: which ones the call uses
+                first = queue.snapshot()
             mark = queue.waited_ns(main_first=False) if queue is not None else cpu_clock()
             start = wall_clock()
             call()
             end = wall_clock()
             gone = queue.waited_ns(main_first=True) - mark if queue is not None \
                 else end - start - (cpu_clock() - mark)
+            if queue is not None and index == 0:
+                queue.follow(first, queue.snapshot())
             lost.append(gone / 1e3)
             walls.append((end - start) / 1e3)
         self.lost_us = lost

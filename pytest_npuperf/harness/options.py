@@ -64,7 +64,10 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "went into warmup calls, after one call at least (0: always --npuperf-warmup calls)", None),
     ("min-samples", "int", _DEFAULTS.min_samples, "minimum samples per case", None),
     ("max-samples", "int", _DEFAULTS.max_samples, "maximum samples per case", None),
-    ("budget", "float", _DEFAULTS.budget_s, "seconds of measured calls per case at most", None),
+    ("budget", "float", _DEFAULTS.budget_s, "seconds a case may take, wall time: its inputs, "
+     "warm-up and samples (each implementation of a best-of an equal share of what is left); "
+     "sampling stops there once it has --npuperf-min-samples, and a case that could not fit "
+     "says so in its note", None),
     ("min-time", "float", _DEFAULTS.min_time_s, "seconds of measured calls per case at least", None),
     ("precision", "float", _DEFAULTS.precision, "stop when the 95 percent CI half-width of "
      "the statistic is below this fraction of it", None),

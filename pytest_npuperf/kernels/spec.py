@@ -18,7 +18,7 @@ import torch
 
 from ..db.errors import CellError
 from . import catalog, implementations
-from .cache_state import Rotation, cycling, input_sets, plan
+from .cache_state import Rotation, RotationArena, cycling, input_sets, plan
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
 from .entry import SlotLayout
@@ -135,11 +135,12 @@ class KernelSpec(ABC):
         `portable_call`): off the NPU its cases are skipped, naming the operator."""
         return cls.portable_call is not KernelSpec.portable_call
 
-    def prepare(self, case: KernelCase, backend, cache: str = "warm", impl: str | None = None
-                ) -> Prepared:
+    def prepare(self, case: KernelCase, backend, cache: str = "warm", impl: str | None = None,
+                arena: RotationArena | None = None) -> Prepared:
         """Check the row, build inputs once on the device, and the call of `impl` on them (the
         device's default: the NPU operator on an NPU, the portable path elsewhere); with
-        `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py)."""
+        `cache` model or cold, the call rotates the inputs it reads cold (cache_state.py),
+        their copies in `arena` when given."""
         impl = impl or default_name(backend.kind)
         self.check(case)  # a kernel's own checks say more than the generic one after them
         self._check_extra_inputs(case)
@@ -150,7 +151,7 @@ class KernelSpec(ABC):
         rotation = plan(cache, tensors, self.streamed, backend.l2_cache_bytes())
         inputs = Prepared(call=_not_built, flops=self.flops(case),
                           bytes=self.bytes_touched(case, tensors), tensors=tensors,
-                          rotation=rotation, sets=input_sets(tensors, rotation))
+                          rotation=rotation, sets=input_sets(tensors, rotation, arena))
         return self.implement(inputs, impl, case, backend)
 
     def implement(self, prepared: Prepared, impl: str, case: KernelCase, backend) -> Prepared:

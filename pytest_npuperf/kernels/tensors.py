@@ -14,6 +14,7 @@ import torch
 
 from ..db.shapes import normalize_dtype, nz_to_nd
 from .case import KernelCase, TensorSlot
+from .random_pool import poolable, pooled
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "DT_FLOAT": torch.float32, "DT_FLOAT16": torch.float16, "DT_BF16": torch.bfloat16,
@@ -52,7 +53,12 @@ def generator_for(case: KernelCase, device: torch.device) -> torch.Generator:
 def random_tensor(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
                   generator: torch.Generator, *, low: int = 0, high: int = 8,
                   scale: float = 1.0) -> torch.Tensor:
-    """Valid data of `dtype`: N(0, scale^2) floats, integers in [low, high), random bools."""
+    """Valid data of `dtype`: N(0, scale^2) floats, integers in [low, high), random bools
+    (on a CPU copied from a pool of random values: random_pool.py)."""
+    if poolable(dtype, torch.device(device)):
+        if scale == 1.0 or not dtype.is_floating_point:
+            return pooled(shape, dtype, generator, low=low, high=high)
+        return pooled(shape, torch.float32, generator).mul_(scale).to(dtype)
     if dtype.is_floating_point or dtype.is_complex:
         base = torch.randn(shape, dtype=torch.float32, device=device, generator=generator)
         if scale != 1.0:

@@ -91,7 +91,8 @@ class ReplayTimer(Timer):
 
 def sample_graph(call: Callable[[], object], graphs: DeviceGraphs, policy: SamplingPolicy, *,
                  deadline: float | None = None, estimate_us: float | None = None,
-                 min_calls: int = 1) -> tuple[SamplingRun, int]:
+                 min_calls: int = 1, budget_end: float | None = None
+                 ) -> tuple[SamplingRun, int]:
     """Adaptive sampling of graph replays; the run and the calls per replay. Raises the
     device's CaptureError when the call cannot be captured (the caller falls back)."""
     graph = capture_batch(call, graphs, estimate_us=estimate_us, min_calls=min_calls)
@@ -99,7 +100,7 @@ def sample_graph(call: Callable[[], object], graphs: DeviceGraphs, policy: Sampl
     # launch uploads it to the device).
     replays = dataclasses.replace(policy, warmup=1, flush_l2=False)
     run = sample(_unused, ReplayTimer(graph), replays, deadline=deadline,
-                 calls_per_sample=graph.calls, device_time=True)
+                 calls_per_sample=graph.calls, device_time=True, budget_end=budget_end)
     return run, graph.calls
 
 

@@ -43,17 +43,25 @@ def _batch_size(per_call_us: float, remaining: int) -> int:
     return max(1, min(_MAX_BATCH, remaining, int(_BATCH_SECONDS * 1e6 / per_call_us)))
 
 
+def _past(budget_end: float | None) -> bool:
+    return budget_end is not None and time.perf_counter() >= budget_end
+
+
 def warm_up(call: Callable[[], object], timer: Timer, policy: SamplingPolicy,
-            before: Callable[[], object] | None = None, *, at_least: int = 0) -> list[float]:
+            before: Callable[[], object] | None = None, *, at_least: int = 0,
+            budget_end: float | None = None) -> list[float]:
     """The warmup calls' times (us): `policy.warmup` calls (or `at_least`), fewer when
-    `policy.warmup_time_s` went into them first, but never fewer than one or `at_least`."""
+    `policy.warmup_time_s` went into them first or the case's budget ran out (`budget_end`,
+    a perf_counter value), but never fewer than one or `at_least`."""
     count = max(policy.warmup, at_least)
-    if not policy.warmup_time_s:
+    if not policy.warmup_time_s and budget_end is None:
         return timer.time_calls(call, count, before) if count else []
     times: list[float] = []
     while len(times) < count:
         times.extend(timer.time_calls(call, 1, before))
-        if len(times) >= at_least and sum(times) >= policy.warmup_time_s * 1e6:
+        if len(times) >= max(1, at_least) and (
+                (policy.warmup_time_s and sum(times) >= policy.warmup_time_s * 1e6)
+                or _past(budget_end)):
             break
     return times
 
@@ -61,9 +69,14 @@ def warm_up(call: Callable[[], object], timer: Timer, policy: SamplingPolicy,
 def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
            flush: Callable[[], object] | None = None, deadline: float | None = None,
            wrap: Callable[[Callable[[], object]], Callable[[], object]] | None = None,
-           calls_per_sample: int = 1, device_time: bool = False) -> SamplingRun:
+           calls_per_sample: int = 1, device_time: bool = False,
+           budget_end: float | None = None) -> SamplingRun:
     """Measure `call`. `wrap` decorates each timed call (e.g. a profiler range per sample);
     `deadline` is a time.monotonic() value past which CaseTimeout is raised.
+
+    The budget: sampling stops (once it has the minimum of samples) when `policy.budget_s`
+    of calls were timed, or at `budget_end` (a time.perf_counter() value: the end of the
+    case's wall-time budget, inputs and warm-up included), whichever comes first.
 
     A sample is the time per call of `calls_per_sample` calls (a graph replay of a batch).
     Time inside calls is the host clock around the timed calls, or with `device_time` (and
@@ -71,7 +84,7 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
     """
     run = SamplingRun()
     before = flush if policy.flush_l2 else None
-    warm = warm_up(call, timer, policy, before)
+    warm = warm_up(call, timer, policy, before, budget_end=budget_end)
     run.warmup = len(warm)
     estimate = min(warm) if warm else 0.0
     timed = wrap(call) if wrap else call
@@ -100,8 +113,9 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
         ordered.sort()
         n = len(run.samples)
         spent = run.time_in_calls_s
+        out_of_budget = spent >= policy.budget_s or _past(budget_end)
         if n < policy.min_samples:
-            if policy.reject_preempted and run.preempted and spent >= policy.budget_s:
+            if policy.reject_preempted and run.preempted and out_of_budget:
                 run.stop_reason = STOP_BUDGET  # too few undisturbed samples within the budget
                 return run
             if n:
@@ -112,7 +126,7 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
         # stop): not computed for the batches before.
         if n >= policy.max_samples:
             run.stop_reason = STOP_MAX_SAMPLES
-        elif spent >= policy.budget_s:
+        elif out_of_budget:
             run.stop_reason = STOP_BUDGET
         elif spent >= policy.min_time_s and _precision(run, ordered, policy) <= policy.precision:
             run.stop_reason = STOP_PRECISION

@@ -20,6 +20,7 @@ import torch
 
 from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError, HostClockTimer
+from ..kernels.cache_state import RotationArena
 from ..kernels.case import KernelCase, case_from_row
 from ..kernels.implementations import AUTO, Unsupported, default_name, resolve_mode
 from ..kernels.registry import spec_for
@@ -52,6 +53,9 @@ from .cases import CaseRef
 from .choice import choose
 
 # CaseResult fields taken from the roofline.
+# A case this far past its budget says so: the last batch of samples may end a little after
+# it, and a scheduler's time slice is no reason to speak.
+OVER_BUDGET, OVER_BUDGET_S = 1.25, 0.25
 ROOFLINE_FIELDS = ("bound_us", "compute_bound_us", "memory_bound_us", "memory_level",
                    "hbm_bound_us", "bound_by", "achieved_tflops", "achieved_gbps", "mfu", "mbu")
 
@@ -133,6 +137,10 @@ class CaseRunner:
         # (kernel type, implementation) that failed verification: out of later best-ofs.
         self.rejected: set[tuple[str, str]] = set()
         self._floor: Floor | None = None
+        # When the current case's first measurement started (perf_counter).
+        self._first_measured: float | None = None
+        # A CPU faults in every page of a fresh copy; device allocators keep their memory.
+        self._arena = RotationArena() if backend.kind == "cpu" else None
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -180,13 +188,15 @@ class CaseRunner:
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
                 before = reference_samples() if self.backend.kind == "cpu" else None
-                prepared, measured = self._measure_implementations(ref, spec, case, deadline,
-                                                                   result)
+                prepared, measured = self._measure_implementations(
+                    ref, spec, case, deadline, result,
+                    budget_end=started + self.options.policy.budget_s)
                 if before is not None:
                     result.reference_us = reference_us(before, reference_samples())
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             self._record(result, measured)
+            self._check_budget(result, started)
             if self.options.profiled and measured.method == METHOD_EVENTS:
                 self._record_profile(result, measured)
             if not self._check_preempted(result, measured):
@@ -211,10 +221,12 @@ class CaseRunner:
         return result
 
     def _measure_implementations(self, ref: CaseRef, spec: KernelSpec, case: KernelCase,
-                                 deadline: float | None, result: CaseResult
+                                 deadline: float | None, result: CaseResult, *,
+                                 budget_end: float | None = None
                                  ) -> tuple[Prepared, Measured]:
         """The case in the implementations its choice names (replay/choice.py), on one set
-        of inputs; the one kept says what it ran in `result`."""
+        of inputs; the one kept says what it ran in `result`. Each implementation still to
+        measure gets an equal share of what is left of the case's budget."""
         device = self.backend.kind
         choice = choose(resolve_mode(self.options.impl, device), ref.kernel_type, device,
                         portable=spec.has_portable_path(), case_impl=ref.impl)
@@ -227,12 +239,13 @@ class CaseRunner:
             names = names[:1]
         compared = choice.fastest and len(names) > 1
         base = spec.prepare(case, self.backend, cache=self.options.cache,
-                            impl=default_name(device))
+                            impl=default_name(device), arena=self._arena)
         result.flops, result.bytes = base.flops, base.bytes
         result.cache = base.rotation.describe()
         result.cold_bytes = base.rotation.cold_bytes
         done: list[tuple[Prepared, Measured, str]] = []
-        for name in names:
+        self._first_measured = None
+        for position, name in enumerate(names):
             if compared and (ref.kernel_type, name) in self.rejected:
                 continue
             try:
@@ -253,8 +266,13 @@ class CaseRunner:
                 self.rejected.add((ref.kernel_type, name))
                 notes.append(f"{name} left out of the best-of for {ref.kernel_type}: {exc}")
                 continue
+            share, now = None, time.perf_counter()
+            if budget_end is not None:
+                share = now + max(0.0, budget_end - now) / (len(names) - position)
+            if self._first_measured is None:
+                self._first_measured = now
             measured = self.measure_call(ref.case_id, prepared.call, deadline,
-                                         cycle=prepared.rotation.copies)
+                                         cycle=prepared.rotation.copies, budget_end=share)
             done.append((prepared, measured, verified))
             if not choice.fastest:
                 break
@@ -282,24 +300,26 @@ class CaseRunner:
         return verifier.check(spec, case, prepared) if verifier is not None else ""
 
     def measure_call(self, name: str, call: Callable[[], object],
-                     deadline: float | None = None, cycle: int = 1) -> Measured:
+                     deadline: float | None = None, cycle: int = 1,
+                     budget_end: float | None = None) -> Measured:
         """Samples of a ready call with the session's method (and its fallbacks); the timed
         calls run inside a range named `name`. `cycle`: the call rotates through this many
-        sets of inputs, all of which a captured graph must hold. The kernel's own exceptions
-        propagate."""
+        sets of inputs, all of which a captured graph must hold; `budget_end`: the
+        perf_counter value the sampling stops at (measure/sampler.py). The kernel's own
+        exceptions propagate."""
         method = self.options.method
         if method == METHOD_PROFILER:
-            return self._profiled(name, call, deadline, self.profiler)
+            return self._profiled(name, call, deadline, self.profiler, budget_end)
         if method == METHOD_GRAPH:
-            return self._graph_or_fallback(name, call, deadline, cycle)
-        return self._events(name, call, deadline)
+            return self._graph_or_fallback(name, call, deadline, cycle, budget_end)
+        return self._events(name, call, deadline, budget_end)
 
-    def _events(self, name: str, call: Callable[[], object], deadline: float | None
-                ) -> Measured:
+    def _events(self, name: str, call: Callable[[], object], deadline: float | None,
+                budget_end: float | None = None) -> Measured:
         with self.backend.named_range(name):
             opened = time.time()
             run = sample(call, self.timer, self.options.policy, flush=self._flush(),
-                         deadline=deadline)
+                         deadline=deadline, budget_end=budget_end)
             self.last_range_us = (opened * 1e6, time.time() * 1e6)
         return Measured(run.samples, run, METHOD_EVENTS)
 
@@ -315,12 +335,12 @@ class CaseRunner:
             range_us=self.last_range_us)
 
     def _profiled(self, name: str, call: Callable[[], object], deadline: float | None,
-                  profiler: ProfilerSession) -> Measured:
+                  profiler: ProfilerSession, budget_end: float | None = None) -> Measured:
         # The profiler's samples are every timed call's: the host clock beside them must not
         # leave preempted ones out, or the two would no longer pair up.
         with self.backend.named_range(name):
             run = sample(call, self.plain_timer, self.options.policy, flush=self._flush(),
-                         deadline=deadline, wrap=profiler.wrap)
+                         deadline=deadline, wrap=profiler.wrap, budget_end=budget_end)
         # The profiler cycle ends outside the case's range: a range left open across cycles
         # leaves the profiler holding an event it has already handed over.
         device_samples = profiler.finish_case()
@@ -330,18 +350,21 @@ class CaseRunner:
         return Measured(device_samples, run, METHOD_PROFILER)
 
     def _graph_or_fallback(self, name: str, call: Callable[[], object],
-                           deadline: float | None, cycle: int = 1) -> Measured:
+                           deadline: float | None, cycle: int = 1,
+                           budget_end: float | None = None) -> Measured:
         """Graph replays; a call that cannot be captured goes to the profiler, then to
         events (on an NPU straight to events), and its result says so."""
         graphs = self.backend.graphs()
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        warm = warm_up(call, self.timer, self.options.policy, at_least=1)
+        warm = warm_up(call, self.timer, self.options.policy, at_least=1,
+                       budget_end=budget_end)
         try:
             with self.backend.named_range(name):
                 run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
-                                      estimate_us=min(warm), min_calls=cycle)
+                                      estimate_us=min(warm), min_calls=cycle,
+                                      budget_end=budget_end)
             return Measured(run.samples, run, METHOD_GRAPH)
         except CaptureError as exc:
             if isinstance(exc.__cause__, CaseTimeout):
@@ -350,18 +373,19 @@ class CaseRunner:
         if self.backend.kind == "npu":
             # torch.profiler records no NPU kernels: events (msprof's durations replace
             # them where msprof wraps the session).
-            measured = self._events(name, call, deadline)
+            measured = self._events(name, call, deadline, budget_end)
         else:
             try:
-                measured = self._fallback_profiled(name, call, deadline)
+                measured = self._fallback_profiled(name, call, deadline, budget_end)
             except (ProfilerMismatch, ProfilerUnavailable) as exc:
                 fallback += f"; profiler: {exc}"
-                measured = self._events(name, call, deadline)
+                measured = self._events(name, call, deadline, budget_end)
         measured.fallback = fallback
         return measured
 
     def _fallback_profiled(self, name: str, call: Callable[[], object],
-                           deadline: float | None) -> Measured:
+                           deadline: float | None, budget_end: float | None = None
+                           ) -> Measured:
         """The profiler for one case, stopped right after: one left running would trace
         every graph replay of the cases that follow."""
         try:
@@ -370,7 +394,7 @@ class CaseRunner:
         except Exception as exc:  # e.g. another profiler already active in this process
             raise ProfilerUnavailable(_first_line(exc)) from exc
         try:
-            return self._profiled(name, call, deadline, profiler)
+            return self._profiled(name, call, deadline, profiler, budget_end)
         finally:
             profiler.stop()
 
@@ -385,6 +409,20 @@ class CaseRunner:
         precision = relative_precision(measured.samples, result.statistic)
         result.precision = precision if math.isfinite(precision) else None
         result.set_samples(measured.samples)
+
+    def _check_budget(self, result: CaseResult, started: float) -> None:
+        """A case that took longer than its budget says where the time went: what it did
+        before its first measurement (inputs, verification, compilation) cannot be cut
+        short; the sampling stopped at the minimum of samples."""
+        budget = self.options.policy.budget_s
+        wall = time.perf_counter() - started
+        if wall <= max(budget * OVER_BUDGET, budget + OVER_BUDGET_S):
+            return
+        before = (self._first_measured or started) - started
+        taken = result.stats.samples if result.stats is not None else 0
+        over = (f"over its {budget:g} s budget: {wall:.3g} s, {before:.3g} s of it before "
+                f"the first measurement (inputs, checks, compilation); {taken} samples")
+        result.note = "; ".join(n for n in (result.note, over) if n)
 
     def _check_preempted(self, result: CaseResult, measured: Measured) -> bool:
         """Samples the host's other processes took time from are not the kernel's: too few
