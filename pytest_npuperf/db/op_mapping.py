@@ -198,8 +198,11 @@ def _referenced_hccl(version_dir: Path, text: str) -> Path | None:
     """The directory a generated file's `communication_data_ref` names, when it still holds
     collective tables: a writer of collective tables may have pointed it elsewhere than the
     default `v<CANN>` (a gloo or nccl version), and a later kernel write keeps that."""
+    # The file is one npuperf generated (unedited): its key is a top-level line, and
+    # parsing that line alone spares a whole-file YAML parse (tens of ms) on every write.
+    line = next((x for x in text.splitlines() if x.startswith("communication_data_ref:")), "")
     try:
-        ref = yaml.safe_load(text).get("communication_data_ref")
+        ref = (yaml.safe_load(line) or {}).get("communication_data_ref")
     except (yaml.YAMLError, AttributeError):
         return None
     if not isinstance(ref, str) or not ref.strip():

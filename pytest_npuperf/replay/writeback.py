@@ -317,26 +317,25 @@ def _load_targets(snapshot: Database, target: Path | None, native: bool,
             targets[name] = _Target(snapshot.refresh(name))
             continue
         source = snapshot.tables[name]
-        seeded = seed_frame(source.frame)
         mine = own.refresh(name) if own is not None and (own.path / name).is_file() else None
         if mine is None:
             path = (target if target is not None else snapshot.path) / name
-            table = Table(path, seeded, None, source.kernel_type, {}, list(source.signatures),
-                          list(source.errors))
+            table = Table(path, seed_frame(source.frame), None, source.kernel_type, {},
+                          list(source.signatures), list(source.errors))
             targets[name] = _Target(table, changed=True)  # a new file of the device's database
         else:
-            targets[name] = _Target(mine, grew=_add_new_source_rows(mine, seeded, source))
+            targets[name] = _Target(mine, grew=_add_new_source_rows(mine, source))
     return targets
 
 
-def _add_new_source_rows(own: Table, seeded: pd.DataFrame, source: Table) -> int:
+def _add_new_source_rows(own: Table, source: Table) -> int:
     """Append to the device's table the source rows it does not have yet (the source grew)."""
     have = own.positions()
     new = [i for i, s in enumerate(source.signatures) if s is not None and s not in have]
     if not new:
         return 0
     attrs = dict(own.frame.attrs)
-    extra = seeded.iloc[new]
+    extra = seed_frame(source.frame).iloc[new]
     frame = ensure_columns(own.frame, own.kernel_type, list(extra.columns))
     merged = pd.concat([frame, extra.reindex(columns=frame.columns, fill_value="")],
                        ignore_index=True)
