@@ -74,7 +74,7 @@ def _torch_graph_reference_us(call) -> float:
     return statistics.median(times) * 1e3
 
 
-def _reference_timer():
+def reference_timer():
     try:
         import triton.testing as tt
     except Exception:
@@ -102,7 +102,7 @@ def references(run, keyword: str) -> tuple[str, dict[str, float], dict[str, str]
     from pytest_npuperf.kernels.registry import spec_for
     from pytest_npuperf.replay.cases import CaseCatalog
 
-    label, timer = _reference_timer()
+    label, timer = reference_timer()
     catalog = CaseCatalog(Path(run.report["database"]["source"]))
     refs = {ref.case_id: ref for ref in catalog.cases()}
     backend = CudaBackend(0)

@@ -5,7 +5,7 @@
     processes of the same run.
     Goal: within 1.5x.
 (b) duty cycle of `pytest bench -k MatMul` on the embedded default database, as its run JSON
-    defines it (time inside measured calls / the whole command's wall time, process start to
+    defines it (time inside measured calls / the run's wall time, pytest's start to the
     reports), and the per-case overhead; beside it this script's own clock around the
     process. Goal: at least 0.8.
 (c) backfill of 100,000 results into a 100,000-row database, in process. Goal: under 10 s.

@@ -1,19 +1,17 @@
 """How a session shares its host: pinned CPU threads recorded with every result, xdist
 workers splitting the cores, one device per worker on GPU/NPU hosts, a warning when the
-machine is oversubscribed, and the one clock the duty cycle is measured against."""
+machine is oversubscribed (the clock the duty cycle is measured against: test_wall_clock.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-import pytest_npuperf
 import pytest_npuperf.devices as devices
 import pytest_npuperf.harness.context as session_module
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.harness.context import RunContext
 from pytest_npuperf.harness.owner import Owner
-from pytest_npuperf.measure import clock
 from pytest_npuperf.measure.host import available_cores, default_threads, worker_cores
 from pytest_npuperf.measure.sampler import SamplingPolicy
 from pytest_npuperf.replay import runner as runner_module
@@ -150,14 +148,6 @@ def test_an_oversubscribed_machine_is_noted_on_each_case_and_in_the_summary(monk
     monkeypatch.setattr(runner_module, "host_load", lambda: cores - 0.5)
     assert not CaseRunner(CpuBackend(), RunnerOptions(policy=FAST)).run(
         REF, ROW, "n", "f.csv").note
-
-
-def test_the_wall_clock_starts_when_the_process_did(monkeypatch):
-    start, source = clock.process_start()
-    assert source == clock.FROM_PROCESS_START  # Linux
-    assert start <= pytest_npuperf.IMPORTED_AT  # the interpreter started before the import
-    monkeypatch.setattr(clock, "_process_age_s", lambda: None)
-    assert clock.process_start() == (pytest_npuperf.IMPORTED_AT, clock.FROM_PACKAGE_IMPORT)
 
 
 def test_auto_is_graph_on_cuda_and_profiler_with_a_flush(pytester, gpus):

@@ -16,7 +16,7 @@ import pytest
 from ..db.errors import NpuperfError
 from ..devices import BackendError, check_workers, select_backend
 from ..kernels.implementations import ALL, AUTO, BEST
-from ..measure.clock import inherited_run, process_start
+from ..measure.clock import inherited_run
 from ..measure.host import available_cores, default_threads, host_load, worker_cores
 from ..measure.policy import auto_method
 from ..measure.result import METHOD_GRAPH, METHOD_PROFILER
@@ -25,7 +25,7 @@ from ..replay.outcome import SessionInfo
 from ..replay.shard import in_shard
 from .destination import Destination, destination_for
 from .options import Settings, read_settings
-from .stash import started_at
+from .stash import started_at, wall_origin
 
 if TYPE_CHECKING:  # torch: imported when the first case runs, not when cases are collected
     from ..devices import Backend
@@ -55,7 +55,7 @@ class RunContext:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.identity = inherited_run(started_at(config))
-        self.process_started, self.wall_from = process_start()
+        self.wall_origin, self.wall_from = wall_origin(config)
         self.cores = len(available_cores())
         self.load_at_start = host_load()
         self.notes: list[str] = []  # said at the end of the run, and in its reports
@@ -252,7 +252,7 @@ class RunContext:
     def session_info(self) -> SessionInfo:
         """The session so far."""
         return SessionInfo(run_id=self.run_id, started=self.identity.started_iso,
-                           wall_s=time.time() - self.process_started,
+                           wall_s=time.time() - self.wall_origin,
                            device=self.backend.describe(), options=self.settings.as_dict(),
                            workers=self.workers, wall_from=self.wall_from, cores=self.cores,
                            load_at_start=self.load_at_start,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..comm.launch import xdist_in_use
+from ..measure.clock import run_origin
 
 if TYPE_CHECKING:
     from ..measure.result import CaseResult
@@ -34,6 +35,7 @@ COMM_KEY = pytest.StashKey[object]()
 RESULT_KEY = pytest.StashKey["CaseResult"]()  # on an item: the result of its case
 _ROLES = pytest.StashKey["Roles"]()
 _STARTED = pytest.StashKey[float]()
+_ORIGIN = pytest.StashKey["tuple[float, str]"]()
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,21 @@ def roles(config: pytest.Config) -> Roles:
 
 
 def mark_start(config: pytest.Config) -> None:
-    """Remember when the run started (pytest_configure): a session created later counts from it."""
+    """Remember when the run started (pytest_configure): a session created later counts from
+    it; and where its wall time starts, taken here so that every run of a process, replay
+    cases or not, claims the process's pytest start in the order the runs came."""
     config.stash[_STARTED] = time.time()
+    config.stash[_ORIGIN] = run_origin()
 
 
 def started_at(config: pytest.Config) -> float:
     return config.stash.get(_STARTED, time.time())
+
+
+def wall_origin(config: pytest.Config) -> tuple[float, str]:
+    """(epoch seconds, what they are) where the run's wall time and duty cycle start."""
+    origin = config.stash.get(_ORIGIN, None)
+    return origin if origin is not None else run_origin()
 
 
 # -- a case's result on its report ------------------------------------------------------------

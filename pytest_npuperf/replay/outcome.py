@@ -112,11 +112,11 @@ class BackfillOutcome:
 class SessionInfo:
     run_id: str
     started: str  # ISO time
-    wall_s: float  # the whole command's wall time: from `wall_from` to the reports
+    wall_s: float  # the run's wall time: from `wall_from` to the reports
     device: dict[str, Any]  # Backend.describe()
     options: dict[str, Any]  # the measurement options in force
     workers: int = 1
-    wall_from: str = ""  # what wall_s counts from: process start, or package import
+    wall_from: str = ""  # what wall_s counts from: pytest start (measure/clock.py), or other
     cores: int | None = None  # cores available to the session's process
     load_at_start: float | None = None  # 1-minute load average when the session began
     threads: int | None = None  # torch intra-op threads per measuring process (cpu)

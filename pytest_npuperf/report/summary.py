@@ -46,8 +46,9 @@ def time_in_calls(results: Iterable[CaseResult]) -> float:
     return math.fsum(r.time_in_calls_s for r in results if finite(r.time_in_calls_s))
 
 
-DUTY_CYCLE_DEFINITION = ("time inside measured calls / (wall time of the whole command, from "
-                         "process start to the reports, x measuring processes)")
+DUTY_CYCLE_DEFINITION = ("time inside measured calls / (wall time of the pytest run, from "
+                         "pytest's start (its interpreter's, not a shell's before an exec) to "
+                         "the reports, x measuring processes)")
 
 
 def _capacity_s(session: SessionInfo) -> float | None:
