@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_npuperf.comm.ops import parse_size  # noqa: E402
 
-BENCH = (ROOT / "bench" / "test_collectives.py").read_text()
+BENCH = (ROOT / "pytest_npuperf" / "bench" / "test_collectives.py").read_text()
 DEFAULT_SIZES = "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 

@@ -3,8 +3,9 @@ a 2-core CPU), per kernel type, with an estimate for the cases that were skipped
 
     python benchmarks/bench_embedded_db.py [--device cpu|cuda|npu] [--workers N]
 
-Runs `pytest bench` on data/<DEVICE>/... with the default sampling policy in a fresh process
-(results go to a temporary directory; the database is not touched), then reads the run JSON.
+Runs `pytest bench` on the embedded database (pytest_npuperf/data/...) with the default
+sampling policy in a fresh process (results go to a temporary directory; the database is not
+touched), then reads the run JSON.
 Skipped cases (kernel types without a replay here) are estimated two ways: at the mean wall
 time of the measured cases, and at the sampling budget per case (an upper bound for kernels
 whose calls are shorter than the budget).
@@ -39,7 +40,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench_embedded_"))
     try:
         argv = [sys.executable, "-m", "pytest", "bench", "-q", "-p", "no:cacheprovider",
-                "--npuperf-db", str(ROOT / DEFAULT_DB), "--npuperf-out", str(work),
+                "--npuperf-db", str(DEFAULT_DB), "--npuperf-out", str(work),
                 "--npuperf-device", args.device]
         if args.workers:
             argv += ["-n", str(args.workers)]

@@ -109,7 +109,7 @@ def bench_collection(work: Path, rows: int) -> None:
 
 def bench_duty_cycle(work: Path, extra: list[str]) -> None:
     run = run_bench("duty", work / "duty", "-k", "MatMul", "--npuperf-db",
-                    str(ROOT / DEFAULT_DB), *extra)
+                    str(DEFAULT_DB), *extra)
     s = run.summary()
     since = run.report["session"].get("wall_from") or "session start"
     print(f"(b) pytest bench -k MatMul: {s['cases']} cases; from its run JSON: "
@@ -140,7 +140,7 @@ def test_device():
 
 
 def bench_overhead(work: Path, extra: list[str]) -> None:
-    selection = ("-k", "MatMul", "--npuperf-db", str(ROOT / DEFAULT_DB),
+    selection = ("-k", "MatMul", "--npuperf-db", str(DEFAULT_DB),
                  "--npuperf-model-profile", "off", "--npuperf-table", "none", *extra)
     # A first run measures this host's CPU peaks (cached in --npuperf-out for the others).
     run_bench("warm", work / "over", *selection)

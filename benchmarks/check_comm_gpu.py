@@ -85,7 +85,7 @@ def main() -> int:
         fault.mkdir(parents=True, exist_ok=True)
         (fault / "conftest.py").write_text(KILL)
         (fault / "test_collectives.py").write_text(
-            (ROOT / "bench" / "test_collectives.py").read_text())
+            (ROOT / "pytest_npuperf" / "bench" / "test_collectives.py").read_text())
         code, text, wall = torchrun(nproc, ["test_collectives.py", "--npuperf-comm-ops",
                                             "all_reduce", "--npuperf-comm-sizes", "1K,2K,4K",
                                             "--npuperf-comm-timeout", "30",

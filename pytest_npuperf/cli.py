@@ -200,18 +200,15 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def _check_database(given: Path | None) -> Path:
-    """--db, else the embedded database (in the working directory's checkout, else in the one
-    this package was installed from)."""
+    """--db, else the embedded database inside the package."""
     from .harness.options import DEFAULT_DB
 
-    candidates = [given] if given is not None else [
-        Path.cwd() / DEFAULT_DB, Path(__file__).resolve().parent.parent / DEFAULT_DB]
-    for path in candidates:
-        if path.is_dir():
-            return path
-    raise NpuperfError(f"--db {given}: not a directory" if given is not None else
-                       f"no embedded database ({DEFAULT_DB}) here or beside the package: pass "
-                       f"--db DIR")
+    path = DEFAULT_DB if given is None else given
+    if not path.is_dir():
+        raise NpuperfError(f"--db {given}: not a directory" if given is not None else
+                           f"the embedded database {DEFAULT_DB} is missing from this "
+                           f"installation: pass --db DIR")
+    return path
 
 
 def _check_bindings(args: argparse.Namespace) -> int:
@@ -278,14 +275,35 @@ class _Parser(argparse.ArgumentParser):
                               f"{self.prog} --help)\n")
 
 
+BENCH_SUITE = "pytest_npuperf.bench"
+
+
+def run_bench(pytest_args: Sequence[str]) -> int:
+    """`npuperf bench ARGS`: pytest on the suite inside the package, from any directory. This
+    process becomes that pytest where it can, so signals, the exit status and the msprof /
+    torchrun re-runs (which repeat pytest's own command line) are pytest's."""
+    import os
+    import subprocess
+
+    command = [sys.executable, "-m", "pytest", "--pyargs", BENCH_SUITE, *pytest_args]
+    if os.name == "posix":
+        os.execv(sys.executable, command)
+    return subprocess.call(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="npuperf",
         description="Build, measure and guard an operator performance database for Ascend NPUs "
                     "(and CUDA GPUs and CPUs). Replay measurements run under pytest: "
-                    "`pytest bench -k MatMul`.")
+                    "`npuperf bench -k MatMul` (`pytest bench -k MatMul` in a clone).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    # Listed for --help only: main() hands everything after `bench` to pytest unparsed.
+    sub.add_parser("bench", help="replay the database under pytest: pytest --pyargs "
+                                 f"{BENCH_SUITE} [PYTEST ARGS] (the embedded database unless "
+                                 "--npuperf-db)", add_help=False)
 
     parse = sub.add_parser(
         "parse", help="aggregate profiler output (kernel tables, traces) into the database",
@@ -564,6 +582,9 @@ def _add_comm_commands(sub) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        return run_bench(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

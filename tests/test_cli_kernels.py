@@ -122,13 +122,13 @@ def test_grid_warns_once_per_kernel_type_it_writes_without_a_replay(npuperf, tmp
     assert code == 0, err
     warnings = err.strip().splitlines()
     assert warnings == ["npuperf grid: warning: NoReplayDemo: 3 row(s) got no replay spec: their "
-                        "cases are skipped until one is added (README: adding a kernel type)"]
+                        "cases are skipped until one is added (docs/kernels.md: adding a kernel type)"]
     assert "added 6 row(s)" in out
     code, out, err = npuperf("grid", "--config", config, "--db", db, "--quiet")
     assert code == 0 and err == ""  # nothing written, nothing to warn about
 
 
-def test_the_readme_example_kernel_registers_and_replays(monkeypatch, tmp_path):
+def test_the_documented_example_kernel_registers_and_replays(monkeypatch, tmp_path):
     import re
     import sys
     from pathlib import Path
@@ -137,8 +137,8 @@ def test_the_readme_example_kernel_registers_and_replays(monkeypatch, tmp_path):
     from pytest_npuperf.kernels.case import case_from_row
     from pytest_npuperf.kernels.extensions import register
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    code = re.search(r"```python\n# my_kernels.py\n(.*?)```", readme, re.S).group(1)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "kernels.md").read_text()
+    code = re.search(r"```python\n# my_kernels.py\n(.*?)```", page, re.S).group(1)
     (tmp_path / "my_kernels.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(catalog, "_BY_TYPE", dict(catalog._BY_TYPE))

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from pytest_npuperf.cli import main as cli_main
+from pytest_npuperf.harness.options import DEFAULT_DB
 
 from . import msmodeling_consumer as consumer_module
 from .conftest import kd_row, write_kernel_details
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.skipif(
                          f"to check databases with its ProfilingDataSource")
 
 VERSION_DIR = ("ATLAS_800_A3_752T_128G_DIE", "vllm_ascend", VERSION)
-EMBEDDED = Path(__file__).resolve().parents[1].joinpath("data", *VERSION_DIR)
+EMBEDDED = DEFAULT_DB
 # A few cheap rows of the embedded database covering every dtype family the simulator maps
 # (bf16, FLOAT, INT8, INT32, INT64, BOOL), FRACTAL_NZ weights, absent slots before present
 # ones, a fused RoPE kernel and both attention scenes.

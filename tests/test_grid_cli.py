@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_npuperf.harness.options import DEFAULT_DB
 from pytest_npuperf.kernels import catalog
 
 from .conftest import tree_digest
 
-REPO = Path(__file__).resolve().parents[1]
-EMBEDDED = REPO / "data" / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / \
-    "vllm0.18.0_torch2.9.0_cann8.5"
+EMBEDDED = DEFAULT_DB
 # The embedded database holds rows of every kernel type the catalog knows.
 EMBEDDED_KERNELS = set(catalog.kernel_types())
 

@@ -238,6 +238,17 @@ def test_auto_wraps_only_replay_runs_on_an_npu_host_with_msprof(pytester, standi
     assert not should_wrap(pytester.parseconfig("--npuperf-profiler", "msprof"))
 
 
+
+def test_auto_wraps_the_packaged_suite_by_module_name_and_through_the_clones_bench(pytester,
+                                                                                  standin):
+    assert should_wrap(pytester.parseconfig("--npuperf-device", "npu", "--pyargs",
+                                            "pytest_npuperf.bench"))
+    assert not should_wrap(pytester.parseconfig("--npuperf-device", "npu", "--pyargs",
+                                                "pytest_npuperf.kernels"))
+    clone_bench = Path(__file__).resolve().parents[1] / "bench"
+    assert should_wrap(pytester.parseconfig("--npuperf-device", "npu", str(clone_bench)))
+
+
 def test_msprof_missing_is_one_line_saying_how_to_source_cann(pytester, monkeypatch):
     monkeypatch.setenv("PATH", str(pytester.path))
     monkeypatch.delenv("NPUPERF_MSPROF_CHILD", raising=False)

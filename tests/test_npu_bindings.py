@@ -6,12 +6,12 @@ says the same per kernel type."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
 from pytest_npuperf.devices.npu import FRACTAL_NZ_FORMAT_ID
+from pytest_npuperf.harness.options import DEFAULT_DB
 from pytest_npuperf.kernels import catalog
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.schema import OpSchema
@@ -30,8 +30,6 @@ from tests.npu_standin import (
     schema_set,
 )
 
-EMBEDDED_DB = (Path(__file__).parent.parent / "data" / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend"
-               / "vllm0.18.0_torch2.9.0_cann8.5")
 KERNEL_TYPES = [t for e in catalog.entries() if e.replay for t in e.kernel_types]
 
 
@@ -103,7 +101,7 @@ def test_every_npu_call_binds_and_verification_compares_what_the_api_returns(ker
     empty placeholder where it returns one; --npuperf-verify must find them equal to the
     float64 reference, output by output."""
     spec = spec_for(kernel_type)
-    case = smallest_case(spec, kernel_type, EMBEDDED_DB)
+    case = smallest_case(spec, kernel_type, DEFAULT_DB)
     assert not isinstance(case, str), case
     calls: list = []
     backend = npu_backend(calls, stack, group="hccl_check")
@@ -210,7 +208,7 @@ def test_the_binder_agrees_with_torchs_dispatcher(stack):
 @pytest.mark.parametrize("stack", STACKS)
 def test_check_binds_every_kernel_type_against_each_stacks_sources(npuperf, stack):
     code, out, err = npuperf("kernels", "--check", "--schemas", schema_dir(stack), "--db",
-                             EMBEDDED_DB)
+                             DEFAULT_DB)
     assert code == 0, out + err
     lines = out.splitlines()
     assert len(lines) == len(KERNEL_TYPES) + 1
@@ -233,7 +231,7 @@ def test_check_says_which_call_does_not_bind_and_exits_1(npuperf, tmp_path):
                         "(Tensor out, Tensor expert_token_nums)",
                         "int max_output_size, Tensor! out) -> Tensor")
     binding.write_text(text)
-    code, out, _ = npuperf("kernels", "--check", "--schemas", tmp_path / "s", "--db", EMBEDDED_DB)
+    code, out, _ = npuperf("kernels", "--check", "--schemas", tmp_path / "s", "--db", DEFAULT_DB)
     assert code == 1
     (line,) = [x for x in out.splitlines() if x.startswith("DispatchFFNCombine")]
     assert "does not bind: torch.ops._C_ascend.dispatch_ffn_combine does not bind" in line
@@ -313,7 +311,7 @@ def test_on_an_npu_host_a_missing_custom_op_environment_is_said(monkeypatch):
     backend = npu_backend([], EMBEDDED)
     del backend.custom_operator  # the installed vllm-ascend's operators
     monkeypatch.setattr(backend, "activate", lambda: None)
-    lines = {line.kernel_type: line for line in bindcheck.check_bindings(EMBEDDED_DB,
+    lines = {line.kernel_type: line for line in bindcheck.check_bindings(DEFAULT_DB,
                                                                           backend=backend)}
     for kernel_type in ("AddRmsNormBias", "DispatchFFNCombine"):
         assert not lines[kernel_type].binds

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_npuperf import plugin
+from pytest_npuperf.harness import options
 from pytest_npuperf.harness.nodeids import CASE_NODEID
 from pytest_npuperf.harness.roles import existing_context
 
@@ -79,8 +80,10 @@ def test_an_unrelated_project_with_the_plugin_loaded_imports_nothing_heavy(pytes
         assert heavy_imports(pytester, "-p", "pytest_npuperf.plugin") == []
 
 
-def test_the_xdist_controller_reads_no_database_for_ids_that_are_not_cases(pytester):
-    """No database under this rootdir: reading one would be a usage error."""
+def test_the_xdist_controller_reads_no_database_for_ids_that_are_not_cases(pytester,
+                                                                        monkeypatch):
+    """No default database: reading one would be a usage error."""
+    monkeypatch.setattr(options, "DEFAULT_DB", pytester.path / "no-db")
     config = pytester.parseconfigure()
     node = SimpleNamespace(config=config)
     plugin.pytest_xdist_node_collection_finished(

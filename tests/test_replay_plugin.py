@@ -7,7 +7,6 @@ import html
 import json
 import os
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -20,6 +19,7 @@ from pytest_npuperf.db.lock import database_lock
 from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
+from pytest_npuperf.harness.options import DEFAULT_DB
 from tests.replay_project import (
     BENCH,
     DEVICE,
@@ -513,9 +513,7 @@ def test_on_an_npu_the_ascend_database_is_its_own_and_is_updated_in_place(projec
 
 
 def test_the_embedded_default_database_replays_on_this_cpu_and_stays_unchanged(pytester):
-    from pytest_npuperf.harness.options import DEFAULT_DB
-
-    embedded = Path(__file__).resolve().parents[1] / DEFAULT_DB
+    embedded = DEFAULT_DB
     before = tree_digest(embedded)
     pytester.makepyfile(**{"bench/test_kernels": BENCH})
     out = pytester.path / "out"
@@ -528,6 +526,26 @@ def test_the_embedded_default_database_replays_on_this_cpu_and_stays_unchanged(p
     assert tree_digest(embedded) == before
     copy = cpu_db(out)
     assert sorted(p.name for p in copy.glob("*.csv")) == sorted(p.name for p in embedded.glob("*.csv"))
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["default", "named"])
+def test_the_embedded_database_is_package_data_even_on_its_own_npu(pytester, named):
+    """The embedded database lives inside the package, which its own device reads like any
+    other device, whether it was named or not: an installed package's files stay as pip
+    wrote them."""
+    before = tree_digest(DEFAULT_DB)
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    pytester.makeconftest(NPU_STANDIN_CONFTEST.replace("SOC_NAME", "Ascend910_9382"))
+    out = pytester.path / "out"
+    named_db = ["--npuperf-db", str(DEFAULT_DB)] if named else []
+    result = pytester.runpytest("bench", "-k", "MatMulV3 and 32x7168x128", *named_db,
+                                "--npuperf-out", str(out), *FAST)
+    result.assert_outcomes(passed=1)
+    assert tree_digest(DEFAULT_DB) == before
+    copy = out / DEVICE / "vllm_ascend" / VERSION
+    assert (read_table(copy / "MatMulV3.csv")["Average Duration(us)"] != "").sum() == 1
+    result.stdout.fnmatch_lines(["*the embedded database is package data, left as installed; "
+                                 f"results written to {copy}*"])
 
 
 def test_an_npu_of_another_family_does_not_take_the_database_for_its_own(project):

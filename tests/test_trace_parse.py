@@ -4,7 +4,6 @@ they fill (issue 18): a model's in-model kernel times in, replay vs in-model out
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,6 @@ from tests.conftest import kd_row, read_rows, tree_digest, write_csv, write_kern
 from tests.replay_project import BENCH, FAST, cells, write_db
 from tests.trace_data import cpu_trace, transformer_gpu_trace
 
-EMBEDDED = Path(__file__).resolve().parents[1] / DEFAULT_DB
 VERSIONS = ["--vllm-version", "0.18.0", "--torch-version", "2.9.0", "--cann-version", "8.5"]
 
 
@@ -209,8 +207,7 @@ def test_same_device_profiling_survives_the_copy_and_another_devices_is_not_comp
 # -- the main job's gap report on a CPU --------------------------------------------------------------
 @pytest.fixture
 def embedded_project(pytester):
-    """A checkout with the embedded default database where pytest looks for it."""
-    shutil.copytree(EMBEDDED, pytester.path / DEFAULT_DB)
+    """A bench suite given no database: it replays the embedded one inside the package."""
     pytester.makepyfile(**{"bench/test_kernels": BENCH})
     return pytester
 
@@ -218,7 +215,9 @@ def embedded_project(pytester):
 def test_the_main_job_on_a_cpu_ends_with_a_real_gap_report(embedded_project):
     pytester = embedded_project
     args = ["bench", "-k", "MatMulV3 and 32x", *FAST]
+    before = tree_digest(DEFAULT_DB)
     result = pytester.runpytest(*args)
+    assert tree_digest(DEFAULT_DB) == before
     result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*replay vs in-model: 3 row(s) of 1 kernel type(s)*",
                                  "*MatMulV3*3 row(s)*median*of model time*",

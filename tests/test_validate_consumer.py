@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pytest_npuperf.db.validate import validate_path
+from pytest_npuperf.harness.options import DEFAULT_DB
 
 from .conftest import read_rows
 from .msmodeling_consumer import write_pre_issue9_database
 
-EMBEDDED = (Path(__file__).resolve().parents[1] / "data" / "ATLAS_800_A3_752T_128G_DIE"
-            / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5")
+EMBEDDED = DEFAULT_DB
 VERSION_DIR = ("ATLAS_800_A3_752T_128G_DIE", "vllm_ascend", "vllm0.18.0_torch2.9.0_cann8.5")
 
 

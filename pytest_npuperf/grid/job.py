@@ -107,7 +107,7 @@ class GridSummary:
         """One line per kernel type whose rows (would) go in without a replay to measure them."""
         verb = "would get" if self.dry_run else "got"
         return [f"{p.kernel_type}: {len(p.rows)} row(s) {verb} no replay spec: their cases are "
-                f"skipped until one is added (README: adding a kernel type)"
+                f"skipped until one is added (docs/kernels.md: adding a kernel type)"
                 for p in self.plans if p.rows and not catalog.replayable(p.kernel_type)]
 
     def render(self) -> str:

@@ -2,7 +2,8 @@
 
 - `DatabaseRun`: the rows of `--npuperf-db`; the results go to that database when it belongs to
   the measuring device, else to this device's copy under `--npuperf-out` (a device only
-  writes its own numbers); reports beside the database written.
+  writes its own numbers); reports beside the database written. The embedded default
+  database is package data and is never written: even its own device gets a copy.
 - `GridRun` (`--npuperf-grid`): shape-grid points become cases; nothing is written to any
   database, the reports go under `--npuperf-out`.
 """
@@ -17,7 +18,7 @@ import pytest
 from ..db.errors import NpuperfError
 from ..db.layout import REPORTS_DIR, check_component, database_dir, device_of
 from ..replay.cases import CaseCatalog
-from .options import check_db_dir
+from .options import check_db_dir, is_embedded
 
 if TYPE_CHECKING:
     from ..db.database import Database
@@ -78,8 +79,10 @@ class DatabaseRun(_Common):
 
     @property
     def native(self) -> bool:
-        """Whether the source database belongs to the measuring device."""
-        return self.context.backend.database_device() == self.source_device
+        """Whether the results go to the source database: it belongs to the measuring device
+        and is not the embedded one (an installed package's files stay as pip wrote them)."""
+        return (self.context.backend.database_device() == self.source_device
+                and not is_embedded(self.source))
 
     @property
     def target(self) -> Path:

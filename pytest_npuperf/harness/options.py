@@ -30,7 +30,9 @@ from ..measure.policy import (
     case_timeout,
 )
 
-DEFAULT_DB = Path("data") / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
+# Package data, not a path under the rootdir: an installed copy replays it from any directory.
+DEFAULT_DB = (Path(__file__).resolve().parents[1] / "data" / "ATLAS_800_A3_752T_128G_DIE" / "vllm_ascend"
+              / "vllm0.18.0_torch2.9.0_cann8.5")
 DEFAULT_OUT = Path("npuperf-out")
 METHODS = ("auto", METHOD_GRAPH, METHOD_EVENTS, METHOD_PROFILER)
 _DEFAULTS = SamplingPolicy()
@@ -38,7 +40,8 @@ _DEFAULTS = SamplingPolicy()
 # name, type, default, help, choices
 _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("db", "path", None, "database version directory whose rows become cases "
-     f"(default: the embedded {DEFAULT_DB} under the rootdir)", None),
+     "(default: the embedded database inside the package, pytest_npuperf/data/...; read "
+     "only: this device's results go under --npuperf-out)", None),
     ("device", "str", "auto", "device to measure on: auto picks npu, then cuda, then cpu", KINDS),
     ("device-name", "str", None, "database <DEVICE> name of the measuring device (default: "
      "derived from the device; on an NPU, the database's own Atlas device)", None),
@@ -325,11 +328,16 @@ class Settings:
                 "resume": self.resume, "table": self.table, "progress": self.progress}
 
 
+def is_embedded(db: Path) -> bool:
+    """Whether `db` is the embedded database, however it was named."""
+    return db.resolve() == DEFAULT_DB
+
+
 def read_settings(config: pytest.Config) -> Settings:
     values = {name: _value(config, name, kind, default, choices)
               for name, kind, default, _, choices in _OPTIONS}
     root = Path(config.rootpath)
-    db = Path(values["db"]) if values["db"] else root / DEFAULT_DB
+    db = Path(values["db"]) if values["db"] else DEFAULT_DB
     out = Path(values["out"]) if values["out"] else root / DEFAULT_OUT
     try:
         policy = SamplingPolicy(

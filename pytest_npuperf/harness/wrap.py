@@ -9,6 +9,7 @@ run, before anything is collected.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -59,12 +60,27 @@ def should_wrap(config: pytest.Config) -> bool:
     return requested == PROFILER_MSPROF or names_fixture(config)
 
 
+def _module_path(name: str) -> Path | None:
+    """Where `--pyargs NAME` collects from, as pytest finds it: a package's directory or a
+    module's file (`pytest --pyargs pytest_npuperf.bench` from an installed copy)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return None
+    return Path(spec.origin).parent if spec.submodule_search_locations else Path(spec.origin)
+
+
 def _candidates(config: pytest.Config) -> Iterator[Path]:
     base = Path(config.invocation_params.dir)
     patterns = [*config.getini("python_files"), "conftest.py"]
     for arg in config.args or ["."]:
-        path = Path(str(arg).split("::", 1)[0])
+        name = str(arg).split("::", 1)[0]
+        path = Path(name)
         path = path if path.is_absolute() else base / path
+        if config.option.pyargs and not path.exists():
+            path = _module_path(name) or path
         if path.is_file():
             yield path
             continue

@@ -150,13 +150,16 @@ def source_device(outcome: BackfillOutcome) -> str:
 
 
 def non_native_note(outcome: BackfillOutcome) -> str | None:
-    """Why the source database was left alone, when it belongs to another device."""
+    """Why the source database was left alone: it belongs to another device, or it is the
+    embedded one."""
     if outcome.native or (outcome.target is None and not outcome.dry_run):
         return None  # native, or cases that came from no database (shape-grid points)
     where = ("dry run: nothing written" if outcome.dry_run
              else f"results written to {outcome.target} (named after the source's serving "
                   f"stack, whose kernels the rows are; the stack that measured them is in "
                   f"{MEASURED_STACK_FILE} there)")
+    if outcome.target is not None and device_of(outcome.target) == device_of(outcome.source):
+        return f"the embedded database is package data, left as installed; {where}"
     return f"the source database belongs to {source_device(outcome)}; {where}"
 
 
