@@ -101,11 +101,11 @@ def input_sets(tensors: dict[str, torch.Tensor], rotation: Rotation,
     copies = rotation.copies - 1
     if copies <= 0:
         return sets
-    place = arena.placer([tensors[n] for n in rotation.names] * copies) if arena else None
-    for _ in range(copies):
+    made = arena.copies({n: tensors[n] for n in rotation.names}, copies) if arena else {
+        name: [tensors[name].clone() for _ in range(copies)] for name in rotation.names}
+    for index in range(copies):
         copy = dict(tensors)
-        copy.update({name: place(tensors[name]) if place else tensors[name].clone()
-                     for name in rotation.names})
+        copy.update({name: made[name][index] for name in rotation.names})
         sets.append(copy)
     return sets
 
@@ -146,27 +146,33 @@ class RotationArena:
                 and not tensor.is_quantized and tensor.device.type == "cpu"
                 and all(s >= 0 for s in tensor.stride()))
 
-    def placer(self, tensors: list[torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
-        """A function that copies each of `tensors`, in this order, into the arena (one that
-        cannot live there, e.g. a tensor subclass, is cloned)."""
+    def copies(self, tensors: dict[str, torch.Tensor], count: int
+               ) -> dict[str, list[torch.Tensor]]:
+        """`count` copies of each tensor in the arena (one that cannot live there, e.g. a
+        tensor subclass, is cloned). Each tensor's copies are made by one copy of the tensor
+        broadcast over all of them: a parallel copy per copy would wait, on a host whose
+        other processes hold a core, for a preempted worker thread each time (8 ms per copy
+        measured on the 2-core development host, half a second for a small weight's 65)."""
         import torch
 
-        need = sum(self._span(t) for t in tensors if self._placeable(t))
+        placeable = {n: t for n, t in tensors.items() if self._placeable(t) and t.numel()}
+        need = sum(self._span(t) * count for t in placeable.values())
         if self._buffer is None or self._buffer.numel() < need:
             self._buffer = None  # the old one goes first: the two need not coexist
             self._buffer = torch.empty(need, dtype=torch.uint8)
-        buffer, offset = self._buffer, 0
-
-        def place(tensor: torch.Tensor) -> torch.Tensor:
-            nonlocal offset
-            if not self._placeable(tensor):
-                return tensor.clone()
-            span = self._span(tensor)
-            region = buffer[offset:offset + span]
-            offset += span
-            view = region[:self._elements(tensor) * tensor.element_size()].view(tensor.dtype)
-            return view.as_strided(tensor.shape, tensor.stride()).copy_(tensor)
-        return place
+        made, offset = {}, 0
+        for name, tensor in tensors.items():
+            if name not in placeable:
+                made[name] = [tensor.clone() for _ in range(count)]
+                continue
+            span = self._span(tensor)  # a multiple of the element size (ALIGN is)
+            region = self._buffer[offset:offset + span * count].view(tensor.dtype)
+            offset += span * count
+            batch = region.as_strided((count, *tensor.shape),
+                                      (span // tensor.element_size(), *tensor.stride()))
+            batch.copy_(tensor.unsqueeze(0).expand(count, *tensor.shape))
+            made[name] = list(batch.unbind(0))
+        return made
 
 
 def cycling(calls: list[Callable[[], object]]) -> Callable[[], object]:
