@@ -87,6 +87,11 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
     warm = warm_up(call, timer, policy, before, budget_end=budget_end)
     run.warmup = len(warm)
     estimate = min(warm) if warm else 0.0
+    # The wall time a sample takes, preempted ones included: what a batch is sized by. The
+    # samples' own estimate leaves preempted samples out, and on a busy host each call of a
+    # 10 us kernel may take a 10 ms time slice: a batch of 256 sized by the estimate would run
+    # seconds past the budget.
+    paced = max(estimate, sum(warm) / len(warm)) * calls_per_sample if warm else 0.0
     timed = wrap(call) if wrap else call
     from_samples = device_time or before is not None
     # Kept sorted as batches arrive (timsort merges the sorted run with the new batch): the
@@ -97,9 +102,11 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
         if deadline is not None and time.monotonic() > deadline:
             raise CaseTimeout(f"case timeout after {len(run.samples)} samples")
         remaining = policy.max_samples - len(run.samples)
-        batch = 1 if before else _batch_size(estimate * calls_per_sample, remaining)
+        batch = 1 if before else _batch_size(max(estimate * calls_per_sample, paced),
+                                             remaining)
         clock = time.perf_counter()
         values = timer.time_calls(timed, batch, before)
+        paced = (time.perf_counter() - clock) * 1e6 / batch
         if from_samples:
             run.time_in_calls_s += sum(values) * calls_per_sample / 1e6
         else:
