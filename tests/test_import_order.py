@@ -118,3 +118,10 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
                 seen.add(nxt)
                 todo.append(nxt)
     return seen
+
+
+def test_the_root_package_holds_only_the_entry_points():
+    """Everything else has its room (issue 17): the plugin, the command line and the hook
+    specifications are the doors, the rest lives in packages."""
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules <= {"__init__", "plugin", "cli", "hookspecs"}, modules

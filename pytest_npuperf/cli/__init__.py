@@ -12,11 +12,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
-from .cli_args import add_db, add_renamed, add_threshold, fraction, positive_int
-from .cli_history import add_history_commands
-from .db.errors import NpuperfError
-from .db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
+from .. import __version__
+from ..db.errors import NpuperfError
+from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
+from .args import add_db, add_renamed, add_threshold, fraction, positive_int
+from .history import add_history_commands
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -62,7 +62,7 @@ def database_from_args(args: argparse.Namespace) -> Path:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    from .ingest.parse import parse_profiling
+    from ..ingest.parse import parse_profiling
 
     summary = parse_profiling(args.profile, _parse_target(args), ep_size=args.ep_size,
                               dry_run=args.dry_run, chunk_rows=args.chunk_rows,
@@ -107,16 +107,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
     trace = Path(done.stdout.strip().splitlines()[-1])
     print(f"trace written: {trace}")
     if args.db is not None:
-        from .ingest.parse import parse_profiling
+        from ..ingest.parse import parse_profiling
 
         print(parse_profiling(trace, args.db, show_progress=not args.quiet).render())
     return EXIT_OK
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from .history.where import find_history
-    from .run.finish import history_path
-    from .run.from_profile import FinishOptions, backfill_profile
+    from ..history.where import find_history
+    from ..run.finish import history_path
+    from ..run.from_profile import FinishOptions, backfill_profile
 
     history = history_path(args.history or str(find_history().path))
     finish = FinishOptions(history=history, baseline=args.baseline, threshold=args.threshold,
@@ -135,7 +135,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def _check_baseline(ref: str, history: Path | None) -> None:
     """A baseline that names nothing readable is a usage error before the profile is read,
     as in a pytest session, not a note under a run that then exits 0."""
-    from .history.baseline import resolve_baseline
+    from ..history.baseline import resolve_baseline
 
     try:
         resolve_baseline(ref, history=history).close()
@@ -144,7 +144,7 @@ def _check_baseline(ref: str, history: Path | None) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .db.validate import validate_path
+    from ..db.validate import validate_path
 
     paths = [*args.paths, *([args.db] if args.db is not None else [])]
     if not paths:
@@ -165,8 +165,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_grid(args: argparse.Namespace) -> int:
-    from .grid import run_grid
-    from .kernels.extensions import load_entry_points
+    from ..grid import run_grid
+    from ..kernels.extensions import load_entry_points
 
     load_entry_points()  # kernel types packages add have replays too
     summary = run_grid(args.db, args.kernels, config_path=args.config,
@@ -180,9 +180,9 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
-    from .devices import BackendError, select_backend
-    from .kernels.extensions import load_entry_points
-    from .kernels.overview import describe, render, to_json
+    from ..devices import BackendError, select_backend
+    from ..kernels.extensions import load_entry_points
+    from ..kernels.overview import describe, render, to_json
 
     load_entry_points()
     if args.schemas is not None and not args.check:
@@ -201,7 +201,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 def _check_database(given: Path | None) -> Path:
     """--db, else the embedded database inside the package."""
-    from .harness.options import DEFAULT_DB
+    from ..harness.options import DEFAULT_DB
 
     path = DEFAULT_DB if given is None else given
     if not path.is_dir():
@@ -212,8 +212,8 @@ def _check_database(given: Path | None) -> Path:
 
 
 def _check_bindings(args: argparse.Namespace) -> int:
-    from .devices import BackendError, select_backend
-    from .replay.bindcheck import check_bindings
+    from ..devices import BackendError, select_backend
+    from ..replay.bindcheck import check_bindings
 
     database = _check_database(args.db)
     backend = None
@@ -236,7 +236,7 @@ def _check_bindings(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .history.merging import merge_sources
+    from ..history.merging import merge_sources
 
     if args.db is not None and not args.dry_run:
         args.db.mkdir(parents=True, exist_ok=True)
@@ -246,20 +246,20 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_comm_validate(args: argparse.Namespace) -> int:
-    from .comm.model_check import render_markdown, validate_dir
+    from ..comm.model_check import render_markdown, validate_dir
 
     result = validate_dir(args.db, args.tolerance)
     text = render_markdown(result)
     print(text, end="")
     if args.report:
-        from .db.table import write_text
+        from ..db.table import write_text
 
         write_text(args.report, text, purpose="npuperf comm-validate --report")
     return EXIT_OK if result.ok else EXIT_PROBLEMS
 
 
 def cmd_import_nccl_tests(args: argparse.Namespace) -> int:
-    from .comm.log_import import import_logs
+    from ..comm.log_import import import_logs
 
     print(import_logs(args.logs, args.db, op=args.op, num_devices=args.num_devices,
                       topology_tier=args.topology_tier, grid_shape=args.grid_shape,
@@ -613,6 +613,3 @@ def _error(command: str, message: str, code: int) -> int:
     print(f"npuperf {command}: error: {line}", file=sys.stderr)
     return code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli_args import add_threshold, fraction, positive_int
-from .db.errors import NpuperfError
+from ..db.errors import NpuperfError
+from .args import add_threshold, fraction, positive_int
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
 _WHERE = ("the history file (default: the one pytest bench records into: "
@@ -21,7 +21,7 @@ def history_file(args: argparse.Namespace) -> Path:
     """--history, else the discovered one; an error that says where it looked when absent."""
     if args.history is not None:
         return args.history
-    from .history.where import find_history
+    from ..history.where import find_history
 
     found = find_history()
     if not found.path.is_file():
@@ -31,15 +31,15 @@ def history_file(args: argparse.Namespace) -> Path:
 
 
 def _when(args: argparse.Namespace) -> tuple[float | None, float | None]:
-    from .history.views import parse_when
+    from ..history.views import parse_when
 
     return (parse_when(args.since) if args.since else None,
             parse_when(args.until) if args.until else None)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .history.store import HistoryStore
-    from .history.views import NoMatch, render_runs, runs_csv
+    from ..history.store import HistoryStore
+    from ..history.views import NoMatch, render_runs, runs_csv
 
     since, until = _when(args)
     with HistoryStore(history_file(args), readonly=True) as store:
@@ -55,8 +55,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _trend(args: argparse.Namespace, last: int | None):
-    from .history.store import HistoryStore
-    from .history.views import trend
+    from ..history.store import HistoryStore
+    from ..history.views import trend
 
     since, until = _when(args)
     with HistoryStore(history_file(args), readonly=True) as store:
@@ -66,7 +66,7 @@ def _trend(args: argparse.Namespace, last: int | None):
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from .history.views import render_summary, render_trend, trend_csv
+    from ..history.views import render_summary, render_trend, trend_csv
 
     records, runs, _ = _trend(args, args.last)
     if args.csv:
@@ -79,8 +79,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
-    from .db.table import write_text
-    from .report.trend_page import render_trend_page
+    from ..db.table import write_text
+    from ..report.trend_page import render_trend_page
 
     records, runs, path = _trend(args, args.last)
     filters = ", ".join(f"{k} {v}" for k, v in (
@@ -99,11 +99,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .history.views import compare_runs, comparison_csv, render_comparison
+    from ..history.views import compare_runs, comparison_csv, render_comparison
 
     history = args.history
     if history is None:
-        from .history.where import find_history
+        from ..history.where import find_history
 
         history = find_history().path
     baseline, new_run, items = compare_runs(args.base, args.new, history=history,
