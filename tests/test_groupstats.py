@@ -31,6 +31,9 @@ def test_each_group_matches_summarize_precision_and_noise(groups, statistic):
     group, values = group[shuffle], values[shuffle]
     stats = group_stats(group, values, len(groups) + 1)  # one empty group at the end
     precision = group_precision(group, values, len(groups) + 1, stats, statistic)
+    # Other arrays than the statistics were made of: sorted again, the same figures.
+    again = group_precision(group.copy(), values.copy(), len(groups) + 1, stats, statistic)
+    np.testing.assert_array_equal(again, precision)
     reasons = noise_reasons(stats)
     for i, g in enumerate(groups):
         got, want = stats.sample_stats(i).to_dict(), summarize(g).to_dict()

@@ -113,6 +113,42 @@ def test_a_block_missing_a_column_is_a_one_line_error(tmp_path):
     assert "\n" not in str(caught.value)
 
 
+def _damaged(tmp_path, change) -> str:
+    """The one-line error of a hand-off whose first block `change` edited."""
+    path = tmp_path / HANDOFF_NAME
+    write_handoff(path, {}, _results(3))
+    header, line = path.read_text().splitlines()
+    data = json.loads(line)
+    change(data["columns"])
+    path.write_text(header + "\n" + json.dumps(data) + "\n")
+    with pytest.raises(NpuperfError, match=r"line 2: .*the hand-off is damaged") as caught:
+        read_handoff(path)
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("column, values, shown", [
+    ("row", [1, True, 3], "true"),  # a JSON boolean is no number
+    ("wall_s", [0.5, 2, False], "false"),  # a whole number is a float, a boolean is not
+    ("counters", [{}, {"aic_mac_ratio": 0.5}, {"aic_mac_ratio": "x"}], '{"aic_mac_ratio": "x"}'),
+    ("extra_kernels", [{"Cast": 2}, {"Cast": 1.5}, {}], '{"Cast": 1.5}'),
+    ("status", ["ok", "ok", None], "null"),
+])
+def test_a_value_not_of_its_fields_type_is_named(tmp_path, column, values, shown):
+    error = _damaged(tmp_path, lambda columns: columns.update({column: values}))
+    assert f"column {column!r} holds {shown[:40]}, not a value of its type" in error
+
+
+@pytest.mark.parametrize("keys", [
+    {"codes": [0, 0, 0], "values": ["marker"]}, [["marker"], 5, ["marker"]],
+    [["marker"], [1], ["marker"]],
+    [["marker"], [{"a": 1}], ["marker"]],
+])
+def test_profile_keys_that_are_no_lists_of_names_are_named(tmp_path, keys):
+    error = _damaged(tmp_path, lambda columns: columns.update({"profile.": keys}))
+    assert "column 'profile.' holds something else than lists of key names" in error
+
+
 def test_the_first_format_says_which_version_reads_it(tmp_path):
     path = tmp_path / HANDOFF_NAME
     path.write_text(json.dumps({"schema": "npuperf-handoff/1", "session": {}}) + "\n"

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_npuperf.db.columns import COUNTERS
 from pytest_npuperf.db.errors import ContractError
 from pytest_npuperf.ingest.kernel_child import ChildRead
 from pytest_npuperf.ingest.op_summary import KernelTable, find_sources, read_kernels
@@ -95,6 +96,25 @@ def test_child_read_equals_the_in_process_read_on_real_format_data(realdata, tmp
     assert np.isfinite(direct.counters).any()
     child = ChildRead(sources, with_identity, chunk_rows=CHUNK).result()
     assert_same(child, direct)
+
+
+def test_counters_a_table_lacks_are_nan_in_both_reads(realdata, tmp_path):
+    """An older export without some counters (CANN 7.x): those columns of the matrix are
+    NaN, the others hold the file's values, in the child's read as in the in-process one."""
+    run = real_run(realdata, tmp_path / "run")
+    table = next(run.rglob("op_summary_*.csv"))
+    with open(table, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    dropped = {"aic_mac_ratio", "aiv_vec_time(us)", "cube_utilization(%)"}
+    keep = [i for i, name in enumerate(rows[0]) if name not in dropped]
+    with open(table, "w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([[row[i] for i in keep] for row in rows])
+    sources = find_sources(run)
+    direct = read_kernels(sources, chunk_rows=CHUNK)
+    assert_same(ChildRead(sources, False, chunk_rows=CHUNK).result(), direct)
+    missing = [i for i, name in enumerate(COUNTERS) if name in dropped]
+    assert np.isnan(direct.counters[:, missing]).all()
+    assert np.isfinite(np.delete(direct.counters, missing, axis=1)).any(axis=0).all()
 
 
 def test_a_table_of_no_launches_is_the_same_empty_table(realdata, tmp_path):

@@ -199,6 +199,32 @@ def test_overlapping_missing_and_mismatched_markers_each_get_their_reason(tmp_pa
     assert results[0].method == "events"
 
 
+def test_two_family_members_in_one_marker_are_named_with_their_counts(tmp_path):
+    kernels = (calls("MatMulV2", T0 + 10, 2) + calls("MatMulV3", T0 + 30, 2)
+               + calls("MatMulV2", T0 + 210, 4))
+    summaries(prof_dir(tmp_path), kernels, [Range("mixed", T0, T0 + 100),
+                                            Range("single", T0 + 200, T0 + 300)])
+    mixed, single = case("mixed"), case("single")
+    attribute_results([mixed, single], tmp_path)
+    assert mixed.status == STATUS_UNATTRIBUTED
+    assert mixed.error == "several of its kernel types ran: MatMulV2 x2, MatMulV3 x2"
+    assert single.status == STATUS_OK and single.measured_kernel_type == "MatMulV2"
+
+
+def test_kernels_exported_out_of_launch_order_are_taken_by_start_time(tmp_path):
+    """The order the table lists launches in does not matter: a case's warmup calls are its
+    earliest, its samples kept in launch order."""
+    first, second = calls("RmsNorm", T0 + 10, 4, base=1.0), calls("RmsNorm", T0 + 210, 4, base=11.0)
+    shuffled = [second[2], first[3], first[0], second[0], first[2], second[3], first[1],
+                second[1]]
+    summaries(prof_dir(tmp_path), shuffled, [Range("a", T0, T0 + 100),
+                                             Range("b", T0 + 200, T0 + 300)])
+    a, b = case("a", "RmsNorm"), case("b", "RmsNorm")
+    attribute_results([a, b], tmp_path)
+    assert a.samples == durations(first)[1:] and b.samples == durations(second)[1:]
+    assert (a.stats.min, b.stats.max) == (2.0, 14.0)
+
+
 def test_markers_cut_at_156_bytes_still_find_their_cases_in_run_order(tmp_path):
     prefix = "FusedInferAttentionScore-" + "x".join(["1024"] * 40)
     first, second = f"{prefix}-BF16-aaaaaaaa", f"{prefix}-BF16-bbbbbbbb"

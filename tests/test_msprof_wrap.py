@@ -277,7 +277,8 @@ def test_backfill_of_marker_files_without_a_range_matches_by_order(tmp_path, sta
     collect(run_dir, [sys.executable, "-c", "pass"])
     (tx,) = run_dir.rglob("msprof_tx_*.csv")
     tx.write_text(tx.read_text().splitlines()[0] + "\n")  # the header, no range
-    lines, code = backfill_profile(run_dir, db, reports=False)
+    # The paths as texts, as a script passes them (benchmarks/bench_msprof_ingest.py).
+    lines, code = backfill_profile(str(run_dir), str(db), reports=False)
     assert code == 0
     row = rows_by_file(db)["RmsNorm.csv"][0]
     assert row["MicroBench Method"] == METHOD_MSPROF_ORDER, lines

@@ -209,7 +209,9 @@ def set_columns(frame: pd.DataFrame, kernel_type: str,
     column, `columns[column][i]` (None: left alone) on the rows at positions `rows[i]`.
     A column no update sets is not added."""
     frame, _ = migrate_legacy(frame)
-    columns = {c: texts for c, texts in columns.items() if texts.count(None) < len(texts)}
+    # Each column looked through for None once (10^5 cells x tens of columns).
+    left = {c: texts.count(None) for c, texts in columns.items()}
+    columns = {c: texts for c, texts in columns.items() if left[c] < len(texts)}
     frame = ensure_columns(frame, kernel_type, list(columns))
     if all(len(r) == 1 for r in rows):  # the usual case: one row per update
         owner, positions = None, np.array([r[0] for r in rows], np.intp)
@@ -223,7 +225,7 @@ def set_columns(frame: pd.DataFrame, kernel_type: str,
         if owner is not None:
             texts = [texts[i] for i in owner]
         values = np.fromiter(texts, object, len(texts))
-        if None in texts:
+        if left[column] and (owner is None or None in texts):
             kept = np.fromiter((t is not None for t in texts), bool, len(texts))
             changed[column] = _with(frame, column, positions[kept], values[kept])
         elif whole:

@@ -370,9 +370,8 @@ def write_frame(frame, handle) -> None:
     header = [str(c) for c in frame.columns]
     _check_line_length(",".join(header), MAX_HEADER_BYTES, "the header")
     writer.writerow(header)
-    columns = [(column.fillna("") if column.hasnans else column).to_numpy(dtype=object)
-               for _, column in frame.items()]
-    if len(columns) < 2:  # a row of one empty field is quoted: the csv module knows
+    if len(frame.columns) < 2:  # a row of one empty field is quoted: the csv module knows
+        columns = [_cells(column) for _, column in frame.items()]
         for at in range(0, len(frame), _WRITE_ROWS):
             block = [[str(c) for c in cells[at:at + _WRITE_ROWS].tolist()] for cells in columns]
             _check_rows(block[0] if block else [], at)
@@ -380,11 +379,12 @@ def write_frame(frame, handle) -> None:
         return
     # Each column's cells quoted as the csv module would (QUOTE_MINIMAL), then every row
     # joined: about half the time of its writer, which inspects every cell.
-    fields = [_csv_fields(cells.tolist(), terminator) for cells in columns]
+    fields = [_column_fields(column, terminator) for _, column in frame.items()]
     for at in range(0, len(frame), _WRITE_ROWS):
         rows = list(map(",".join, zip(*(cells[at:at + _WRITE_ROWS] for cells in fields))))
         _check_rows(rows, at)
-        handle.write(terminator.join(rows) + terminator)
+        handle.write(terminator.join(rows))
+        handle.write(terminator)
 
 
 def _check_rows(rows: list[str], first: int, what: str = "row") -> None:
@@ -413,13 +413,29 @@ def _check_line_length(line: str, limit: int, what: str) -> None:
                             f"{limit >> 20} MiB the table's readers accept; nothing was written")
 
 
-def _csv_fields(cells: list, terminator: str) -> list[str]:
+def _cells(column):
+    """A column's cells, missing ones (NaN, None) as ""."""
+    return (column.fillna("") if column.hasnans else column).to_numpy(dtype=object)
+
+
+def _column_fields(column, terminator: str) -> list[str]:
+    """`_csv_fields` of a column's cells; a column of texts only (the usual one) is taken as
+    it is, without first looking for missing cells (a pass over each of tens of columns)."""
+    cells = column.to_numpy(dtype=object).tolist()
+    try:
+        joined = "".join(cells)
+    except TypeError:  # a missing cell, or one that is no text
+        return _csv_fields(_cells(column).tolist(), terminator)
+    return _csv_fields(cells, terminator, joined)
+
+
+def _csv_fields(cells: list, terminator: str, joined: str | None = None) -> list[str]:
     """A column's cells as pandas' to_csv writes them: non-texts through str (numpy's floats
     too, which the csv module alone would write as their repr), a cell with a delimiter,
     quote or newline quoted (quotes doubled), one with a lone carriage return as this
     Python's csv module decides (versions differ)."""
     try:
-        joined = "".join(cells)
+        joined = "".join(cells) if joined is None else joined
     except TypeError:  # a cell that is no text
         cells = [c if type(c) is str else str(c) for c in cells]
         joined = "".join(cells)

@@ -38,7 +38,7 @@ from ..db.columns import COUNTERS
 from ..db.errors import EXIT_DATA, ContractError, NpuperfError
 from ..db.lock import writer_alive
 from .kernel_details import DEFAULT_CHUNK_ROWS
-from .op_summary import KernelTable, ProfileSource, _KernelReader, read_kernels
+from .op_summary import CounterColumns, KernelTable, ProfileSource, _KernelReader, read_kernels
 
 # Tables smaller than this are read in-process (a child costs ~0.3-0.5 s to start; a table of
 # this size takes ~0.5 s to read).
@@ -202,12 +202,11 @@ class _Spool:
         if self.parent is not None and os.getppid() != self.parent:
             raise _Orphaned
         for name, array in part.items():
-            array = array.astype(_ARRAYS[name], copy=False)
-            if array.ndim == 2:
-                for index in range(array.shape[1]):
-                    self._write(f"{name}.{index}", array[:, index])
+            if isinstance(array, CounterColumns):
+                for index in range(len(array.columns)):
+                    self._write(f"{name}.{index}", array.column(index))
             else:
-                self._write(name, array)
+                self._write(name, array.astype(_ARRAYS[name], copy=False))
 
     def _write(self, name: str, array: np.ndarray) -> None:
         handle = self.handles.get(name)

@@ -79,9 +79,10 @@ def match_markers(markers: MarkerTable, specs: list[CaseSpec]) -> np.ndarray:
         waiting[(spec.pid, spec.message)].append(index)
     order = np.argsort(markers.start, kind="stable")
     unmatched = []
+    pids, messages = markers.pid.tolist(), markers.message
     for m in order.tolist():
-        key = (int(markers.pid[m]), markers.message[m])
-        queue = waiting.get(key) or waiting.get((-1, markers.message[m]))
+        key = (pids[m], messages[m])
+        queue = waiting.get(key) or waiting.get((-1, messages[m]))
         if queue:
             found[queue.pop(0)] = m
         else:
@@ -100,15 +101,29 @@ def match_markers(markers: MarkerTable, specs: list[CaseSpec]) -> np.ndarray:
     return found
 
 
+_UNKNOWN = object()
+
+
+def _pairs(first: np.ndarray, second: np.ndarray) -> set[tuple[int, int]]:
+    """The distinct (first[i], second[i]) of two int32 arrays (10^6 kernels: no tuple each)."""
+    if not len(first):
+        return set()
+    if (first == first[0]).all() and (second == second[0]).all():  # one run, one device
+        return {(int(first[0]), int(second[0]))}
+    codes = np.unique(first.astype(np.int64) * 2**32 + (second.astype(np.int64) + 2**31))
+    return set(zip((codes >> 32).tolist(), ((codes & 0xFFFFFFFF) - 2**31).tolist()))
+
+
 def _kernel_keys(kernels: KernelTable) -> np.ndarray:
     """A stream key per kernel: its device, or -(source + 2) when no device is known."""
     return np.where(kernels.device >= 0, kernels.device, -(kernels.source.astype(np.int64) + 2))
 
 
-def _marker_key(marker: int, spec: CaseSpec, markers: MarkerTable,
+def _marker_key(source: int, marker_device: int, spec_device: int,
                 devices_of_source: dict[int, set[int]]) -> int | None:
-    source = int(markers.source[marker])
-    device = int(markers.device[marker]) if markers.device[marker] >= 0 else spec.device
+    """The stream key of a case's range: its marker's source and device (the case's own
+    device where the marker names none)."""
+    device = marker_device if marker_device >= 0 else spec_device
     devices = devices_of_source.get(source)
     if devices is None:  # this run directory holds no kernels: use the device alone
         return device if device >= 0 else None
@@ -127,15 +142,19 @@ def attribute_by_markers(kernels: KernelTable, markers: MarkerTable, specs: list
     cases = [CaseAttribution() for _ in specs]
     kernel_key = _kernel_keys(kernels)
     devices_of_source: dict[int, set[int]] = {}
-    for source, device in set(zip(kernels.source.tolist(), kernels.device.tolist())):
+    for source, device in _pairs(kernels.source, kernels.device):
         devices_of_source.setdefault(source, set()).add(device)
     by_key: dict[int, list[int]] = defaultdict(list)
-    for index, spec in enumerate(specs):
-        marker = int(marker_of[index])
+    marker_source, marker_device = markers.source.tolist(), markers.device.tolist()
+    keys: dict = {}  # (source, marker device, case device) -> key: a few distinct ones
+    for index, (marker, spec) in enumerate(zip(marker_of.tolist(), specs)):
         if marker < 0:
             cases[index].problem = "no mstx marker for this case in the profile"
             continue
-        key = _marker_key(marker, spec, markers, devices_of_source)
+        where = (marker_source[marker], marker_device[marker], spec.device)
+        key = keys.get(where, _UNKNOWN)
+        if key is _UNKNOWN:
+            key = keys[where] = _marker_key(*where, devices_of_source)
         if key is None:
             cases[index].problem = ("its marker has no device and the profile holds several: "
                                     "which device ran it cannot be told")
@@ -182,6 +201,27 @@ def _assign(kernel_key: np.ndarray, start: np.ndarray, markers: MarkerTable,
     kernel_case[mine[hit]] = members_sorted[slot[hit]]
 
 
+def lexsort_pairs(minor: np.ndarray, major: np.ndarray) -> np.ndarray | None:
+    """`np.lexsort((minor, major))`, or None where that is the order the arrays are in
+    already (kernels in launch order, cases one after another: sorting 10^6 of them
+    found nothing to move)."""
+    if len(major) > 1:
+        step = np.diff(major)
+        if not ((step > 0) | ((step == 0) & (np.diff(minor) >= 0))).all():
+            return np.lexsort((minor, major))
+    return None
+
+
+def _counted(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(codes, return_counts=True)`; sorted codes (the usual case) are counted
+    by their runs, without sorting them again."""
+    if len(codes) > 1 and not (codes[1:] >= codes[:-1]).all():
+        return np.unique(codes, return_counts=True)
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1]))) if len(codes) \
+        else np.empty(0, np.intp)
+    return codes[starts], np.diff(np.append(starts, len(codes)))
+
+
 def _launch_table(specs: list[CaseSpec], types: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(per case: its launch-set id, per launch set and kernel type: whether it is expected)."""
     index = {name: i for i, name in enumerate(types)}
@@ -214,36 +254,42 @@ def _collect(kernels: KernelTable, specs: list[CaseSpec], cases: list[CaseAttrib
         cases[code // n_types].extra[kernels.types[code % n_types]] = count
     exp_kernel = assigned[expected]
     exp_case = owner[expected]
-    order = np.lexsort((kernels.start[exp_kernel], exp_case))
-    exp_kernel, exp_case = exp_kernel[order], exp_case[order]
+    order = lexsort_pairs(kernels.start[exp_kernel], exp_case)
+    if order is not None:
+        exp_kernel, exp_case = exp_kernel[order], exp_case[order]
     count = np.bincount(exp_case, minlength=len(specs))
     first = np.concatenate(([0], np.cumsum(count)[:-1]))
     rank = np.arange(len(exp_case)) - first[exp_case]
-    type_codes, type_counts = np.unique(exp_case * n_types + kernels.type_code[exp_kernel],
-                                        return_counts=True)
-    seen: dict[int, dict[str, int]] = defaultdict(dict)
+    # Per case, the kernel types of its own that ran: one for every case but a broken one.
+    type_codes, type_counts = _counted(exp_case * n_types + kernels.type_code[exp_kernel])
+    kinds = np.bincount(type_codes // n_types, minlength=len(specs)).tolist()
+    ran_type = np.zeros(len(specs), np.int64)
+    ran_type[type_codes // n_types] = type_codes % n_types  # the type of a one-type case
+    several: dict[int, dict[str, int]] = defaultdict(dict)
     for code, n in zip(type_codes.tolist(), type_counts.tolist()):
-        seen[code // n_types][kernels.types[code % n_types]] = n
+        if kinds[code // n_types] > 1:
+            several[code // n_types][kernels.types[code % n_types]] = n
+    ran_types = ran_type.tolist()
     usable = np.zeros(len(specs), bool)
     warmup = np.array([s.warmup for s in specs], np.int64) if specs else np.empty(0, np.int64)
+    counts = count.tolist()
     for index, (spec, case) in enumerate(zip(specs, cases)):
-        case.kernels = int(count[index])
+        case.kernels = counts[index]
         if case.problem:
             continue
-        ran = seen.get(index, {})
-        names = " or ".join(spec.launches)
-        if not ran:
+        if not kinds[index]:
+            names = " or ".join(spec.launches)
             others = ", ".join(f"{k} x{v}" for k, v in sorted(case.extra.items()))
             where = "inside its marker" if by_markers else "with its shapes after the previous case"
             case.problem = f"no {names} kernel {where}" + (f" (saw {others})" if others else "")
             continue
-        if len(ran) > 1:
+        if kinds[index] > 1:
             case.problem = ("several of its kernel types ran: "
-                            + ", ".join(f"{k} x{v}" for k, v in sorted(ran.items())))
+                            + ", ".join(f"{k} x{v}" for k, v in sorted(several[index].items())))
             continue
-        case.measured_type = next(iter(ran))
-        if spec.calls is not None and count[index] != spec.calls:
-            case.problem = (f"count mismatch: {count[index]} {case.measured_type} kernel(s) "
+        case.measured_type = kernels.types[ran_types[index]]
+        if spec.calls is not None and counts[index] != spec.calls:
+            case.problem = (f"count mismatch: {counts[index]} {case.measured_type} kernel(s) "
                             f"{'inside its marker' if by_markers else 'matched'}, {spec.calls} "
                             f"call(s) made ({spec.warmup} warmup + {spec.calls - spec.warmup} "
                             f"timed)")

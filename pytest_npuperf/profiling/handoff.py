@@ -147,21 +147,24 @@ class _Damaged(Exception):
     pass
 
 
-def _decode(column: Any, count: int, columns: dict[str, Any]) -> list:
+def _decode(column: Any, count: int, columns: dict[str, Any], *, shared: bool = False) -> list:
+    """A column's values, one per result; `shared`: lists and dicts of a dictionary-encoded
+    column may be one object for several results (the caller only reads them)."""
     if isinstance(column, list):
         values = column
     elif not isinstance(column, dict):
         raise _Damaged("a column is neither a list nor an encoded column")
     elif "codes" in column:
         distinct = column["values"]
+        values = list(map(distinct.__getitem__, column["codes"]))
         # Lists and dicts are copied per result (results may change theirs); texts are shared.
-        if any(isinstance(v, list | dict) for v in distinct):
-            values = [type(v)(v) if isinstance(v, list | dict) else v
-                      for v in map(distinct.__getitem__, column["codes"])]
-        else:
-            values = list(map(distinct.__getitem__, column["codes"]))
+        if not shared and any(isinstance(v, list | dict) for v in distinct):
+            if all(type(v) is list for v in distinct):
+                values = list(map(list, values))
+            else:
+                values = [type(v)(v) if isinstance(v, list | dict) else v for v in values]
     elif "parts" in column:
-        values = [list(items) for items in zip(*column["parts"])]
+        values = list(map(list, zip(*column["parts"])))
         for i in column["nulls"]:
             values[i] = None
     elif "like" in column:
@@ -201,7 +204,19 @@ def _checker(annotation: str):
             return True
         inner = value.values() if isinstance(value, dict) else value
         return all(isinstance(v, items) and not isinstance(v, bool) for v in inner)
-    return fits
+
+    def all_fit(values: list) -> bool:
+        """`all(map(fits, values))`, decided once per distinct type where the type alone
+        decides (every value but a list or dict whose items are checked): 10^5 results x
+        tens of columns were millions of calls."""
+        for kind in set(map(type, values)):
+            if items is not None and kind in (list, dict):
+                if not all(map(fits, values)):
+                    return False
+            elif not fits(next(v for v in values if type(v) is kind)):
+                return False
+        return True
+    return fits, all_fit
 
 
 _FITS = {f.name: _checker(str(f.type)) for f in dataclasses.fields(CaseResult)}
@@ -210,9 +225,12 @@ _FITS.update({f"stats.{f.name}": _checker(f"{f.type} | None")
 
 
 def _check_types(name: str, values: list) -> None:
-    fits = _FITS.get(name)
-    if fits is None:
+    checker = _FITS.get(name)
+    if checker is None:
         return  # a column of another version: dropped
+    fits, all_fit = checker
+    if all_fit(values):
+        return
     bad = next((v for v in values if not fits(v)), _FITS)
     if bad is not _FITS:
         raise _Damaged(f"column {name!r} holds {json.dumps(bad)[:40]}, not a value of its type")
@@ -221,10 +239,17 @@ def _check_types(name: str, values: list) -> None:
 def _profiles(columns: dict[str, Any], count: int) -> list[dict]:
     if _PROFILE not in columns:
         return [{} for _ in range(count)]
-    keys = _decode(columns[_PROFILE], count, columns)
-    if not all(isinstance(k, list) and all(isinstance(n, str) for n in k) for k in keys):
-        raise _Damaged(f"column {_PROFILE!r} holds something else than lists of key names")
-    key_sets = set(map(tuple, keys))
+    keys = _decode(columns[_PROFILE], count, columns, shared=True)
+    # Checked once per distinct list of keys (every result of a run has the same).
+    damaged = _Damaged(f"column {_PROFILE!r} holds something else than lists of key names")
+    if not set(map(type, keys)) <= {list}:
+        raise damaged
+    try:
+        key_sets = set(map(tuple, keys))
+    except TypeError:  # an unhashable item: no key name
+        raise damaged from None
+    if not all(isinstance(n, str) for ks in key_sets for n in ks):
+        raise damaged
     values = {k: _decode(columns[_PROFILE + k], count, columns)
               for k in dict.fromkeys(k for ks in key_sets for k in ks)}
     if len(key_sets) == 1 and keys[0]:  # the usual case: every result has the same keys

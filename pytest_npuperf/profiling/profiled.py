@@ -40,7 +40,14 @@ from ..measure.result import (
     CaseResult,
 )
 from ..measure.stats import SampleStats, StdConvention
-from .attribution import Attribution, CaseSpec, attribute_by_markers, attribute_by_order
+from .attribution import (
+    Attribution,
+    CaseSpec,
+    attribute_by_markers,
+    attribute_by_order,
+    lexsort_pairs,
+    match_markers,
+)
 
 BOUND_SLACK = 0.95  # as the runner: timer granularity slack below the physical bound
 # SampleStats fields after `samples`, in its order.
@@ -83,12 +90,12 @@ def case_specs(results: list[CaseResult]) -> tuple[list[int], list[CaseSpec]]:
         if result.status not in _ATTRIBUTABLE or not profile:
             continue
         indices.append(index)
-        specs.append(CaseSpec(
-            message=str(profile.get("marker") or mstx_message(result.case_id)),
-            launches=tuple(profile.get("launches") or launches_of(result.kernel_type)),
-            calls=profile.get("calls"), warmup=int(profile.get("warmup") or 0),
-            pid=int(profile.get("pid", -1)), device=int(profile.get("device", -1)),
-            signature=result.signature))
+        get = profile.get
+        specs.append(CaseSpec(  # positional: 10^5 specs, keywords cost a third more
+            str(get("marker") or mstx_message(result.case_id)),
+            tuple(get("launches") or launches_of(result.kernel_type)),
+            get("calls"), int(get("warmup") or 0), int(get("pid", -1)), int(get("device", -1)),
+            result.signature))
     return indices, specs
 
 
@@ -118,8 +125,9 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
                  for name in statistics}
     noisy = noise_reasons(stats)
     means = group_means(case_of, kernels.counters, groups, kernel_of)
-    order = np.lexsort((kernels.start[kernel_of], case_of))
-    ordered = durations[order].tolist()  # per case, in launch order (for plots)
+    order = lexsort_pairs(kernels.start[kernel_of], case_of)
+    # per case, in launch order (for plots)
+    ordered = (durations if order is None else durations[order]).tolist()
     count = stats.count.tolist()
     offsets = np.concatenate(([0], np.cumsum(stats.count)[:-1])).tolist()
     # Per group, SampleStats' arguments in order: one tuple each, built by zip in C.
@@ -136,21 +144,22 @@ def complete_results(results: list[CaseResult], indices: list[int], specs: list[
             result.error = found.problem or "no samples left after the warmup calls"
             continue
         attributed += 1
-        sample_stats = SampleStats(*stat_rows[group])
-        result.stats = sample_stats
-        kept = ordered[offsets[group]:offsets[group] + count[group]]
-        step = max(1, -(-len(kept) // MAX_KEPT_SAMPLES))
-        result.samples = kept[::step]
+        row = stat_rows[group]  # (samples, mean, median, std, min, ...)
+        result.stats = SampleStats(*row)
+        first, samples = offsets[group], row[0]
+        kept = ordered[first:first + samples]
+        result.samples = kept if samples <= MAX_KEPT_SAMPLES else \
+            kept[::-(-samples // MAX_KEPT_SAMPLES)]
         value = precision[result.statistic][group]
         result.precision = value if math.isfinite(value) else None
         result.method = method
         result.measured_kernel_type = found.measured_type
         result.counters = counter_rows[group]
-        result.time_in_calls_s = sample_stats.mean * sample_stats.samples / 1e6
+        result.time_in_calls_s = row[1] * samples / 1e6
         result.status, result.error = STATUS_OK, ""
-        if result.bound_us and sample_stats.min < BOUND_SLACK * result.bound_us:
+        if result.bound_us and row[4] < BOUND_SLACK * result.bound_us:
             result.status = STATUS_SUSPECT
-            result.error = (f"faster than the device allows: min {sample_stats.min:.3f} us < "
+            result.error = (f"faster than the device allows: min {row[4]:.3f} us < "
                             f"bound {result.bound_us:.3f} us")
         elif group in noisy:
             result.status, result.error = STATUS_NOISY, noisy[group]
@@ -170,16 +179,36 @@ def read_kernels_ahead(pool: ThreadPoolExecutor, sources: list[ProfileSource]
     return pool.submit(read_kernels, sources, with_identity=with_identity)
 
 
+@dataclass
+class PreparedCases:
+    """What attribution needs of the results and the markers alone (`prepare_cases`): made
+    while the kernel tables are still being read, so that it is not left for after them."""
+
+    indices: list[int]
+    specs: list[CaseSpec]
+    marker_of: np.ndarray | None = None  # per spec, its marker in the table it was made with
+
+
+def prepare_cases(results: list[CaseResult], markers: MarkerTable | None = None
+                  ) -> PreparedCases:
+    """The results' specs and, where `markers` has ranges, each spec's marker."""
+    indices, specs = case_specs(results)
+    marker_of = match_markers(markers, specs) if markers is not None and len(markers) else None
+    return PreparedCases(indices, specs, marker_of)
+
+
 def attribute_results(results: list[CaseResult], path: str | Path | list[ProfileSource], *,
                       method: str = METHOD_MSPROF, order_method: str = METHOD_MSPROF_ORDER,
                       markers: MarkerTable | None = None,
-                      kernels: KernelTable | None = None) -> ProfileOutcome:
+                      kernels: KernelTable | None = None,
+                      prepared: PreparedCases | None = None) -> ProfileOutcome:
     """Read the profile at `path` and complete the results it holds kernels for (`markers`,
     `kernels`: its marker table and kernels (`read_kernels_ahead`), when the caller has read
-    them already)."""
+    them already; `prepared`: `prepare_cases` of these results and `markers`)."""
     sources = path if isinstance(path, list) else find_sources(path)
     outcome = ProfileOutcome(sources=sources)
-    indices, specs = case_specs(results)
+    prepared = prepared or prepare_cases(results)
+    indices, specs = prepared.indices, prepared.specs
     outcome.kernel_types = sorted({results[i].kernel_type for i in indices})
     if markers is None:
         markers = read_markers(sources)
@@ -194,7 +223,7 @@ def attribute_results(results: list[CaseResult], path: str | Path | list[Profile
             outcome.notes.append(f"{source.root}: {len(source.ignored)} file(s) of an older "
                                  f"export were ignored (the newest export was read)")
     if use_markers:
-        attribution = attribute_by_markers(kernels, markers, specs)
+        attribution = attribute_by_markers(kernels, markers, specs, prepared.marker_of)
     else:
         attribution = attribute_by_order(kernels, specs)
         outcome.by_markers = False

@@ -92,8 +92,8 @@ class DatabaseCases:
     use, once (a command that may not need them reads its profiler output first)."""
 
     def __init__(self, path: Path, option: str) -> None:
-        check_database_dir(path, option)
         self.path = Path(path)
+        check_database_dir(self.path, option)
         self.device = device_of(self.path) or ""
         self._catalog: CaseCatalog | None = None
 

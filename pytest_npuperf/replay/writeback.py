@@ -151,28 +151,32 @@ def _columns(results: list[CaseResult], run_id: str) -> dict[str, list[str | Non
     }
     kept = [r.stats is not None and r.status in _RANK for r in results]
     if any(kept):
-        numbers = format_numbers([n for r in results for n in _stat_numbers(r)])
-
         every = all(kept)
 
         def only(texts) -> list[str | None]:
             return list(texts) if every else [t if k else None for t, k in zip(texts, kept)]
 
-        stats = [r.stats for r in results]
+        stats = [r.stats if k else None for r, k in zip(results, kept)]
+        # Each number column formatted in one operation, straight from the statistics.
+        median, mean, std, low, precision, value = (format_numbers(numbers) for numbers in (
+            [s and s.median for s in stats], [s and s.mean for s in stats],
+            [s and s.std for s in stats], [s and s.min for s in stats],
+            [r.precision if k else None for r, k in zip(results, kept)],
+            [s and (s.mean if r.statistic == "mean" else s.median)
+             for s, r in zip(stats, results)]))
         columns.update({
             MICROBENCH_STATISTIC: only(r.statistic for r in results),
-            **{column: only(numbers[j::_STAT_NUMBERS]) for j, column in enumerate((
-                MICROBENCH_MEDIAN_DURATION, MICROBENCH_MEAN_DURATION, MICROBENCH_STD_DURATION,
-                MICROBENCH_MIN_DURATION))},
+            MICROBENCH_MEDIAN_DURATION: only(median), MICROBENCH_MEAN_DURATION: only(mean),
+            MICROBENCH_STD_DURATION: only(std), MICROBENCH_MIN_DURATION: only(low),
             MICROBENCH_SAMPLES: only(str(s.samples) if k else None for s, k in zip(stats, kept)),
-            MICROBENCH_PRECISION: only(numbers[4::_STAT_NUMBERS]),
+            MICROBENCH_PRECISION: only(precision),
             MICROBENCH_STOP_REASON: only(r.stop_reason for r in results),
             MICROBENCH_OUTLIERS: only(str(s.outliers) if k else None
                                       for s, k in zip(stats, kept)),
             MICROBENCH_WARMUP: only(str(r.warmup) for r in results),
         })
         average = [t if k and r.status == STATUS_OK else None
-                   for t, k, r in zip(numbers[5::_STAT_NUMBERS], kept, results)]
+                   for t, k, r in zip(value, kept, results)]
         if average.count(None) < count:
             columns[AVERAGE_DURATION] = average
     for index, result in enumerate(results):
@@ -197,16 +201,6 @@ def _roofline_values(result: CaseResult) -> dict[str, str]:
                                         result.mfu, result.mbu))},
         ROOFLINE_COLUMNS[10]: result.bound_derivation,
     }
-
-
-_STAT_NUMBERS = 6
-
-
-def _stat_numbers(result: CaseResult) -> tuple:
-    stats = result.stats
-    if stats is None or result.status not in _RANK:
-        return (None,) * _STAT_NUMBERS
-    return (stats.median, stats.mean, stats.std, stats.min, result.precision, result.value)
 
 
 _COUNTER_BLOCK = 10_000  # results whose counters are formatted together
@@ -409,13 +403,20 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
             alias = next((n for n in family_files if targets[n].kernel_type == ran
                           and sig in targets[n].table.positions()), None)
             name = alias or name
-        if name not in targets or sig not in targets[name].table.positions():
+        target = targets.get(name)
+        if target is None:
+            continue
+        written = target.table.signatures
+        # The row it was collected from, still in place (the usual case: the table was not
+        # read again, the very signature object is there): no lookup of the signature.
+        own = name == result.file and position < len(written) and (
+            written[position] is sig or written[position] == sig)
+        if not own and sig not in target.table.positions():
             continue
         route = routes[name]
         if _better(result, route.best.get(sig)):
             route.best[sig] = result
-        written = targets[name].table.signatures
-        if name == result.file and position < len(written) and written[position] == sig:
+        if own:
             route.own[position] = result
     if stale:
         notes.append(f"{stale} result(s) no longer match the row they were collected from "

@@ -5,6 +5,7 @@ Computed in one place so that the markdown, JSON, terminal and HTML reports neve
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -130,7 +131,7 @@ def host_warnings(results: list[CaseResult], session: SessionInfo) -> list[str]:
 def slowest(results: Iterable[CaseResult], n: int) -> list[CaseResult]:
     """The cases that took the most wall time: where the session's time went."""
     timed = [r for r in results if finite(r.wall_s) and r.wall_s > 0]
-    return sorted(timed, key=lambda r: -r.wall_s)[:n]
+    return heapq.nlargest(n, timed, key=lambda r: r.wall_s)  # stable, as a sort: ties in order
 
 
 def problems(results: Iterable[CaseResult]) -> list[CaseResult]:

@@ -39,7 +39,13 @@ from ..measure.result import STATUS_OK, CaseResult
 from ..profiling.attribution import kernel_signature_hashes
 from ..profiling.handoff import find_handoffs, read_handoff
 from ..profiling.msprof import run_export
-from ..profiling.profiled import attribute_results, gc_paused, launches_of, read_kernels_ahead
+from ..profiling.profiled import (
+    attribute_results,
+    gc_paused,
+    launches_of,
+    prepare_cases,
+    read_kernels_ahead,
+)
 from ..replay.cases import CaseCatalog, CaseRef, DatabaseCases
 from ..replay.outcome import SessionInfo
 from .finish import RunEnd, RunFacts, finish_run, summary_lines
@@ -195,12 +201,13 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
             kernels.result()
             kernels = None
         results, how = _cases(handoffs, markers, database, statistic, sources, notes)
+        prepared = prepare_cases(results, markers) if kernels is not None else None
         if isinstance(kernels, ChildRead):
             _ = database.catalog  # the kernels are in the child: the database is read meanwhile
         if kernels is not None:
             # The kernels are freed on return, before the database is read.
             outcome = attribute_results(results, sources, markers=markers,
-                                        kernels=kernels.result())
+                                        kernels=kernels.result(), prepared=prepared)
             kernels = None
             notes += outcome.notes
             notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
