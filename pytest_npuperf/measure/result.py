@@ -8,6 +8,7 @@ arrive from msprof files after the cases ran, and replace the in-case statistics
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +154,7 @@ _FIELDS = tuple(CaseResult.__dataclass_fields__)
 
 
 def _copied(value: Any) -> Any:
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or a counter row of the session's matrix
         return {k: _copied(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_copied(v) for v in value]
