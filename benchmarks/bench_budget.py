@@ -24,23 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from replay_runs import ROOT, median, quantile
+from replay_runs import ROOT, grid_database, median, quantile
 
-VERSION = Path("ATLAS_800_A3_752T_128G_DIE") / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
 # Runs the command and prints its peak RSS (KiB) last: the high-water mark of the child alone.
 WRAPPER = ("import resource, subprocess, sys\n"
            "code = subprocess.run(sys.argv[1:]).returncode\n"
            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
            "sys.exit(code)\n")
-
-
-def build(work: Path, kernels: str, rows: int) -> Path:
-    db = work / VERSION
-    subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "grid", "--db", str(db),
-                    "--kernels", kernels, "--rows", str(rows), "--target-models",
-                    "llama-3-70b,deepseek-v3", "--quiet"], check=True, cwd=ROOT,
-                   capture_output=True)
-    return db
 
 
 def run(work: Path, db: Path, budget: float, extra: list[str]) -> tuple[dict, float, int]:
@@ -69,7 +59,7 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_budget_"))
     try:
-        db = build(work, args.kernels, args.rows)
+        db = grid_database(work, args.kernels, args.rows)
         report, wall, peak_kib = run(work, db, args.budget, args.pytest_args)
     finally:
         shutil.rmtree(work, ignore_errors=True)

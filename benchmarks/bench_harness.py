@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
-from replay_runs import run_bench  # noqa: E402
+from replay_runs import DEVICE_DIR, grid_database, run_bench  # noqa: E402
 from timing import timed  # noqa: E402
 
 from pytest_npuperf.db.columns import contract_columns_for  # noqa: E402
@@ -50,7 +49,6 @@ from pytest_npuperf.measure.result import CaseResult  # noqa: E402
 from pytest_npuperf.replay.cases import CaseCatalog  # noqa: E402
 from pytest_npuperf.replay.writeback import backfill  # noqa: E402
 
-DEVICE_DIR = Path("ATLAS_800_A3_752T_128G_DIE") / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
 _DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 5120, 7168]
 
 
@@ -182,11 +180,7 @@ def bench_scale(work: Path, extra: list[str], kernels: str = "MatMulV2,MatMulV3,
                 "Add,BatchMatMulV2", rows: int = 300) -> None:
     """The duty cycle where it has its goal (issue 23): a session of 1,000+ cases, here grid
     rows of six kernel types under 0.05 GiB each (of Llama-3-70B and DeepSeek-V3)."""
-    db = work / "scale" / DEVICE_DIR
-    subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "grid", "--db", str(db),
-                    "--kernels", kernels, "--rows", str(rows), "--max-hbm-gb", "0.05",
-                    "--target-models", "llama-3-70b,deepseek-v3", "--quiet"], check=True,
-                   cwd=ROOT, capture_output=True)
+    db = grid_database(work / "scale", kernels, rows, max_hbm_gb=0.05)
     run = run_bench("scale", work / "scale_out", "--npuperf-db", str(db), "--npuperf-table",
                     "none", "--npuperf-model-profile", "off", *extra, timeout_s=3600)
     s = run.summary()

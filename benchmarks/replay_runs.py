@@ -19,6 +19,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ("ok", "noisy", "suspect")
+# Where a database the benchmarks build lives below its root (the embedded one's names).
+DEVICE_DIR = Path("ATLAS_800_A3_752T_128G_DIE") / "vllm_ascend" / "vllm0.18.0_torch2.9.0_cann8.5"
+
+
+def grid_database(root: Path, kernels: str, rows: int, *, max_hbm_gb: float | None = None
+                  ) -> Path:
+    """`npuperf grid` rows of `kernels` (Llama-3-70B and DeepSeek-V3) in a new database."""
+    db = root / DEVICE_DIR
+    budget = ["--max-hbm-gb", str(max_hbm_gb)] if max_hbm_gb is not None else []
+    subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "grid", "--db", str(db),
+                    "--kernels", kernels, "--rows", str(rows), *budget, "--target-models",
+                    "llama-3-70b,deepseek-v3", "--quiet"], check=True, cwd=ROOT,
+                   capture_output=True)
+    return db
 
 
 @dataclass

@@ -196,6 +196,40 @@ def test_the_evidence_is_the_run_queue_where_the_kernel_counts_it():
     assert len(values) == len(timer.disturbed) == len(timer.lost_us) == 5
 
 
+@pytest.mark.skipif(not RunQueueDelay.available(), reason="the kernel keeps no schedstat "
+                    "counts here (CONFIG_SCHED_INFO): the CPU-time evidence reads no threads")
+def test_after_a_batchs_first_call_only_the_threads_that_took_part_are_read(monkeypatch):
+    """A thread asleep through a call (a pytest helper, a finished pool) is not read for the
+    rest of the batch; the caller always is, and a thread that only waited still counts."""
+    import threading
+
+    stop = threading.Event()
+    sleeper = threading.Thread(target=stop.wait, daemon=True)
+    sleeper.start()
+    try:
+        queue = RunQueueDelay()
+        queue.refresh()
+        main = str(threading.get_native_id())
+        assert str(sleeper.native_id) in queue._fds and main in queue._fds
+        before = queue.snapshot()
+        sum(range(200_000))
+        after = queue.snapshot()
+        queue.follow(before, after)
+        read = {tid for tid, fd in queue._fds.items() if fd in queue._active}
+        assert str(sleeper.native_id) not in read and main not in read  # main: read apart
+        waited = dict(after)
+        waited[str(sleeper.native_id)] = (before[str(sleeper.native_id)][0],
+                                          before[str(sleeper.native_id)][1] + 5)
+        queue.follow(before, waited)
+        assert queue._fds[str(sleeper.native_id)] in queue._active
+        queue.refresh()  # a new batch reads every thread again
+        assert queue._active is None
+        queue.close()
+    finally:
+        stop.set()
+        sleeper.join()
+
+
 def test_the_summary_and_run_record_count_preempted_samples():
     def result(preempted: int, status: str = STATUS_OK, error: str = "", kept=False):
         return CaseResult(case_id="c", nodeid="n", kernel_type="MatMulV2", file="f", signature="s",

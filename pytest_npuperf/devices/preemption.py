@@ -76,16 +76,19 @@ class RunQueueDelay:
             with contextlib.suppress(OSError):  # a thread that ended meanwhile
                 self._fds[tid] = os.open(f"{_TASKS}/{tid}/schedstat", os.O_RDONLY)
 
+    @staticmethod
+    def _read(fd: int) -> tuple[int, int] | None:
+        """A thread's (CPU time, wait) in ns; None once the thread has ended."""
+        try:
+            fields = os.pread(fd, 128, 0).split()
+            return int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def snapshot(self) -> dict[str, tuple[int, int]]:
         """(CPU time, wait) in ns per thread."""
-        found = {}
-        for tid, fd in self._fds.items():
-            try:
-                fields = os.pread(fd, 128, 0).split()
-                found[tid] = (int(fields[0]), int(fields[1]))
-            except (OSError, ValueError, IndexError):
-                continue
-        return found
+        found = {tid: self._read(fd) for tid, fd in self._fds.items()}
+        return {tid: values for tid, values in found.items() if values is not None}
 
     def follow(self, before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
                ) -> None:
@@ -108,10 +111,9 @@ class RunQueueDelay:
             else others + ([main] if main is not None else [])
         total = 0
         for fd in order:
-            try:
-                total += int(os.pread(fd, 128, 0).split()[1])
-            except (OSError, ValueError, IndexError):
-                continue  # the thread ended: its waits no longer change
+            values = self._read(fd)
+            if values is not None:  # an ended thread's waits no longer change
+                total += values[1]
         return total
 
     def close(self) -> None:
