@@ -32,6 +32,15 @@ settings.load_profile("npuperf")
 # pyproject.toml's addopts do here: it would import all of hypothesis (~1 s) in each.
 os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:hypothesispytest".strip()
 
+def pytest_configure(config: pytest.Config) -> None:
+    """`pytest tests` runs the quick tests; the end-to-end ones that start whole pytest sessions,
+    installs or kill processes are marked `slow` and run with `-m slow` (README's test command
+    runs both)."""
+    config.addinivalue_line("markers", "slow: an end-to-end test of several seconds (run with -m slow)")
+    if not config.option.markexpr:
+        config.option.markexpr = "not slow"
+
+
 # ../shared/realdata beside the repository; NPUPERF_REALDATA points elsewhere (e.g. a CI clone).
 REALDATA = Path(os.environ.get("NPUPERF_REALDATA")
                 or Path(__file__).resolve().parents[2] / "shared" / "realdata")

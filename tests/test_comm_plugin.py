@@ -50,6 +50,7 @@ def pytest_runtest_call(item):
 """
 
 
+@pytest.mark.slow
 def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(pytester):
     """One real job (each rank pays torch's import): `--npuperf-nproc 2` re-launches under
     torchrun; the float8 cases are skipped (gloo has no float8) and the next cases run on the

@@ -36,6 +36,7 @@ def _parse(npuperf, profile: Path, db: Path, *args):
 
 # -- what parse writes, its readers read ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_row_of_a_million_shape_slots_is_skipped_by_name_not_written(tmp_path, npuperf):
     """It used to become a 20 MB line that the table's own reader refused: neither parse nor
     validate could read the database again until it was edited by hand."""

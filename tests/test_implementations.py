@@ -198,6 +198,7 @@ def test_a_compile_failure_falls_back_to_eager_with_a_note(monkeypatch):
     fallen.call()  # the eager call runs
 
 
+@pytest.mark.slow
 def test_inductor_fuses_the_portable_path_before_any_sample(monkeypatch):
     """The real compiler, once (seconds): compiled at preparation, verified like any other
     implementation, and named so in the row."""

@@ -76,6 +76,7 @@ def _shipped(package: Path) -> dict[str, str]:
             if "__pycache__" not in name}
 
 
+@pytest.mark.slow
 def test_the_installed_package_replays_from_an_empty_directory(installed, tmp_path):
     [package] = installed.glob("lib/python*/site-packages/pytest_npuperf")
     # Every file of the package ships (the suite, the embedded database, the grid configs),

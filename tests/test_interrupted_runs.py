@@ -48,6 +48,7 @@ def _measured(pytester) -> list[dict]:
     return [r for r in read_rows(copy / "MatMulV2.csv") if r[AVERAGE_DURATION]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_stopped_session_writes_its_finished_cases_and_records_a_partial_run(project, name):
     if not hasattr(signal, name):
@@ -69,6 +70,7 @@ def test_a_stopped_session_writes_its_finished_cases_and_records_a_partial_run(p
     assert list((pytester.path / "out" / "runs").glob("*.jsonl"))
 
 
+@pytest.mark.slow
 def test_a_killed_session_loses_at_most_the_case_in_flight_and_resume_completes_it(project):
     pytester, db = project
     pytester.makeconftest(STOPPER.format(after=4, name="SIGKILL"))
@@ -88,6 +90,7 @@ def test_a_killed_session_loses_at_most_the_case_in_flight_and_resume_completes_
     assert "no unfinished run journal" in again.stderr.str()
 
 
+@pytest.mark.slow
 def test_resume_of_a_run_that_is_not_there_is_one_usage_error(project):
     pytester, db = project
     result = _run(pytester, db, "--npuperf-resume", "20260101_000000-00000000")

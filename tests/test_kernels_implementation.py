@@ -146,6 +146,7 @@ ROWS = {
 }
 
 
+@pytest.mark.slow
 def test_a_row_of_every_kernel_type_replays_on_the_cpu(pytester):
     assert set(ROWS) == {t for t in catalog.replayable_types()
                          if catalog.entry_for(t).replay.split(":")[0].rsplit(".", 1)[1]

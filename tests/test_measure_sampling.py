@@ -124,6 +124,7 @@ def test_noisy_samples_stop_at_max_samples():
     assert len(run.samples) >= 40
 
 
+@pytest.mark.slow
 def test_time_budget_stops_sampling():
     policy = SamplingPolicy(warmup=0, min_samples=1, max_samples=10**6, budget_s=0.05,
                             min_time_s=0, precision=1e-9)

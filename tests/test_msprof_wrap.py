@@ -72,6 +72,7 @@ def expected_from(handoff: Path) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.slow
 def test_wrapped_run_attributes_backfills_reports_and_backfill_reads_it_again(
         project, standin, npuperf):
     pytester, db = project

@@ -145,6 +145,7 @@ def _kept(run: dict) -> list[float]:
     return [w for w, flagged in zip(run["walls"], run["lost"]) if not flagged]
 
 
+@pytest.mark.slow
 @LINUX
 def test_samples_beside_a_busy_loop_on_the_same_core_are_rejected(beside_a_busy_loop):
     quiet, busy = beside_a_busy_loop["quiet"], beside_a_busy_loop["busy"]

@@ -112,6 +112,7 @@ def slowed_id(ids) -> str:
     return next(i for i in ids if i.startswith(f"MatMulV2-{m}x{k}x{n}-"))
 
 
+@pytest.mark.slow
 def test_a_a_verdicts_rest_on_the_kept_samples_and_an_injected_slowdown_fails(gemms):
     pytester, db = gemms
     out = pytester.path / "out"
@@ -204,6 +205,7 @@ def measure_slowdown(pytester, db, out, *args, attempts=4):
     pytest.skip(f"machine too busy to measure the slowed kernel: {reasons}")
 
 
+@pytest.mark.slow
 def test_a_slower_case_fails_under_xdist_and_the_controller_records_it(gemms):
     pytester, db = gemms
     out = pytester.path / "out"
@@ -236,6 +238,7 @@ def test_a_baseline_that_names_nothing_is_one_usage_error(gemms):
     assert {v["verdict"] for v in verdicts(out).values()} == {"NEW"}
 
 
+@pytest.mark.slow
 def test_a_run_json_is_a_baseline_and_shards_split_the_cases(gemms):
     pytester, db = gemms
     out = pytester.path / "out"

@@ -73,6 +73,7 @@ def test_a_bad_npuperf_db_is_one_line(pytester, make, needle):
     b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n",
     b"OP State,Input Shapes\n\"unterminated\n" + b"x" * 100,
 ])
+@pytest.mark.slow
 def test_one_bad_csv_does_not_block_cases_that_do_not_need_it(project, content):
     pytester, db = project
     (db / "Garbage.csv").write_bytes(content)

@@ -338,6 +338,7 @@ def test_a_read_only_database_is_an_error_before_any_case_runs(project):
     assert not any("PASSED" in line for line in result.outlines)
 
 
+@pytest.mark.slow
 def test_a_read_only_database_is_an_error_before_any_case_runs_under_xdist(project):
     pytester, db = project
     blocker = pytester.path / "not-a-dir"
@@ -372,6 +373,7 @@ def test_profiler_method_records_device_time_per_call(project):
     assert set(table["MicroBench Method"]) == {"profiler"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_pytest_benchmark_json_covers_the_cases(project, xdist):
     """Written by the process that receives every result (the xdist controller too), with
@@ -404,6 +406,7 @@ def test_pytest_html_rows_show_statistics_and_a_plot(project):
     assert "duty cycle" in text.lower()
 
 
+@pytest.mark.slow
 def test_xdist_workers_give_the_serial_result(project):
     pytester, db = project
     serial_out, parallel_out = pytester.path / "serial", pytester.path / "parallel"
@@ -441,6 +444,7 @@ def _outcome(status: str) -> str:
     return "measured" if word in ("ok", "noisy") else word
 
 
+@pytest.mark.slow
 def test_grid_points_become_cases_and_no_database_is_written(pytester):
     pytester.makepyfile(**{"bench/test_kernels": BENCH})
     out = pytester.path / "out"
@@ -512,6 +516,7 @@ def test_on_an_npu_the_ascend_database_is_its_own_and_is_updated_in_place(projec
                                                                          "peaks"]
 
 
+@pytest.mark.slow
 def test_the_embedded_default_database_replays_on_this_cpu_and_stays_unchanged(pytester):
     embedded = DEFAULT_DB
     before = tree_digest(embedded)

@@ -131,6 +131,7 @@ for _ in range(int(sys.argv[1])):
 """
 
 
+@pytest.mark.slow
 def test_profile_runs_a_script_warm_then_traced_and_parses_it(tmp_path):
     script = tmp_path / "model.py"
     script.write_text(WORKLOAD)
@@ -212,6 +213,7 @@ def embedded_project(pytester):
     return pytester
 
 
+@pytest.mark.slow
 def test_the_main_job_on_a_cpu_ends_with_a_real_gap_report(embedded_project):
     pytester = embedded_project
     args = ["bench", "-k", "MatMulV3 and 32x", *FAST]

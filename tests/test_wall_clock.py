@@ -75,6 +75,7 @@ def pytest_unconfigure(config):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None or clock._process_age_s() is None,
                     reason="needs bash and /proc")
 def test_a_shell_that_waited_before_exec_ing_pytest_is_not_counted(pytester):
