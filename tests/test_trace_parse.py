@@ -242,6 +242,14 @@ def test_the_main_job_on_a_cpu_ends_with_a_real_gap_report(embedded_project):
     assert "model profile" not in second.stdout.str()
     second.stdout.fnmatch_lines([f"*replay vs in-model: {_ok_profiled_cases(pytester)} row(s)*"])
     assert trace.stat().st_mtime_ns == before
+    # A new output directory finds the trace this device kept: parsed, not profiled again.
+    other = pytester.path / "elsewhere"
+    third = pytester.runpytest(*args, "--npuperf-out", str(other))
+    third.stdout.fnmatch_lines(["*model profile: the demo model*kept for this device in *"])
+    [again] = other.glob("CPU_*/vllm_ascend/*")
+    assert (again / PROFILES_DIR / "demo_model.json").read_text() == trace.read_text()
+    assert sorted(r["Input Shapes"] for r in read_rows(again / "MatMulV3.csv")
+                  if r[PROFILING_AVERAGE_DURATION]) == sorted(r["Input Shapes"] for r in profiled)
 
 
 # The demo model's MatMulV3 calls among the selected rows, as case ids name them (M x K x N).

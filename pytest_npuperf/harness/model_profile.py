@@ -8,10 +8,17 @@ writes its own copy of it (an NPU's database holds profiles from real models), a
 dry run. The trace is kept in `<database>/profiles/demo_model.json`; while it is there the
 device is not profiled again (delete it to profile anew). It is written after the parse, so
 an interrupted run profiles again next time rather than never.
+
+It is also kept per device (database device name and software stack, CPU threads included:
+they decide the in-model times) outside any output directory, in the user's cache
+(`$NPUPERF_CACHE_DIR`, else `$XDG_CACHE_HOME/pytest_npuperf`, else
+`~/.cache/pytest_npuperf`): a new output directory parses that trace (a fraction of a second)
+instead of profiling the model again (seconds).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +37,21 @@ PROFILED_STEPS = 3
 
 def kept_trace(target: Path) -> Path:
     return target / PROFILES_DIR / f"{NAME}.json"
+
+
+CACHE_ENV = "NPUPERF_CACHE_DIR"
+
+
+def device_trace(device: str, stack: dict[str, str]) -> Path:
+    """Where the demo's trace on this device and stack is kept for every output directory."""
+    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME")
+                                             or Path.home() / ".cache") / "pytest_npuperf"
+    key = "_".join(f"{name}{value}" for name, value in sorted(stack.items()))
+    return Path(root) / PROFILES_DIR / _safe(device) / _safe(key) / f"{NAME}.json"
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text) or "_"
 
 
 def wanted(context: RunContext) -> bool:
@@ -52,6 +74,7 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     from ..replay.writeback import backfill
 
     backend = context.backend
+    cached = device_trace(backend.database_device(), backend.stack())
     try:
         if not any(target.glob("*.csv")):
             # The device's copy first: a GEMM's row is found in the table of the kernel that
@@ -60,11 +83,17 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
                      run_id=context.run_id, stamp=context.identity.stamp,
                      purpose=f"pytest run {context.run_id}: the device's database")
         with tempfile.TemporaryDirectory(prefix="npuperf_demo_") as scratch:
-            trace = trace_workload(demo_step(backend.device), Path(scratch) / f"{NAME}.json",
-                                   kind=backend.kind, warmup=1, steps=PROFILED_STEPS)
+            trace, where = cached, f"kept for this device in {cached}"
+            if not cached.is_file():
+                trace = trace_workload(demo_step(backend.device), Path(scratch) / f"{NAME}.json",
+                                       kind=backend.kind, warmup=1, steps=PROFILED_STEPS)
+                where = "profiled on this device"
             summary = parse_profiling(trace, target, show_progress=False, lock=lock)
-            write_text(kept_trace(target), trace.read_text(encoding="utf-8"),
+            text = trace.read_text(encoding="utf-8")
+            write_text(kept_trace(target), text,
                        purpose=f"pytest run {context.run_id}: the demo model's trace")
+            if trace != cached:
+                _keep(cached, text, context)
     except NpuperfError as exc:
         context.notes.append(f"the demo model was not profiled here: {exc}; the gap report has "
                              f"no in-model times to compare with")
@@ -76,8 +105,17 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     traced = summary.traces[0] if summary.traces else None
     share = (f"; {traced.mapped_us / traced.total_us:.1%} of its time maps to kernel tables"
              if traced is not None and traced.total_us else "")
-    context.notes.append(f"model profile: the demo model ({DESCRIPTION}) profiled on this "
-                         f"device, {PROFILED_STEPS} steps after a warm-up, {summary.rows_updated} "
+    context.notes.append(f"model profile: the demo model ({DESCRIPTION}) {where}, "
+                         f"{PROFILED_STEPS} steps after a warm-up, {summary.rows_updated} "
                          f"row(s) of {target} updated, {summary.rows_added} added{share}; "
                          f"trace kept in {kept_trace(target)}")
     return True
+
+
+def _keep(path: Path, text: str, context: RunContext) -> None:
+    """The trace for the next output directory on this device; a cache that cannot be
+    written costs the next one a profile, not this run."""
+    try:
+        write_text(path, text, purpose=f"pytest run {context.run_id}: the demo model's trace")
+    except (OSError, NpuperfError) as exc:
+        context.notes.append(f"the demo model's trace was not kept in {path.parent}: {exc}")
