@@ -139,10 +139,13 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        if data.keys() == _COMPARISON_KEYS:  # as to_dict made it: no field to leave out
+            return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 _COMPARISON_FIELDS = tuple(f.name for f in fields(Comparison))
+_COMPARISON_KEYS = frozenset(_COMPARISON_FIELDS)
 
 
 def _fmt_p(p: float | None) -> str:

@@ -357,11 +357,13 @@ class HistoryStore:
         # The keys wanted, in a temporary table (a read-only history takes one too): the
         # cases are found through its (kind, key) index, not by a scan of every run's cases.
         try:
+            self.conn.execute("PRAGMA temp_store = MEMORY")
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
                               "(key TEXT PRIMARY KEY)")
             self.conn.execute("DELETE FROM npuperf_wanted")
-            self.conn.executemany("INSERT OR IGNORE INTO npuperf_wanted VALUES (?)",
-                                  ((key,) for key in keys))
+            # In order: each key goes at the end of the table's index, none splits a page.
+            self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
+                                  ((key,) for key in sorted(set(keys))))
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
         # Which rows first (narrow: the window sorts them), then those rows whole. The wanted

@@ -32,12 +32,13 @@ def free_stamp(reports_dir: Path, stamp: str) -> str:
 def write_reports(outcome: BackfillOutcome, results: list[CaseResult],
                   session: SessionInfo | Callable[[], SessionInfo], reports_dir: Path, *,
                   figures: dict[str, str] | None = None, baseline: str = "",
-                  history: str = "") -> ReportPaths:
+                  history: str | Callable[[], str] = "") -> ReportPaths:
     """Write the markdown report, the gap CSV, the run JSON and the html page under
     `reports_dir`. `figures`: report/figures.py's SVGs; `baseline`: what the cases were
-    compared with; `history`: where the run was recorded. `session`, a function: called once
-    the reports' bulk (the run JSON's cases, the gap CSV) is rendered, so that the session's
-    wall time and overhead the reports state count it (measure/overhead.py).
+    compared with; `history`: where the run was recorded. `session` (and `history`), a
+    function: called once the reports' bulk (the run JSON's cases, the gap CSV) is rendered,
+    so that the session's wall time and overhead the reports state count it
+    (measure/overhead.py), and the history written meanwhile is known.
 
     Writes whatever it is given: a dry run that must leave the disk alone does not call it.
     """
@@ -52,6 +53,8 @@ def write_reports(outcome: BackfillOutcome, results: list[CaseResult],
     gaps = gap_rows_csv(outcome)
     if callable(session):
         session = session()
+    if callable(history):
+        history = history()
     texts = {paths.markdown: render_markdown(outcome, results, session, baseline=baseline,
                                              history=history),
              paths.gap_csv: gaps,
