@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 from ..db.samples import samples_text
 from ..measure.overhead import DEFINITION as OVERHEAD_DEFINITION
@@ -154,6 +155,37 @@ def case_pieces(cases: Sequence[dict[str, Any]] | Sequence[CaseResult]) -> list[
     return [",\n".join("  " + encode(c if isinstance(c, dict) else case_json(c))
                        for c in cases[first:first + CASES_PER_PIECE])
             for first in range(0, len(cases), CASES_PER_PIECE)]
+
+
+def spool_cases(cases: Sequence[CaseResult], spool: BinaryIO) -> int:
+    """`case_pieces` of the results, written to `spool` (UTF-8) a piece at a time, the pieces
+    joined as the run JSON joins them: a large run's hundreds of MB of case lines wait on
+    disk, not in memory, until the file is written (`spooled_run_json`). Returns the cases."""
+    encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+    for first in range(0, len(cases), CASES_PER_PIECE):
+        if first:
+            spool.write(b",\n")
+        spool.write(",\n".join("  " + encode(case_json(c))
+                               for c in cases[first:first + CASES_PER_PIECE]).encode("utf-8"))
+    return len(cases)
+
+
+def spooled_run_json(data: dict[str, Any], spool: BinaryIO, cases: int
+                     ) -> Callable[[TextIO], None]:
+    """What writes the run JSON (`data` without its cases, the `cases` lines `spool_cases`
+    wrote to `spool`) to a text handle: `dumps_run_json`'s text, the lines copied over."""
+    def fill(handle: TextIO) -> None:
+        if cases:
+            opening, _, closing = run_json_pieces(data, [""])
+        else:
+            (opening,), closing = run_json_pieces(data, []), ""
+        handle.write(opening)
+        if cases:
+            handle.flush()
+            spool.seek(0)
+            shutil.copyfileobj(spool, handle.buffer, 1 << 22)
+        handle.write(closing)
+    return fill
 
 
 def run_json_pieces(data: dict[str, Any], pieces: list[str] | None = None) -> list[str]:

@@ -5,6 +5,7 @@ own lock (`db.table.write_texts`): a second process writing there at that moment
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from .gaps import gap_rows_csv
 from .markdown import render_markdown
 from .names import ReportPaths, check_stamp, report_paths
 from .page import render_page
-from .runjson import case_pieces, run_json, run_json_pieces
+from .runjson import run_json, spool_cases, spooled_run_json
 
 
 def free_stamp(reports_dir: Path, stamp: str) -> str:
@@ -49,18 +50,21 @@ def write_reports(outcome: BackfillOutcome, results: list[CaseResult],
         outcome = dataclasses.replace(outcome, stamp=stamp)
     paths = report_paths(reports_dir, stamp)
     # Render everything before touching the disk: a rendering bug must not leave a staged file.
-    pieces = case_pieces(results)
-    gaps = gap_rows_csv(outcome)
-    if callable(session):
-        session = session()
-    if callable(history):
-        history = history()
-    texts = {paths.markdown: render_markdown(outcome, results, session, baseline=baseline,
-                                             history=history),
-             paths.gap_csv: gaps,
-             paths.run_json: run_json_pieces(run_json(outcome, results, session,
-                                                      baseline=baseline, cases=False), pieces),
-             paths.html: render_page(outcome, results, session, figures=figures,
-                                     baseline=baseline, history=history)}
-    write_texts(reports_dir, texts, purpose=f"reports {stamp}")
+    # The run JSON's case lines wait in a temporary file (10^5 cases: hundreds of MB).
+    with tempfile.TemporaryFile(prefix="npuperf_run_json_") as spool:
+        cases = spool_cases(results, spool)
+        gaps = gap_rows_csv(outcome)
+        if callable(session):
+            session = session()
+        if callable(history):
+            history = history()
+        texts = {paths.markdown: render_markdown(outcome, results, session, baseline=baseline,
+                                                 history=history),
+                 paths.gap_csv: gaps,
+                 paths.run_json: spooled_run_json(run_json(outcome, results, session,
+                                                           baseline=baseline, cases=False),
+                                                  spool, cases),
+                 paths.html: render_page(outcome, results, session, figures=figures,
+                                         baseline=baseline, history=history)}
+        write_texts(reports_dir, texts, purpose=f"reports {stamp}")
     return paths
