@@ -30,6 +30,9 @@ LAST = "last"
 _HEADER, _RESULT, _END = "run", "result", "end"
 
 
+_ENCODE = json.JSONEncoder(default=str).encode  # json.dumps(..., default=str), made once
+
+
 def journal_path(out: Path, run_id: str) -> Path:
     return Path(out) / RUNS_DIR / f"{run_id}.jsonl"
 
@@ -46,7 +49,7 @@ class Journal:
     def _write(self, record: dict) -> None:
         if self._handle is None:
             return
-        self._handle.write(json.dumps(record, default=str) + "\n")
+        self._handle.write(_ENCODE(record) + "\n")
         self._handle.flush()
 
     def append(self, result: CaseResult) -> None:
