@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..db.errors import NpuperfError
+from ..db.errors import NpuperfError, printable
 from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
 from .args import add_db, add_renamed, add_threshold, fraction, positive_int
 from .history import add_history_commands
@@ -607,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(command: str, message: str, code: int) -> int:
     """One line on stderr, whatever the message held (a hostile cell's text, newlines)."""
-    line = " ".join(message.split())
+    line = printable(" ".join(message.split()))
     if len(line) > 2000:
         line = line[:2000] + " ..."
     print(f"npuperf {command}: error: {line}", file=sys.stderr)
