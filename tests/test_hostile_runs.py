@@ -73,6 +73,10 @@ def test_a_replay_session_skips_a_row_larger_than_this_host(pytester):
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*Add: its tensors need 14,901.2 GiB and cpu has * GiB "
                                  "available; nothing was allocated*"])
+    # Issue 29: and the database says so (the status was left empty).
+    [target] = list((pytester.path / "out").glob("CPU_*/vllm_ascend/*"))
+    status = read_table(target / "Add.csv")["MicroBench Status"][0]
+    assert status.startswith("skipped: Add: its tensors need 14,901.2 GiB"), status
 
 
 def test_a_row_with_tensors_its_kernel_does_not_take_fails(monkeypatch):
