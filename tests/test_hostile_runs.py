@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -270,3 +271,30 @@ def test_a_kernel_child_directory_of_a_reused_pid_is_removed(tmp_path, monkeypat
     finally:
         other.kill()
         other.wait()
+
+
+# A worker killed right after it reported its collection: xdist's send of its first cases fails.
+KILL_GW1 = """
+import os, signal
+
+def pytest_collection_finish(session):
+    worker = getattr(session.config, "workerinput", None)
+    if worker and worker["workerid"] == "gw1":
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_an_xdist_worker_killed_at_start_up_is_one_line_not_an_internal_error(pytester):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    pytester.makeconftest(KILL_GW1)
+    db = write_db(pytester.path / "db", {"Add": [
+        cells(f"{m},16;{m},16", "FLOAT;FLOAT", "ND;ND", f"{m},16", "FLOAT") for m in (2, 4)]})
+    result = pytester.runpytest_subprocess("bench", "-n", "2", "--npuperf-db", str(db),
+                                           "--npuperf-out", str(pytester.path / "out"), *FAST)
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output
+    if "node down" not in output:  # xdist saw the worker die before it sent it cases
+        assert "an xdist worker died as its first cases were sent to it" in output
+        assert result.ret == pytest.ExitCode.INTERNAL_ERROR
