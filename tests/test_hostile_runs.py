@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -298,3 +299,48 @@ def test_an_xdist_worker_killed_at_start_up_is_one_line_not_an_internal_error(py
     if "node down" not in output:  # xdist saw the worker die before it sent it cases
         assert "an xdist worker died as its first cases were sent to it" in output
         assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+
+
+SLEEPER = """
+import os, pathlib, sys, time
+pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32",
+                    reason="needs POSIX signals")
+def test_npuperf_profile_stopped_by_sigterm_takes_its_workload_along(tmp_path):
+    """Before: npuperf ended and the workload it profiled ran on, orphaned."""
+    script, pid_file = tmp_path / "sleeper.py", tmp_path / "workload.pid"
+    script.write_text(SLEEPER)
+    npuperf = subprocess.Popen([sys.executable, "-c", "import sys; from pytest_npuperf.cli "
+                                "import main; sys.exit(main())", "profile", "--out",
+                                str(tmp_path / "t.json"), "--device", "cpu", "--", sys.executable,
+                                str(script), str(pid_file)], stderr=subprocess.PIPE, text=True)
+    workload = None
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                workload = int(pid_file.read_text())
+                break
+            time.sleep(0.1)
+        assert workload is not None, "the workload never started"
+        npuperf.send_signal(signal.SIGTERM)
+        _, err = npuperf.communicate(timeout=60)
+        assert npuperf.returncode != 0 and "interrupted; nothing was written" in err
+        assert not _alive(workload)
+    finally:
+        if npuperf.poll() is None:
+            npuperf.kill()
+        if workload is not None and _alive(workload):
+            os.kill(workload, signal.SIGKILL)

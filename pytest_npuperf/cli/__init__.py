@@ -97,10 +97,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     stem = Path(command[2] if command[1:2] == ["-m"] and len(command) > 2 else
                 command[1] if len(command) > 1 else "workload").stem
     out = args.out or Path("npuperf-out") / "traces" / f"{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
-    done = subprocess.run([command[0], "-m", "pytest_npuperf.profiling.workload", "--out",
-                           str(out), "--device", args.device, "--warmup", str(args.warmup),
-                           "--steps", str(args.steps), "--", *command[1:]],
-                          stdout=subprocess.PIPE, text=True, check=False)
+    from ..profiling.child import run_to_end
+
+    done = run_to_end([command[0], "-m", "pytest_npuperf.profiling.workload", "--out",
+                       str(out), "--device", args.device, "--warmup", str(args.warmup),
+                       "--steps", str(args.steps), "--", *command[1:]],
+                      stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise NpuperfError(f"the profiled workload failed (exit status {done.returncode}); "
                            f"nothing was written")
