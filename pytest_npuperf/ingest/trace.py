@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..db.errors import ContractError
-from . import trace_fields as fields
 from .chrome_trace import read_events
+from .trace_fields import checked_events
 
 KIND_CPU, KIND_CUDA, KIND_NPU = "cpu", "cuda", "npu"
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -67,11 +67,15 @@ class TraceProfile:
     total_us: float = 0.0  # the trace's device time (CPU: its top-level operators' time)
     operators: int = 0  # operator events read
     shaped: int = 0  # of which carry input dims
-    left_out: Counter = field(default_factory=Counter)  # reason -> events left out
+    left_out: Counter = field(default_factory=Counter)  # events with a bad field, by reason
 
     @property
     def mapped_us(self) -> float:
         return sum(c.device_us for c in self.calls)
+
+
+def _ts(value) -> float:
+    return float(value)  # torch_npu writes timestamps as strings
 
 
 class _Ops:
@@ -159,70 +163,6 @@ class _Thread:
         return None
 
 
-class _Flows:
-    """torch_npu's `async_npu` flows: where each starts (host place, time), and which one ends
-    at each device task. A flow id started at two places cannot tell its launcher."""
-
-    def __init__(self) -> None:
-        self.starts: dict = {}
-        self.ends: dict[tuple, object] = {}
-
-    def add(self, phase: str, flow, place: tuple, ts: float) -> None:
-        if phase == "f":
-            self.ends[(*place, ts)] = flow
-        elif self.starts.setdefault(flow, (place, ts)) != (place, ts):
-            self.starts[flow] = AMBIGUOUS
-
-    def start_of(self, pid, tid, ts: float):
-        """(place, time) where the flow ending at this task started; AMBIGUOUS; or None."""
-        flow = self.ends.get((pid, tid, ts))
-        return None if flow is None else self.starts.get(flow)
-
-
-def _read_event(event: dict, profile: TraceProfile, ops: _Ops, threads: dict, places: dict,
-                activity: dict, runtime: dict, untyped: list, process_names: dict,
-                flows: _Flows, is_mapped: Callable[[str], bool]) -> None:
-    """One event into the columns it belongs to; every field checked before any is kept
-    (trace_fields.py), so that a bad one leaves the event out whole."""
-    phase = event["ph"]
-    category = event.get("cat")
-    if phase == "X":
-        args = fields.args(event)
-        if category == "cpu_op":
-            start, dur, place = fields.timestamp(event), fields.duration(event), \
-                fields.place(event)
-            external = fields.identifier(args.get("External id"), "External id")
-            dims = args.get("Input Dims")
-            profile.operators += 1
-            profile.shaped += dims is not None
-            index = ops.add(str(event.get("name", "")), start, dur, external,
-                            None if dims is None else (dims, args.get("Input type"),
-                                                       args.get("Input Strides")),
-                            is_mapped)
-            threads[place].index.append(index)
-        elif category in DEVICE_CATEGORIES:
-            values = (fields.timestamp(event), fields.duration(event),
-                      fields.identifier(args.get("External id"), "External id"),
-                      fields.identifier(args.get("correlation"), "correlation"))
-            for column, value in zip(("ts", "dur", "external", "correlation"), values):
-                activity[column].append(value)
-        elif category in RUNTIME_CATEGORIES:
-            correlation = fields.identifier(args.get("correlation"), "correlation")
-            if correlation >= 0:
-                ts, place = fields.timestamp(event), fields.place(event)
-                runtime["correlation"].append(correlation)
-                runtime["place"].append(places.setdefault(place, len(places)))
-                runtime["ts"].append(ts)
-        elif category is None:
-            untyped.append((*fields.place(event), fields.timestamp(event),
-                            fields.duration(event)))
-    elif phase == "M" and event.get("name") == "process_name":
-        pid, _ = fields.place(event)
-        process_names[pid] = str(fields.args(event).get("name", ""))
-    elif phase in ("s", "f") and category == NPU_FLOW:
-        flows.add(phase, fields.flow_id(event), fields.place(event), fields.timestamp(event))
-
-
 def read_trace(path: str | Path, is_mapped: Callable[[str], bool]) -> TraceProfile:
     """Read a trace; `is_mapped(operator name)` says which operators are samples."""
     path = Path(path)
@@ -235,17 +175,56 @@ def read_trace(path: str | Path, is_mapped: Callable[[str], bool]) -> TraceProfi
     runtime = {"correlation": array("q"), "place": array("q"), "ts": array("d")}
     untyped: list[tuple] = []  # X events without a category (torch_npu's device tasks)
     process_names: dict = {}
-    flows = _Flows()
+    flow_start: dict = {}
+    flow_end: dict[tuple, object] = {}
     profile = TraceProfile(path, TraceDevice(KIND_CPU))
-    for count, event in enumerate(read_events(path, meta)):
+    for count, event in enumerate(checked_events(read_events(path, meta), profile.left_out)):
         if count >= MAX_EVENTS:
             raise ContractError(f"{path}: more than {MAX_EVENTS:,} events: profile fewer steps "
                                 f"(a schedule with active=1)")
-        try:
-            _read_event(event, profile, ops, threads, places, activity, runtime, untyped,
-                        process_names, flows, is_mapped)
-        except fields.BadEvent as bad:
-            profile.left_out[bad.reason] += 1
+        phase = event["ph"]
+        category = event.get("cat")
+        if phase == "X":
+            args = event.get("args") or {}
+            if category == "cpu_op":
+                dims = args.get("Input Dims")
+                profile.operators += 1
+                profile.shaped += dims is not None
+                place = (event.get("pid"), event.get("tid"))
+                external = args.get("External id")
+                index = ops.add(str(event.get("name", "")), _ts(event["ts"]),
+                                float(event.get("dur", 0.0)),
+                                -1 if external is None else int(external),
+                                None if dims is None else (dims, args.get("Input type"),
+                                                           args.get("Input Strides")),
+                                is_mapped)
+                threads[place].index.append(index)
+            elif category in DEVICE_CATEGORIES:
+                external, correlation = args.get("External id"), args.get("correlation")
+                activity["ts"].append(_ts(event["ts"]))
+                activity["dur"].append(float(event.get("dur", 0.0)))
+                activity["external"].append(-1 if external is None else int(external))
+                activity["correlation"].append(-1 if correlation is None else int(correlation))
+            elif category in RUNTIME_CATEGORIES:
+                correlation = args.get("correlation")
+                if correlation is not None:
+                    place = (event.get("pid"), event.get("tid"))
+                    runtime["correlation"].append(int(correlation))
+                    runtime["place"].append(places.setdefault(place, len(places)))
+                    runtime["ts"].append(_ts(event["ts"]))
+            elif category is None:
+                untyped.append((event.get("pid"), event.get("tid"), _ts(event["ts"]),
+                                float(event.get("dur", 0.0))))
+        elif phase == "M" and event.get("name") == "process_name":
+            process_names[event.get("pid")] = str((event.get("args") or {}).get("name", ""))
+        elif phase in ("s", "f") and category == NPU_FLOW:
+            place = (event.get("pid"), event.get("tid"))
+            if phase == "s":  # a flow id started at two places tells no launcher
+                begun = (place, _ts(event["ts"]))
+                if flow_start.setdefault(event.get("id"), begun) != begun:
+                    flow_start[event.get("id")] = AMBIGUOUS
+            else:
+                flow_end[(*place, _ts(event["ts"]))] = event.get("id")
     if not len(ops):
         raise ContractError(f"{path}: no operator events (cpu_op): not a torch.profiler or "
                             f"torch_npu trace")
@@ -262,12 +241,12 @@ def read_trace(path: str | Path, is_mapped: Callable[[str], bool]) -> TraceProfi
             if pid not in devices:
                 continue  # host API calls, overlap analysis: not device time
             launcher = None
-            start = flows.start_of(pid, tid, ts)
-            if start == AMBIGUOUS:
+            flow = flow_end.get((pid, tid, ts))
+            if flow_start.get(flow) == AMBIGUOUS:
                 launcher = AMBIGUOUS
-            elif start is not None:
-                place, when = start
-                launcher = threads[place].innermost(when, ops) if place in threads else None
+            elif flow is not None and flow in flow_start:
+                place, start = flow_start[flow]
+                launcher = threads[place].innermost(start, ops) if place in threads else None
             launched.append((launcher, dur))
     elif len(activity["ts"]):
         properties = meta.get("deviceProperties") or []
@@ -295,8 +274,7 @@ def _launchers(activity: dict, runtime: dict, places: dict, threads: dict, ops: 
         if correlation in orphans:
             thread = thread_of.get(place)
             inside = thread.innermost(ts, ops) if thread is not None else None
-            known = calls.setdefault(correlation, inside)
-            if known != inside:  # two runtime calls of one correlation, in two operators
+            if calls.setdefault(correlation, inside) != inside:  # launches in two operators
                 calls[correlation] = AMBIGUOUS
     launched = []
     for dur, external, correlation in zip(activity["dur"], activity["external"],

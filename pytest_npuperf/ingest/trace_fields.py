@@ -1,4 +1,5 @@
-"""The fields of one trace event, checked: what a profiler writes, or the event is left out.
+"""The fields of the trace events the reader uses, checked: what a profiler writes, or the
+event is left out.
 
 A damaged or hand-edited trace holds events whose times are not numbers, negative, NaN or
 beyond any run, whose `args` is not an object, whose ids are not whole numbers. Summed as
@@ -10,6 +11,8 @@ its reason (`BadEvent.reason`), and the parse says how many (ingest/trace_rows.p
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..db.errors import printable
@@ -95,6 +98,35 @@ def flow_id(event: dict) -> Any:
     if not (value is None or isinstance(value, int | str)) or isinstance(value, bool):
         raise BadEvent("flow 'id' not a number or name")
     return value
+
+
+def checked_events(events: Iterable[dict], left_out: Counter) -> Iterator[dict]:
+    """The events whose fields the reader uses are what profilers write (complete events `X`,
+    metadata `M`, flow ends `s`/`f`); the others are counted in `left_out` by reason."""
+    for event in events:
+        try:
+            _check(event)
+        except BadEvent as bad:
+            left_out[bad.reason] += 1
+            continue
+        yield event
+
+
+def _check(event: dict) -> None:
+    phase = event["ph"]
+    if phase not in ("X", "M", "s", "f"):
+        return
+    fields = args(event)
+    place(event)
+    if phase == "M":
+        return
+    timestamp(event)
+    if phase == "X":
+        duration(event)
+        identifier(fields.get("External id"), "External id")
+        identifier(fields.get("correlation"), "correlation")
+    else:
+        flow_id(event)
 
 
 def shown(name: object, limit: int = MAX_SHOWN_NAME) -> str:
