@@ -4,10 +4,11 @@ megabytes of blanks between events, against `json.loads` of the same text.
 A reader that decodes a cut event again after every chunk is quadratic in the size of one
 event (one 60 MB event ran out of a 65 s limit); one that skips blanks a character at a time
 takes 30 s for 100 MiB of them. For each shape, at SIZE and 4 x SIZE MiB, this prints the
-reader's time, json.loads's time on the same text, their ratio, and how the reader's time grew
-for 4x the input.
-Goals (issue 29): growth at most 5x for 4x the input (linear, with room for noise), and the
-reader within 4x of json.loads.
+reader's time, json.loads's time on the same text (linear: the baseline) and their ratio, and
+how the reader's time grew for 4x the input, alone and against json.loads's growth.
+Goals (issue 29): the reader within 4x of json.loads, and its growth for 4x the input at most
+1.5x json.loads's (linear; a quadratic reader's is about 4x). The reader's own growth (about 4x
+when linear, 16x when quadratic) is printed too; on a busy host json.loads's moves as well.
 
     python benchmarks/bench_trace_reader.py [--size MIB]
 """
@@ -27,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from pytest_npuperf.ingest.chrome_trace import read_events  # noqa: E402
 
-GROWTH_GOAL = 5.0
+RELATIVE_GROWTH_GOAL = 1.5
 RATIO_GOAL = 4.0
 
 
@@ -74,15 +75,17 @@ def main() -> int:
             times = []
             for mib in (args.size, 4 * args.size):
                 reader, baseline = measure(build(mib), Path(tmp))
-                times.append(reader)
+                times.append((reader, baseline))
                 ratio = reader / baseline
                 ok &= ratio <= RATIO_GOAL
                 print(f"{name:>22}, {mib:4d} MiB: reader {reader:7.3f} s, json.loads "
                       f"{baseline:7.3f} s, ratio {ratio:5.2f}x (goal <= {RATIO_GOAL:g}x)")
-            growth = times[1] / times[0]
-            ok &= growth <= GROWTH_GOAL
-            print(f"{name:>22}: 4x the input took {growth:.2f}x the time (goal <= "
-                  f"{GROWTH_GOAL:g}x; quadratic would be 16x)")
+            growth = times[1][0] / times[0][0]
+            relative = growth / (times[1][1] / times[0][1])
+            ok &= relative <= RELATIVE_GROWTH_GOAL
+            print(f"{name:>22}: 4x the input took the reader {growth:.2f}x the time (linear 4x, "
+                  f"quadratic 16x), {relative:.2f}x json.loads's growth (goal <= "
+                  f"{RELATIVE_GROWTH_GOAL:g}x)")
     print("goals met" if ok else "goals NOT met")
     return 0 if ok else 1
 
