@@ -197,9 +197,16 @@ def bench_overhead(work: Path, extra: list[str], tries: int = 2) -> None:
     parts = whole.summary()["overhead_parts_s"]
     in_cases = ("inputs", "verification", "warm-up calls", "references", "rest of the cases",
                 "between cases")
+    per_case_parts = {k: v for k, v in parts.items() if k in in_cases}
     print(f"    the whole run's overhead by part: {_parts_line(parts)}")
-    print(f"    of it per case: "
-          f"{_parts_line({k: v for k, v in parts.items() if k in in_cases}, cases)}")
+    print(f"    of it per case: {_parts_line(per_case_parts, cases)}")
+    # The same split read from one run (no fit over two noisy sessions): what its cases cost
+    # each, and what it paid once (start-up, the end of the run).
+    each = sum(per_case_parts.values()) / max(1, cases)
+    once = over - each * cases
+    print(f"    read from the whole run alone: {1e3 * each:.1f} ms per case, fixed {once:.2f} s, "
+          f"beyond `import torch` {once - torch_s:.2f} s (the fit above spreads the first "
+          f"case's one-time work and the noise of two sessions over its slope)")
     print(f"    after its reports (writing them, pytest's exit): "
           f"{whole.external_wall_s - whole.totals['session_wall_s']:.2f} s by this script's "
           f"clock")

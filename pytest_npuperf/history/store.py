@@ -16,9 +16,11 @@ transaction, a newer one is refused rather than written into.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
@@ -151,6 +153,7 @@ class HistoryStore:
                                     f"history (it has other tables)")
         else:
             self._check_application()
+            self._check_tables()
         if version < schema_version():
             if self.readonly:
                 raise HistoryError(f"{self.path}: history schema version {version} is older "
@@ -167,6 +170,21 @@ class HistoryStore:
         if row is None or row[0] != APPLICATION:
             raise ContractError(f"{self.path}: an SQLite database, but not a pytest_npuperf "
                                 f"history")
+
+    def _check_tables(self) -> None:
+        """Every table and case column the schema has: a history damaged by hand (its cases
+        table dropped) is refused when opened, before a session measures anything, not
+        found at the first case that asks it for a baseline."""
+        tables = {row[0] for row in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in ("meta", "runs", "cases", "samples") if t not in tables]
+        if not missing:
+            present = {row[1] for row in self.conn.execute("PRAGMA table_info(cases)")}
+            missing = [f"cases.{c}" for c in CASE_COLUMNS if c not in present]
+        if missing:
+            shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+            raise ContractError(f"{self.path}: a damaged history: {shown} missing (changed "
+                                f"by hand?); restore it, or move it away to start a new one")
 
     def _migrate(self) -> None:
         with self._transaction():
@@ -427,27 +445,15 @@ class HistoryStore:
             raise _sql_error(self.path, exc) from None
         names = [d[0] for d in cursor.description]
         at = [names.index(name) for name in CASE_COLUMNS]
-        text = [i for i, name in enumerate(CASE_COLUMNS) if name in _TEXT_FIELDS]
-        json_at = CASE_COLUMNS.index("extra")
         run_id, started = names.index("r_run_id"), names.index("r_started")
         data = names.index("s_data") if "s_data" in names else None
         encoding = names.index("s_encoding") if "s_encoding" in names else None
         other = names.index(extra) if extra else None
         found = []
         for row in rows:
-            values = [row[i] for i in at]
-            for i in text:
-                if values[i] is None:
-                    values[i] = ""
-            values[json_at] = _from_json(values[json_at])
-            record = CaseRecord(*values)
-            record.run_id, record.run_started = row[run_id], row[started]
-            if data is not None and row[data] is not None:
-                try:
-                    record.samples = decode_samples(row[data], row[encoding])
-                except ValueError as exc:
-                    raise ContractError(f"{self.path}: damaged samples of case {record.key} "
-                                        f"in run {record.run_id}: {exc}") from None
+            blob = row[data] if data is not None else None
+            record = _case_from([row[i] for i in at], row[run_id], row[started], blob,
+                                row[encoding] if blob is not None else None, self.path)
             found.append((None if other is None else row[other], record))
         return found
 
@@ -519,13 +525,21 @@ def _to_sql(name: str, value: Any) -> Any:
     return value
 
 
-def _from_json(text: Any) -> Any:
+def _from_json(text: Any) -> dict:
     if not isinstance(text, str) or not text:
         return {}
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return {"text": text}
+    return value if isinstance(value, dict) else {"text": text}
+
+
+def _started(value: Any) -> float:
+    """What orders runs: a number, whatever the file holds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return float(value)
 
 
 def _run_of(row: sqlite3.Row) -> RunRecord:
@@ -534,9 +548,78 @@ def _run_of(row: sqlite3.Row) -> RunRecord:
         values[name] = _from_json(values[name])
     for name in ("git_dirty", "passed"):
         values[name] = None if values[name] is None else bool(values[name])
+    values["started"] = _started(values["started"])
+    for name in ("cases", "exit_status"):
+        if isinstance(values[name], bool) or not isinstance(values[name], int | None):
+            values[name] = 0 if name == "cases" else None
     defaults = RunRecord.__dataclass_fields__
     return RunRecord(**{k: ("" if v is None and isinstance(defaults[k].default, str) else v)
                         for k, v in values.items()})
+
+
+# A duration (or ratio) read back is a float > 0 and below this (11.6 days): what is not (NaN
+# and text stored by hand, a negative, 1e308) is unknown, not a number that ends a trend page.
+_MAX_US = 1e12
+_DEFAULTS = {f.name: f.default for f in fields(CaseRecord)}
+_INTEGERS = {name for name, sql in _CASE_TYPES.items() if sql.startswith("INTEGER")}
+
+
+def _number(name: str, value: Any) -> Any:
+    """A numeric column's value as the record holds it, or its default when the file holds
+    something else."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or (name in _INTEGERS and value != int(value)):
+        return _DEFAULTS[name]
+    if name.endswith("_us") or name == "ratio":
+        return value if 0 < value < _MAX_US else _DEFAULTS[name]
+    if name == "p_value":
+        return value if 0 <= value <= 1 else _DEFAULTS[name]
+    return int(value) if name in _INTEGERS else value
+
+
+# Per column of CASE_COLUMNS: text (kind, key, kernel and the text fields), or how `_number`
+# checks it; a value that passes its check as it is is left as it is (10^5 rows x 40 columns).
+_TEXT_AT = tuple(i for i, name in enumerate(CASE_COLUMNS)
+                 if name in _TEXT_FIELDS or name in ("kind", "key", "kernel"))
+_NUMBER_AT = tuple((i, name, "int" if name in _INTEGERS else "us"
+                    if name.endswith("_us") or name == "ratio" else "p" if name == "p_value"
+                    else "float") for i, name in enumerate(CASE_COLUMNS) if i not in _TEXT_AT)
+_EXTRA_AT = CASE_COLUMNS.index("extra")
+
+
+def _case_from(values: list, run_id: Any, started: Any, data: bytes | None,
+               encoding: str | None, path: Path) -> CaseRecord:
+    """A case record from its `cases` columns (in CASE_COLUMNS order), its run's id and start
+    and its samples: what the file holds that is no text, number or duration of its column
+    read as unknown (`_number`)."""
+    for i in _TEXT_AT:
+        value = values[i]
+        if type(value) is not str:
+            values[i] = "" if value is None else str(value)
+    for i, name, kind in _NUMBER_AT:
+        value = values[i]
+        if value is None:
+            continue
+        if type(value) is float and value - value == 0.0 and (
+                kind == "float" or (kind == "us" and 0 < value < _MAX_US)
+                or (kind == "p" and 0 <= value <= 1)):
+            continue
+        if type(value) is int and kind == "int":
+            continue
+        values[i] = _number(name, value)
+    values[_EXTRA_AT] = _from_json(values[_EXTRA_AT])
+    record = CaseRecord(*values)
+    record.run_id, record.run_started = str(run_id), _started(started)
+    if data is not None:
+        try:
+            record.samples = [v for v in decode_samples(data, encoding)
+                              if math.isfinite(v) and 0 < v < _MAX_US]
+        except ValueError as exc:
+            raise ContractError(f"{path}: damaged samples of case {record.key} in run "
+                                f"{record.run_id}: {exc}") from None
+    return record
 
 
 def is_history_file(path: Path) -> bool:
