@@ -43,11 +43,12 @@ REPORTS = "reports"
 INPUTS = "inputs"
 VERIFICATION = "verification"
 WARMUP = "warm-up calls"
+CAPTURE = "graph capture"  # the graph method: capturing and sizing the batch it replays
 REFERENCES = "references"  # the CPU host's reference loop around a case
 CASES_REST = "rest of the cases"  # sampling between batches, bound and noise checks, freeing
 OTHER = "other"
 
-CASE_PARTS = (INPUTS, VERIFICATION, WARMUP, REFERENCES)
+CASE_PARTS = (INPUTS, VERIFICATION, WARMUP, CAPTURE, REFERENCES)
 ORDER = (STARTUP, READ, ATTRIBUTION, *CASE_PARTS, CASES_REST, BETWEEN, AFTER, DEMO, VERDICTS,
          WRITE, HISTORY, FIGURES, REPORTS, OTHER)
 

@@ -34,6 +34,7 @@ class SamplingRun:
     warmup: int = 0
     time_in_calls_s: float = 0.0  # wall time spent inside timed calls
     warmup_s: float = 0.0  # wall time of the warmup calls (overhead: measure/overhead.py)
+    capture_s: float = 0.0  # graph method: capturing and sizing the replayed batch (overhead)
     precision: float = math.inf  # relative CI half-width reached
     stop_reason: str = ""
 

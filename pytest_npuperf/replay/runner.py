@@ -29,7 +29,7 @@ from ..measure.floor import Floor, latency_floor
 from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
 from ..measure.noise import noise_reason
-from ..measure.overhead import INPUTS, REFERENCES, VERIFICATION, WARMUP
+from ..measure.overhead import CAPTURE, INPUTS, REFERENCES, VERIFICATION, WARMUP
 from ..measure.profiler import ProfilerSession
 from ..measure.reference import reference_samples, reference_us
 from ..measure.result import (
@@ -280,6 +280,7 @@ class CaseRunner:
             measured = self.measure_call(ref.case_id, prepared.call, deadline,
                                          cycle=prepared.rotation.copies, budget_end=share)
             self._add(WARMUP, measured.run.warmup_s)
+            self._add(CAPTURE, measured.run.capture_s)
             done.append((prepared, measured, verified))
             if not choice.fastest:
                 break
