@@ -32,7 +32,8 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -162,8 +163,7 @@ def _resolution(samples: np.ndarray) -> float:
     return median_ci_halfwidth(samples) / median
 
 
-@dataclass(frozen=True)
-class _Sides:
+class _Sides(NamedTuple):  # a tuple: 10^5 of them at a large run's end
     """What the rule reads of the two sample sets (their valid samples: finite, > 0)."""
 
     base_samples: int
@@ -299,8 +299,8 @@ def _sides_of(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict]]) ->
     the valid samples sorted (medians, the medians' intervals), and per pair both sides
     sorted together (the rank test's rank sums and ties)."""
     sizes = [(len(base), len(new)) for base, new, _ in pairs]
-    values = np.fromiter((v for base, new, _ in pairs for v in (*new, *base)), np.float64,
-                         sum(a + b for a, b in sizes))
+    values = np.fromiter(chain.from_iterable(chain(new, base) for base, new, _ in pairs),
+                         np.float64, sum(a + b for a, b in sizes))
     count = len(pairs)
     pair = np.repeat(np.arange(count), [a + b for a, b in sizes])
     side = np.repeat(np.tile([1, 0], count), [n for a, b in sizes for n in (b, a)])  # 1: new

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from itertools import islice
@@ -444,18 +444,14 @@ class HistoryStore:
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
         names = [d[0] for d in cursor.description]
-        at = [names.index(name) for name in CASE_COLUMNS]
-        run_id, started = names.index("r_run_id"), names.index("r_started")
-        data = names.index("s_data") if "s_data" in names else None
-        encoding = names.index("s_encoding") if "s_encoding" in names else None
         other = names.index(extra) if extra else None
-        found = []
-        for row in rows:
-            blob = row[data] if data is not None else None
-            record = _case_from([row[i] for i in at], row[run_id], row[started], blob,
-                                row[encoding] if blob is not None else None, self.path)
-            found.append((None if other is None else row[other], record))
-        return found
+        records = _cases_from(rows, [names.index(name) for name in CASE_COLUMNS],
+                              names.index("r_run_id"), names.index("r_started"),
+                              names.index("s_data") if "s_data" in names else None,
+                              names.index("s_encoding") if "s_encoding" in names else None,
+                              self.path)
+        return [(None if other is None else row[other], record)
+                for row, record in zip(rows, records)]
 
 
 def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,
@@ -579,47 +575,59 @@ def _number(name: str, value: Any) -> Any:
     return int(value) if name in _INTEGERS else value
 
 
-# Per column of CASE_COLUMNS: text (kind, key, kernel and the text fields), or how `_number`
-# checks it; a value that passes its check as it is is left as it is (10^5 rows x 40 columns).
-_TEXT_AT = tuple(i for i, name in enumerate(CASE_COLUMNS)
-                 if name in _TEXT_FIELDS or name in ("kind", "key", "kernel"))
-_NUMBER_AT = tuple((i, name, "int" if name in _INTEGERS else "us"
-                    if name.endswith("_us") or name == "ratio" else "p" if name == "p_value"
-                    else "float") for i, name in enumerate(CASE_COLUMNS) if i not in _TEXT_AT)
-_EXTRA_AT = CASE_COLUMNS.index("extra")
+# Per column of CASE_COLUMNS: text (kind, key, kernel and the text fields), JSON (extra), or
+# how `_number` checks it; a value that passes its check as it is is left as it is.
+_KINDS = tuple("json" if name == "extra" else "text"
+               if name in _TEXT_FIELDS or name in ("kind", "key", "kernel")
+               else "int" if name in _INTEGERS else "us"
+               if name.endswith("_us") or name == "ratio" else "p" if name == "p_value"
+               else "float" for name in CASE_COLUMNS)
 
 
-def _case_from(values: list, run_id: Any, started: Any, data: bytes | None,
-               encoding: str | None, path: Path) -> CaseRecord:
-    """A case record from its `cases` columns (in CASE_COLUMNS order), its run's id and start
-    and its samples: what the file holds that is no text, number or duration of its column
-    read as unknown (`_number`)."""
-    for i in _TEXT_AT:
-        value = values[i]
-        if type(value) is not str:
-            values[i] = "" if value is None else str(value)
-    for i, name, kind in _NUMBER_AT:
-        value = values[i]
-        if value is None:
-            continue
-        if type(value) is float and value - value == 0.0 and (
-                kind == "float" or (kind == "us" and 0 < value < _MAX_US)
-                or (kind == "p" and 0 <= value <= 1)):
-            continue
-        if type(value) is int and kind == "int":
-            continue
-        values[i] = _number(name, value)
-    values[_EXTRA_AT] = _from_json(values[_EXTRA_AT])
-    record = CaseRecord(*values)
-    record.run_id, record.run_started = str(run_id), _started(started)
-    if data is not None:
-        try:
-            record.samples = [v for v in decode_samples(data, encoding)
-                              if math.isfinite(v) and 0 < v < _MAX_US]
-        except ValueError as exc:
-            raise ContractError(f"{path}: damaged samples of case {record.key} in run "
-                                f"{record.run_id}: {exc}") from None
-    return record
+def _text(value: Any) -> str:
+    return value if type(value) is str else "" if value is None else str(value)
+
+
+def _column(name: str, kind: str, values: Sequence[Any]) -> list[Any]:
+    """A `cases` column read back: what the file holds that is no text, number or duration of
+    the column's kind read as unknown (`_number`), column by column (10^5 rows x 40
+    columns: row by row, the checks cost seconds)."""
+    if kind == "text":
+        return [_text(v) for v in values]
+    if kind == "json":
+        return [_from_json(_text(v)) for v in values]
+    if kind == "int":
+        return [v if v is None or type(v) is int else _number(name, v) for v in values]
+    if kind == "us":
+        return [v if v is None or (type(v) is float and 0 < v < _MAX_US) else _number(name, v)
+                for v in values]
+    if kind == "p":
+        return [v if v is None or (type(v) is float and 0 <= v <= 1) else _number(name, v)
+                for v in values]
+    return [v if v is None or (type(v) is float and v - v == 0.0) else _number(name, v)
+            for v in values]
+
+
+def _cases_from(rows: list[tuple], at: list[int], run_id: int, started: int,
+                data: int | None, encoding: int | None, path: Path) -> list[CaseRecord]:
+    """Case records from rows holding the `cases` columns at `at` (CASE_COLUMNS order), their
+    run's id and start, and optionally their samples."""
+    if not rows:
+        return []
+    columns = list(zip(*rows))
+    records = list(map(CaseRecord, *(_column(name, kind, columns[i])
+                                     for i, name, kind in zip(at, CASE_COLUMNS, _KINDS))))
+    for record, row in zip(records, rows):
+        record.run_id, record.run_started = str(row[run_id]), _started(row[started])
+        blob = row[data] if data is not None else None
+        if blob is not None:
+            try:
+                record.samples = [v for v in decode_samples(blob, row[encoding])
+                                  if math.isfinite(v) and 0 < v < _MAX_US]
+            except ValueError as exc:
+                raise ContractError(f"{path}: damaged samples of case {record.key} in run "
+                                    f"{record.run_id}: {exc}") from None
+    return records
 
 
 def is_history_file(path: Path) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -258,7 +257,6 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
                  history=keeper.history if record else None)
     steps = _Steps(end, keeper)
     clock = PartClock()  # where the end of the run went (measure/overhead.py)
-    recording: _Background | None = None
     try:
         if judge:
             with clock.part(VERDICTS):
@@ -279,18 +277,11 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
             return end
         entered = time.perf_counter()
         status = 1 if end.slower else exit_status  # the run fails on a case judged here
-        # The history is written on a thread while the figures and the bulk of the reports
-        # are drawn: SQLite lets go of the interpreter while it writes, most of a large
-        # run's history. The reports wait for it before their summaries (which say where
-        # the run was recorded).
-        recording = _Background(lambda: steps.record_history(status, extra_cases, good)) \
-            if record else None
-
-        def recorded() -> bool:
-            if recording is None:
-                return True
-            with clock.part(HISTORY):  # what the run waited for it beyond the rest
-                return recording.wait()
+        # (On a thread beside the figures and reports, the history took longer than both
+        # one after the other: SQLite hands the interpreter back at every row, and waits
+        # for it at every row.)
+        with clock.part(HISTORY):
+            recorded = steps.record_history(status, extra_cases, good) if record else True
         if reports and target.reports_dir is not None and facts.figures:
             with clock.part(FIGURES):
                 steps.draw_figures()
@@ -302,52 +293,21 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
             # history, the figures and the bulk of the reports count; what is left is
             # rendering their summaries and writing the files.
             def reported() -> SessionInfo:
-                recorded()
-                spent = time.perf_counter() - rendering
-                clock.add(REPORTS, spent - clock.parts.get(HISTORY, 0.0))
+                clock.add(REPORTS, time.perf_counter() - rendering)
                 return _with_parts(dataclasses.replace(
                     end.info, wall_s=end.info.wall_s + time.perf_counter() - entered), clock)
             written = steps.write_reports(target.reports_dir, target.inside, reported)
         else:
             written = True
-        ok = recorded()
         if not (reports and target.reports_dir is not None):
             end.info = _with_parts(dataclasses.replace(
                 end.info, wall_s=end.info.wall_s + time.perf_counter() - entered), clock)
-        end.ok = ok and written
+        end.ok = recorded and written
         return end
     finally:
         end.baseline = keeper.label
-        if recording is not None:
-            recording.wait(quiet=True)  # a step that failed (or Ctrl-C) waits for it too
         if own_keeper:
             keeper.close()
-
-
-class _Background:
-    """A step of the run's end on a thread of its own; `wait` gives its result (or raises
-    what it raised), once."""
-
-    def __init__(self, step: Callable[[], bool]) -> None:
-        self._result: bool | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(step,),
-                                        name="npuperf-history")
-        self._thread.start()
-
-    def _run(self, step: Callable[[], bool]) -> None:
-        try:
-            self._result = step()
-        except BaseException as exc:  # given to the thread that waits for it
-            self._error = exc
-
-    def wait(self, *, quiet: bool = False) -> bool:
-        """The step's result; `quiet`: only wait (the run is ending on another error)."""
-        self._thread.join()
-        error, self._error = self._error, None
-        if error is not None and not quiet:
-            raise error
-        return bool(self._result)
 
 
 def _with_parts(info: SessionInfo, clock: PartClock) -> SessionInfo:
