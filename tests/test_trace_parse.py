@@ -55,7 +55,12 @@ def test_gemm_rows_hold_the_sum_of_each_calls_kernels_in_the_gpus_own_database(
         assert float(row[PROFILING_MIN_DURATION]) == pytest.approx(min(sums))
         assert float(row[PROFILING_MAX_DURATION]) == pytest.approx(max(sums))
     assert "cuda NVIDIA H200 trace" in out
-    assert "maps to no kernel table: aten::scaled_dot_product_attention" in out
+    # Attention is a kind: its call (and the kernels it ran) is one FusedInferAttentionScore row.
+    fia = read_rows(db / "FusedInferAttentionScore.csv")
+    assert [r["Input Shapes"] for r in fia] == ["1,32,16,128;1,8,16,128;1,8,16,128"]
+    assert float(fia[0][PROFILING_AVERAGE_DURATION]) == pytest.approx(12.0)
+    # What maps to nothing is named with its shapes.
+    assert "aten::mul (16x14336, 16x14336) 1.1%" in out.split("maps to no kernel table: ")[1]
 
 
 def test_a_cpu_trace_parses_and_what_maps_to_nothing_is_listed_with_its_share(tmp_path, npuperf):

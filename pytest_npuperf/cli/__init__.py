@@ -157,6 +157,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from ..ingest.prediction import predict, prediction_json
+
+    prediction = predict(args.trace, args.db, module_kinds=args.module_kinds)
+    print(prediction_json(prediction) if args.json else "\n".join(prediction.lines()))
+    return EXIT_OK
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
     from ..history.where import find_history
     from ..run.finish import history_path
@@ -425,6 +433,25 @@ def build_parser() -> argparse.ArgumentParser:
                          help="-- python SCRIPT [ARGS], or -- python -m MODULE [ARGS] "
                               "(python: the interpreter running npuperf)")
     profile.set_defaults(func=cmd_profile)
+
+    predict = sub.add_parser(
+        "predict", help="how well a database predicts a profiled model: predicted / measured",
+        description="Cost every kernel call of a profiled model's steps (a trace, as `npuperf "
+                    "parse` reads it: operator calls and composite calls) at the database's "
+                    "value for its row (exact rows only: kernel type and signature; the "
+                    "replay's Average Duration(us), else the in-model Profiling Average), add "
+                    "them up and compare with the measured time of the steps: predicted / "
+                    "measured for the whole step and over the calls the database has a row "
+                    "for, each kernel type's part, the calls without a row and the time that "
+                    "maps to no kernel type.",
+        epilog="example: npuperf predict --trace npuperf-out/traces/llama.json --db DIR")
+    predict.add_argument("--trace", type=Path, required=True, metavar="TRACE",
+                         help="a trace of the model (torch.profiler / kineto Chrome trace, "
+                              "e.g. from npuperf profile)")
+    add_db(predict, required=True, help="the database version directory that predicts it")
+    add_module_kinds(predict)
+    predict.add_argument("--json", action="store_true", help="print JSON instead of text")
+    predict.set_defaults(func=cmd_predict)
 
     fill = sub.add_parser(
         "backfill", help="fill a database from existing msprof / torch_npu profiler output",

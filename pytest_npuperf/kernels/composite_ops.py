@@ -49,10 +49,11 @@ def _present(tensors: list[Tensor | None]) -> list[Tensor]:
 
 
 def _rms_norm(tensors: list[Tensor | None], parts: list[Part]) -> Slots | None:
-    slots = rms_norm_slots(_present(tensors))
-    if slots is not None:
-        return slots
-    # No recorded inputs: x is what the first operator read, gamma the 1-D factor of a mul.
+    for candidate in [tensors, *(p.tensors() for p in parts if "rms_norm" in p.name)]:
+        slots = rms_norm_slots(_present(candidate))
+        if slots is not None:
+            return slots  # the module's (x, weight), or the rms_norm operator's inputs
+    # A decomposition: x is what the first operator read, gamma the 1-D factor of a mul.
     first = next((p for p in parts if _present(p.tensors())), None)
     if first is None:
         return None
