@@ -43,6 +43,7 @@ from ..devices.names import cpu_model, database_device
 from ..kernels.composite_ops import Part, composite_row, traced_tensors
 from ..kernels.module_kinds import ModuleKinds, load_kinds
 from ..kernels.torch_ops import TorchOperators
+from .chrome_trace import read_events
 from .trace import KIND_CPU, KIND_CUDA, OpCall, TraceDevice, read_trace
 
 _SHOWN = 8
@@ -182,3 +183,13 @@ def trace_rows(path: Path, operators: TorchOperators, kinds: ModuleKinds | None 
     for key, views in strides.items():
         summary.extras[key] = {**conditions, INPUT_STRIDES: views.most_common(1)[0][0]}
     return pd.DataFrame(rows, dtype=object), summary
+
+
+def profile_metadata(path: str | Path) -> dict:
+    """What `npuperf profile` recorded about a trace (its top-level `npuperf` value, written
+    before the events), without reading the events."""
+    meta: dict = {}
+    for _ in read_events(Path(path), meta):
+        break
+    found = meta.get(META_KEY)
+    return found if isinstance(found, dict) else {}

@@ -3,18 +3,19 @@ steps ran.
 
 A profile taken while another process runs is not the model's time: on this project's 2-core
 host, one busy process beside a 2-thread profile stored 5.97 ms for an `Add` that takes 133 us
-quiet, and 21 ms for a GEMM of 7.5 ms. Three kinds of evidence, gathered around the traced
+quiet, and 21 ms for a GEMM of 7.5 ms. Two kinds of evidence, gathered around the traced
 steps and by a sampler thread every `PERIOD_S`:
 
 - the time the profile's threads waited for a CPU (Linux's per-thread run-queue delay,
   devices/preemption.py): above `PREEMPTED_FRACTION` of the traced time per busy thread, the
   host preempted the profile;
 - the host's runnable tasks (/proc/loadavg, the sampler itself left out) beyond its cores:
-  oversubscribed;
-- runnable tasks of other processes (the host's, less this process's own running threads):
-  another process competed for the cores, caches and memory bandwidth the model used.
+  oversubscribed.
 
-Any of them makes the profile `untrusted: <why>`; its rows are marked so by the parse, kept
+The runnable tasks of other processes (the host's, less this process's running threads) are
+recorded beside them (`Profiling Host`): a process on a core of its own does not take the
+profile's CPU time, though it shares caches and memory bandwidth. Either verdict makes the
+profile `untrusted: <why>`; its rows are marked so by the parse, kept
 out of the replay comparison, and profiled again on the next quiet run. Where /proc is not
 there (not Linux) nothing can be said: the mark stays empty.
 """
@@ -144,9 +145,6 @@ class HostWatch:
         if runnable is not None and runnable > self.cores:
             verdict.reasons.append(f"oversubscribed host: {runnable:g} runnable tasks on "
                                    f"{self.cores} cores")
-        if others is not None and others >= 1:
-            verdict.reasons.append(f"busy host: {others:g} runnable task(s) of other "
-                                   f"processes beside the profile")
         if verdict.reasons:
             verdict.trust = f"{UNTRUSTED}: " + "; ".join(verdict.reasons)
         elif waited is not None or runnable is not None:
