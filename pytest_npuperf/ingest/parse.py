@@ -179,14 +179,17 @@ def _clearing_stale_counters(frame, updates: dict[Signature, RowUpdate]
             for sig, u in updates.items()}
 
 
+def _cells_or_blank(frame, column: str) -> list[str]:
+    return frame[column].tolist() if column in frame.columns else [""] * len(frame)
+
+
 def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
     """Rows that held another parse's statistics: this profile's replace them whole (a
     median cannot be combined from two medians), which the output says."""
     if PROFILING_AVERAGE_DURATION not in table.frame.columns:
         return []
     durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
-    sources = (table.frame[PROFILING_SOURCE].tolist() if PROFILING_SOURCE in table.frame.columns
-               else [""] * len(durations))
+    sources = _cells_or_blank(table.frame, PROFILING_SOURCE)
     positions = table.positions()
     replaced = [p for sig in updates for p in positions.get(sig, ()) if durations[p].strip()]
     if not replaced:
@@ -203,8 +206,7 @@ def _keeping_trusted(table, updates: dict[Signature, RowUpdate], why: str) -> li
     if PROFILING_AVERAGE_DURATION not in table.frame.columns:
         return []
     durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
-    marks = (table.frame[PROFILING_TRUST].tolist() if PROFILING_TRUST in table.frame.columns
-             else [""] * len(durations))
+    marks = _cells_or_blank(table.frame, PROFILING_TRUST)
     positions = table.positions()
     kept = [sig for sig in updates for p in positions.get(sig, ())[:1]
             if str(durations[p]).strip() and trusted_profile(marks[p])]

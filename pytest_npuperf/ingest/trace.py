@@ -32,6 +32,7 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 from ..db.errors import ContractError
@@ -401,7 +402,8 @@ class _Ownership:
 
     def __init__(self, ops: _Ops, threads: dict[tuple, _Thread]) -> None:
         self.ops = ops
-        self.order = [i for thread in threads.values() for i in thread.index]
+        # Every operator, each thread's in start order (a parent before its children).
+        self.order = array("q", chain.from_iterable(t.index for t in threads.values()))
         n = len(ops)
         self.base = n  # group g is the node n + g
         self.in_step = array("b", bytes(n))

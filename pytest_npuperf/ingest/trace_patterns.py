@@ -29,7 +29,7 @@ PART_OPERATORS = frozenset({*CASTS, *HALVES, "aten::pow", "aten::mean", "aten::a
 RMS_NORM, ROTARY, GATED = "rms_norm", "rotary", "gated_activation"
 
 
-class Sequence_:
+class _Siblings:
     """The sibling operators of one place, in call order, as the matchers see them."""
 
     def __init__(self, names: Sequence[str], dims: Callable[[int], list]) -> None:
@@ -49,7 +49,7 @@ class Sequence_:
         return i + 1 if i < len(self.names) and self.names[i] == name else None
 
 
-def _rms_norm(seq: Sequence_, start: int) -> tuple[int, int] | None:
+def _rms_norm(seq: _Siblings, start: int) -> tuple[int, int] | None:
     """(start, end) of an RMS norm whose pow is at or after `start` past casts: the cast
     right before the pow (x to float32) is its first operator."""
     i = seq.skip(start, CASTS)
@@ -77,7 +77,7 @@ def _first(dims: list) -> list:
                  all(isinstance(v, int) for v in d)), [])
 
 
-def _rotation(seq: Sequence_, start: int) -> int | None:
+def _rotation(seq: _Siblings, start: int) -> int | None:
     """End of one rotate-half rotation starting at the mul by cos."""
     if seq.names[start] != "aten::mul":
         return None
@@ -93,12 +93,12 @@ def _rotation(seq: Sequence_, start: int) -> int | None:
     return i
 
 
-def _table(seq: Sequence_, start: int) -> list:
+def _table(seq: _Siblings, start: int) -> list:
     dims = [d for d in seq.dims(start) if isinstance(d, list) and d]
     return dims[1] if len(dims) > 1 else []
 
 
-def _gated(seq: Sequence_, start: int) -> list[int] | None:
+def _gated(seq: _Siblings, start: int) -> list[int] | None:
     if seq.names[start] not in ("aten::silu", "aten::silu_"):
         return None
     gate = _first(seq.dims(start))
@@ -113,7 +113,7 @@ def _gated(seq: Sequence_, start: int) -> list[int] | None:
 
 def find_groups(names: Sequence[str], dims: Callable[[int], list]) -> list[tuple[str, list[int]]]:
     """(kind, positions) of each decomposition found in a sibling sequence, in order."""
-    seq = Sequence_(names, dims)
+    seq = _Siblings(names, dims)
     groups: list[tuple[str, list[int]]] = []
     taken: set[int] = set()
     i = 0
