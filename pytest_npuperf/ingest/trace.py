@@ -27,7 +27,9 @@ shapes, or as the composite call it is part of when that call could not become a
 
 from __future__ import annotations
 
+import ast
 import bisect
+import functools
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -173,7 +175,9 @@ class _Ops:
         return index
 
     def _shape_id(self, dims) -> int:
-        text = _shape_text(dims) if dims else ""
+        """The input dims as an index of `shapes` (their repr: made in C, read back only for
+        the operators the unmapped list names)."""
+        text = repr(dims) if dims else ""
         found = self.shape_ids.get(text)
         if found is None:
             found = self.shape_ids[text] = len(self.shapes)
@@ -200,7 +204,7 @@ class _Ops:
 
     def labelled(self, index: int) -> str:
         """An operator with its input shapes, as the unmapped list names it."""
-        shapes = self.shapes[self.shape[index]]
+        shapes = _shape_text(self.shapes[self.shape[index]])
         return f"{self.name_of(index)} ({shapes})" if shapes else self.name_of(index)
 
     def by_external(self, wanted: set[int]) -> dict[int, int]:
@@ -212,7 +216,15 @@ class _Ops:
         return found
 
 
-def _shape_text(dims) -> str:
+@functools.lru_cache(maxsize=4096)
+def _shape_text(text: str) -> str:
+    """`[[1, 16, 64], [], [64]]` -> `1x16x64, 64`: the tensors' dims."""
+    if not text:
+        return ""
+    try:
+        dims = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ""
     if not isinstance(dims, list):
         return ""
     return ", ".join("x".join(str(v) for v in d) for d in dims
