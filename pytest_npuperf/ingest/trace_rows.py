@@ -125,9 +125,14 @@ class TraceSummary:
         return lines
 
 
-def _composite_cells(call: OpCall) -> dict[str, str] | None:
-    parts = [Part(*p) for p in call.parts]
-    return composite_row(call.kind, traced_tensors(call.recorded), parts)  # type: ignore[arg-type]
+def _composite_cells(call: OpCall, cache: dict) -> dict[str, str] | None:
+    """A composite call's cells; the same call in every layer is converted once."""
+    key = (call.kind.name, repr(call.recorded), repr(call.parts))  # type: ignore[union-attr]
+    if key not in cache:
+        parts = [Part(*p) for p in call.parts]
+        cache[key] = composite_row(call.kind, traced_tensors(call.recorded), parts)  # type: ignore[arg-type]
+    cells = cache[key]
+    return None if cells is None else dict(cells)
 
 
 def _not_converted(call: OpCall) -> str:
@@ -157,9 +162,11 @@ def trace_rows(path: Path, operators: TorchOperators, kinds: ModuleKinds | None 
                            outside_steps_us=profile.outside_steps_us, init_us=profile.init_us,
                            profile=meta if isinstance(meta, dict) else {})
     strides: dict[tuple[str, Signature], Counter] = defaultdict(Counter)
+    converted: dict = {}
+    signatures: dict[tuple, Signature | None] = {}
     for call in profile.calls:
         if call.kind is not None:
-            cells = _composite_cells(call)
+            cells = _composite_cells(call, converted)
         else:
             cells = operators.row(call.name, call.dims, call.types, call.strides)
         if cells is None:
@@ -173,7 +180,10 @@ def trace_rows(path: Path, operators: TorchOperators, kinds: ModuleKinds | None 
                 summary.alternates[kernel.kernel_type] = kernel.alternates
         summary.mapped_us += call.device_us
         view = cells.pop(INPUT_STRIDES, "")
-        sig = _signature(cells)
+        identity = tuple(cells.values())
+        if identity not in signatures:
+            signatures[identity] = _signature(cells)
+        sig = signatures[identity]
         if sig is not None:
             strides[(cells["Type"], sig)][view] += call.device_us
         rows.append({**cells, RAW_DURATION: call.device_us})

@@ -206,6 +206,7 @@ class TorchOperators:
     def __init__(self, operator_mappings: Mapping[str, Mapping] | None = None) -> None:
         mappings = {**_CATALOG_OPERATORS, **(operator_mappings or SIMULATOR_OPERATORS)}
         self._kernels: dict[str, KernelOf] = {}
+        self._rows: dict[tuple, dict[str, str] | None] = {}
         for key, mapping in mappings.items():
             parts = str(key).split(".")
             kernel_type = mapping.get("kernel_type") if isinstance(mapping, Mapping) else None
@@ -226,7 +227,16 @@ class TorchOperators:
     def row(self, operator: str, dims: list, types: list, strides: list = ()
             ) -> dict[str, str] | None:
         """The identity cells of the kernel row of one call (None: inputs this conversion
-        does not recognise, e.g. a scalar where a tensor belongs)."""
+        does not recognise, e.g. a scalar where a tensor belongs). A model calls the same
+        operator on the same shapes once per layer: each distinct call is converted once."""
+        key = (operator, repr(dims), repr(types), repr(strides))
+        if key not in self._rows:
+            self._rows[key] = self._row(operator, dims, types, strides)
+        cells = self._rows[key]
+        return None if cells is None else dict(cells)
+
+    def _row(self, operator: str, dims: list, types: list, strides: list = ()
+             ) -> dict[str, str] | None:
         kernel = self._kernels.get(operator)
         if kernel is None:
             return None
