@@ -414,9 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--device", choices=("auto", "cpu", "cuda", "npu"), default="auto",
                          help="the profiler to run: auto picks npu, then cuda, then cpu")
     profile.add_argument("--warmup", type=_count_or_zero, default=1, metavar="N",
-                         help="untraced runs of the workload first (default 1)")
+                         help="untraced steps first (default 1)")
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N",
-                         help="profiled runs (default 1)")
+                         help="traced steps (default 1)")
     add_db(profile, "--parse-into",
            help="then parse the trace into this database version directory (created when "
                 "missing)")

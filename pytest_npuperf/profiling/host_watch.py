@@ -17,7 +17,9 @@ recorded beside them (`Profiling Host`): a process on a core of its own does not
 profile's CPU time, though it shares caches and memory bandwidth. Either verdict makes the
 profile `untrusted: <why>`; its rows are marked so by the parse, kept
 out of the replay comparison, and profiled again on the next quiet run. Where /proc is not
-there (not Linux) nothing can be said: the mark stays empty.
+there (not Linux) nothing can be said: the mark stays empty. A GPU or NPU profile records the
+host's state too, but is not judged by it: the device's kernel times are not the host's CPU
+time.
 """
 
 from __future__ import annotations
@@ -91,8 +93,9 @@ class HostVerdict:
 class HostWatch:
     """Start when the traced steps start, `verdict()` when they end."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, *, judge: bool = True) -> None:
         self.threads = threads
+        self.judge = judge  # a CPU profile's times are the host's; a device's are not
         self.cores = len(available_cores())
         self.load = host_load()
         self.queue = RunQueueDelay() if RunQueueDelay.available() else None
@@ -145,6 +148,8 @@ class HostWatch:
         if runnable is not None and runnable > self.cores:
             verdict.reasons.append(f"oversubscribed host: {runnable:g} runnable tasks on "
                                    f"{self.cores} cores")
+        if not self.judge:
+            verdict.reasons.clear()
         if verdict.reasons:
             verdict.trust = f"{UNTRUSTED}: " + "; ".join(verdict.reasons)
         elif waited is not None or runnable is not None:

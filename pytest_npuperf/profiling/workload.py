@@ -121,7 +121,7 @@ class _Session:
             from .module_ranges import module_ranges
 
             self._stack.enter_context(module_ranges(self.kinds))
-        self._watch = HostWatch(torch.get_num_threads()).start()
+        self._watch = HostWatch(torch.get_num_threads(), judge=self.kind == "cpu").start()
 
     def _profile(self):
         if self.kind == "npu":
