@@ -21,6 +21,7 @@ from pytest_npuperf.db.columns import (
     PROFILING_DEVICE,
     PROFILING_THREADS,
     PROFILING_TRUST,
+    PROFILING_UPDATED,
 )
 from pytest_npuperf.db.table import read_table
 from pytest_npuperf.ingest.parse import parse_profiling
@@ -29,6 +30,7 @@ from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.tensors import generator_for
 from pytest_npuperf.profiling.host_watch import HostWatch
 from pytest_npuperf.replay.writeback import backfill
+from tests.conftest import write_csv
 from tests.replay_project import cells, write_db
 from tests.test_backfill import result_for
 from tests.trace_data import cpu_trace
@@ -68,6 +70,21 @@ def test_a_flat_database_profiled_here_is_compared_with_this_devices_replay(tmp_
     assert not any("measured on" in n for n in outcome.notes)
     row = read_table(target / "MatMulV2.csv").iloc[0]
     assert row[PROFILING_AVERAGE_DURATION] == "10" and row[PROFILING_DEVICE] == HERE
+
+
+def test_a_profile_parsed_into_the_copy_later_is_not_overwritten_by_the_sources(tmp_path):
+    flat = _flat(tmp_path, **{PROFILING_AVERAGE_DURATION: "10", PROFILING_DEVICE: HERE,
+                              PROFILING_UPDATED: "2026-01-01T00:00:00"})
+    target = _copy(tmp_path)
+    backfill(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False, run_id="r",
+             stamp="s")
+    table = read_table(target / "MatMulV2.csv")
+    table.loc[0, PROFILING_AVERAGE_DURATION] = "20"
+    table.loc[0, PROFILING_UPDATED] = "2026-06-01T00:00:00"
+    write_csv(target / "MatMulV2.csv", list(table.columns), table.to_dict("records"))
+    outcome = backfill(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False,
+                       run_id="r2", stamp="s2")
+    assert [g.profiling_us for g in outcome.gaps] == [20.0]
 
 
 def test_another_devices_profile_is_still_not_compared(tmp_path):

@@ -72,6 +72,7 @@ from ..db.columns import (
     PROFILING_STD_DURATION,
     PROFILING_THREADS,
     PROFILING_TRUST,
+    PROFILING_UPDATED,
     ROOFLINE_COLUMNS,
     microbench_counter,
     parse_duration,
@@ -344,11 +345,14 @@ def _carry_own_profiles(source: Table, own: Table, device: str) -> int:
     positions = own.positions()
     target = ensure_columns(own.frame, own.kernel_type, columns)
     changed = 0
+    updated = columns.index(PROFILING_UPDATED) if PROFILING_UPDATED in columns else None
     for i in rows:
         values = [str(frame.iat[i, frame.columns.get_loc(c)]) for c in columns]
         for position in positions.get(source.signatures[i], ()):
             current = [str(target.iat[position, target.columns.get_loc(c)]) for c in columns]
-            if current != values:
+            # A profile parsed into this copy after the source's stays (ISO times compare).
+            newer = updated is not None and current[updated].strip() > values[updated].strip()
+            if current != values and not newer:
                 for column, value in zip(columns, values):
                     target.iat[position, target.columns.get_loc(column)] = value
                 changed += 1
