@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..db.errors import NpuperfError
+from ..db.errors import NpuperfError, printable
 from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, database_dir, resolve_database_dir
 from .args import add_db, add_module_kinds, add_renamed, add_threshold, fraction, positive_int
 from .history import add_history_commands
@@ -115,9 +115,10 @@ def _workload_command(args: argparse.Namespace) -> list[str]:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     import json
-    import subprocess
     import tempfile
     import time
+
+    from ..profiling.child import run_to_end
 
     command = _workload_command(args)
     what = (args.call.rpartition(":")[2] if args.call else
@@ -133,8 +134,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
                    *[a for path in args.module_kinds for a in ("--module-kinds", str(path))],
                    *(["--no-module-ranges"] if args.no_module_ranges else [])]
         # The workload's own output goes where npuperf's goes; the result comes in a file.
-        done = subprocess.run([command[0], "-m", "pytest_npuperf.profiling.workload", *options,
-                               "--", *command[1:]], check=False)
+        # A stop signal (SIGTERM, SIGHUP) goes on to the workload, waited for.
+        done = run_to_end([command[0], "-m", "pytest_npuperf.profiling.workload", *options,
+                           "--", *command[1:]])
         if done.returncode != 0 or not result.is_file():
             raise NpuperfError(f"the profiled workload failed (exit status {done.returncode}); "
                                f"nothing was written")
@@ -696,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(command: str, message: str, code: int) -> int:
     """One line on stderr, whatever the message held (a hostile cell's text, newlines)."""
-    line = " ".join(message.split())
+    line = printable(" ".join(message.split()))
     if len(line) > 2000:
         line = line[:2000] + " ..."
     print(f"npuperf {command}: error: {line}", file=sys.stderr)

@@ -43,6 +43,7 @@ from ..devices.names import cpu_model, database_device
 from ..kernels.composite_ops import Part, composite_row, traced_tensors
 from ..kernels.module_kinds import ModuleKinds, load_kinds
 from ..kernels.torch_ops import TorchOperators
+from . import trace_fields as fields
 from .chrome_trace import read_events
 from .trace import KIND_CPU, KIND_CUDA, OpCall, TraceDevice, read_trace
 
@@ -61,6 +62,7 @@ class TraceSummary:
     total_us: float = 0.0
     unmapped: Counter = field(default_factory=Counter)  # operator -> device time (us)
     alternates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    left_out: Counter = field(default_factory=Counter)  # events with bad fields, by reason
     composites: Counter = field(default_factory=Counter)  # kernel type -> calls from kinds
     steps: int = 0
     outside_steps_us: float = 0.0
@@ -103,6 +105,10 @@ class TraceSummary:
         lines = [f"{self.path}: {self.device.kind}{name} trace, {self.calls:,} mapped call(s) in "
                  f"{self.groups} (kernel type, signature) group(s): {self.mapped_us / total:.1%} "
                  f"of the {self.total_us / 1e3:,.3f} ms of {what} time{scope}"]
+        if self.left_out:
+            reasons = ", ".join(f"{n:,} {why}" for why, n in self.left_out.most_common())
+            lines.append(f"  left out {sum(self.left_out.values()):,} event(s) with a bad "
+                         f"field: {reasons}")
         if self.composites:
             lines.append("  composite calls: " + ", ".join(
                 f"{kind} {n}" for kind, n in sorted(self.composites.items())))
@@ -117,7 +123,7 @@ class TraceSummary:
             lines.append(f"  the in-model times are {self.trust}: they are kept out of the "
                          f"replay comparison; profile again on a quiet host")
         if self.unmapped:
-            shown = ", ".join(f"{op} {us / total:.1%}" for op, us in
+            shown = ", ".join(f"{fields.shown(op)} {us / total:.1%}" for op, us in
                               self.unmapped.most_common(_SHOWN))
             more = len(self.unmapped) - _SHOWN
             lines.append(f"  maps to no kernel table: {shown}"
@@ -158,8 +164,9 @@ def trace_rows(path: Path, operators: TorchOperators, kinds: ModuleKinds | None 
     rows: list[dict[str, str | float]] = []
     meta = profile.meta.get(META_KEY)
     summary = TraceSummary(path, profile.device, 0, total_us=profile.total_us,
-                           unmapped=Counter(profile.unmapped), steps=profile.steps,
-                           outside_steps_us=profile.outside_steps_us, init_us=profile.init_us,
+                           unmapped=Counter(profile.unmapped), left_out=profile.left_out,
+                           steps=profile.steps, outside_steps_us=profile.outside_steps_us,
+                           init_us=profile.init_us,
                            profile=meta if isinstance(meta, dict) else {})
     strides: dict[tuple[str, Signature], Counter] = defaultdict(Counter)
     converted: dict = {}
