@@ -40,7 +40,7 @@ from pathlib import Path
 from ..db.errors import ContractError
 from ..kernels.module_kinds import STEP_RANGE, ModuleKind, ModuleKinds, parse_range
 from .chrome_trace import read_events
-from .trace_fields import checked_events
+from .trace_fields import checked_events, shown
 from .trace_patterns import PART_OPERATORS, find_groups
 
 KIND_CPU, KIND_CUDA, KIND_NPU = "cpu", "cuda", "npu"
@@ -211,7 +211,8 @@ class _Ops:
     def labelled(self, index: int) -> str:
         """An operator with its input shapes, as the unmapped list names it."""
         shapes = _shape_text(self.shapes[self.shape[index]])
-        return f"{self.name_of(index)} ({shapes})" if shapes else self.name_of(index)
+        name = shown(self.name_of(index))  # a trace's names may hold escapes, megabytes
+        return f"{name} ({shapes})" if shapes else name
 
     def by_external(self, wanted: set[int]) -> dict[int, int]:
         """External id -> operator, for the ids device activities name (AMBIGUOUS: held by
@@ -553,7 +554,7 @@ class _Ownership:
                     profile.calls.append(OpCall(ops.name_of(node), dims or [], types or [],
                                                 strides or [], us, activities))
                 else:
-                    profile.unmapped[f"{ops.name_of(node)} (no shapes)"] += us
+                    profile.unmapped[f"{shown(ops.name_of(node))} (no shapes)"] += us
                 continue
             if node >= self.base:
                 label = PATTERN_LABEL

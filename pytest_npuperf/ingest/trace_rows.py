@@ -48,6 +48,7 @@ from .chrome_trace import read_events
 from .trace import KIND_CPU, KIND_CUDA, OpCall, TraceDevice, read_trace
 
 _SHOWN = 8
+LABEL_LIMIT = 400  # an unmapped label: a name cut at trace_fields' length, and its shapes
 NOT_CONVERTED = "inputs not converted"
 META_KEY = "npuperf"  # what `npuperf profile` records about the profile (profiling/workload.py)
 
@@ -101,10 +102,10 @@ class TraceSummary:
         total = self.total_us or 1.0
         what = "device" if self.device.kind != KIND_CPU else "CPU operator"
         name = f" {self.device.name}" if self.device.name else ""
-        scope = f" of its {self.steps} marked step(s)" if self.steps else ""
+        scope = f" in its {self.steps} marked step(s)" if self.steps else ""
         lines = [f"{self.path}: {self.device.kind}{name} trace, {self.calls:,} mapped call(s) in "
                  f"{self.groups} (kernel type, signature) group(s): {self.mapped_us / total:.1%} "
-                 f"of the {self.total_us / 1e3:,.3f} ms of {what} time{scope}"]
+                 f"of its {self.total_us / 1e3:,.3f} ms of {what} time{scope}"]
         if self.left_out:
             reasons = ", ".join(f"{n:,} {why}" for why, n in self.left_out.most_common())
             lines.append(f"  left out {sum(self.left_out.values()):,} event(s) with a bad "
@@ -123,7 +124,8 @@ class TraceSummary:
             lines.append(f"  the in-model times are {self.trust}: they are kept out of the "
                          f"replay comparison; profile again on a quiet host")
         if self.unmapped:
-            shown = ", ".join(f"{fields.shown(op)} {us / total:.1%}" for op, us in
+            # Labels name operators already cut and escaped, then their shapes.
+            shown = ", ".join(f"{fields.shown(op, LABEL_LIMIT)} {us / total:.1%}" for op, us in
                               self.unmapped.most_common(_SHOWN))
             more = len(self.unmapped) - _SHOWN
             lines.append(f"  maps to no kernel table: {shown}"
@@ -143,10 +145,11 @@ def _composite_cells(call: OpCall, cache: dict) -> dict[str, str] | None:
 
 def _not_converted(call: OpCall) -> str:
     if call.kind is None:
-        return f"{call.name} ({NOT_CONVERTED})"
+        return f"{fields.shown(call.name)} ({NOT_CONVERTED})"
     inputs = "; ".join("x".join(map(str, r[0])) for r in call.recorded if r) or \
         "; ".join("x".join(map(str, d)) for p in call.parts[:3] for d in p[1][:1] if d)
-    return f"inside {call.kind.name} {call.label} ({inputs}): not a {call.kind.kernel_type} call"
+    return (f"inside {call.kind.name} {fields.shown(call.label)} ({inputs[:200]}): not a "
+            f"{call.kind.kernel_type} call")
 
 
 def _signature(cells: dict[str, str]) -> Signature | None:
