@@ -151,7 +151,7 @@ def _pairs(seed: int) -> list:
         center = float(rng.choice([0.8, 10.0, 1e3]))
         shift = float(rng.choice([1.0, 1.02, 1.1, 1.5, 0.7]))
         step = float(rng.choice([0.0, 0.001, 0.125]))  # 0: continuous; else a timer's ticks
-        def draw(n, scale):
+        def draw(n, scale, step=step):
             values = scale * (1 + rng.normal(0, 0.03, n))
             return (np.round(values / step) * step if step else values).tolist()
         base, new = draw(sizes[0], center), draw(sizes[1], center * shift)

@@ -5,13 +5,16 @@ model, profiled the same way (`npuperf profile` -> `npuperf parse`).
 
 Only for the embedded default database (the demo's shapes are its rows), on a device that
 writes its own copy of it (an NPU's database holds profiles from real models), and not in a
-dry run. The trace is kept in `<database>/profiles/demo_model.json`; while it is there the
-device is not profiled again (delete it to profile anew). It is written after the parse, so
-an interrupted run profiles again next time rather than never.
+dry run. The trace is kept in `<database>/profiles/demo_model.json`; while it is there, and
+its in-model times were taken on a quiet host, the device is not profiled again (delete it to
+profile anew). A profile taken on an oversubscribed or preempting host is marked untrusted
+(its rows too: the gap leaves them out) and profiled again on the next run, until a quiet one
+replaces it. It is written after the parse, so an interrupted run profiles again next time
+rather than never.
 
-It is also kept per device (database device name and software stack, CPU threads included:
-they decide the in-model times) outside any output directory, in the user's cache
-(`$NPUPERF_CACHE_DIR`, else `$XDG_CACHE_HOME/pytest_npuperf`, else
+A trusted trace is also kept per device (database device name and software stack, CPU
+threads included: they decide the in-model times) outside any output directory, in the
+user's cache (`$NPUPERF_CACHE_DIR`, else `$XDG_CACHE_HOME/pytest_npuperf`, else
 `~/.cache/pytest_npuperf`): a new output directory parses that trace (a fraction of a second)
 instead of profiling the model again (seconds).
 """
@@ -23,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..db.columns import trusted_profile
 from ..db.errors import NpuperfError
 from ..db.layout import PROFILES_DIR
 from ..db.table import write_text
@@ -33,6 +37,17 @@ if TYPE_CHECKING:
     from .context import RunContext
 
 PROFILED_STEPS = 3
+
+
+def _trusted(trace: Path) -> bool:
+    """Whether a kept profile's in-model times were taken on a quiet host (a trace from
+    before such marks, or unreadable, counts as kept: it is not profiled again)."""
+    from ..ingest.trace_rows import profile_metadata
+
+    try:
+        return trusted_profile(profile_metadata(trace).get("trust"))
+    except NpuperfError:
+        return True
 
 
 def kept_trace(target: Path) -> Path:
@@ -67,7 +82,7 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     if not wanted(context):
         return True
     target = context.destination.target
-    if kept_trace(target).is_file():
+    if kept_trace(target).is_file() and _trusted(kept_trace(target)):
         return True
     from ..ingest.parse import parse_profiling
     from ..profiling.workload import trace_workload
@@ -84,7 +99,7 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
                      purpose=f"pytest run {context.run_id}: the device's database")
         with tempfile.TemporaryDirectory(prefix="npuperf_demo_") as scratch:
             trace, where = cached, f"kept for this device in {cached}"
-            if not cached.is_file():
+            if not (cached.is_file() and _trusted(cached)):
                 trace = trace_workload(demo_step(backend.device), Path(scratch) / f"{NAME}.json",
                                        kind=backend.kind, warmup=1, steps=PROFILED_STEPS)
                 where = "profiled on this device"
@@ -92,8 +107,8 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
             text = trace.read_text(encoding="utf-8")
             write_text(kept_trace(target), text,
                        purpose=f"pytest run {context.run_id}: the demo model's trace")
-            if trace != cached:
-                _keep(cached, text, context)
+            if trace != cached and all(trusted_profile(t.trust) for t in summary.traces[:1]):
+                _keep(cached, text, context)  # only a quiet host's profile stands for it
     except NpuperfError as exc:
         context.notes.append(f"the demo model was not profiled here: {exc}; the gap report has "
                              f"no in-model times to compare with")
@@ -105,6 +120,9 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     traced = summary.traces[0] if summary.traces else None
     share = (f"; {traced.mapped_us / traced.total_us:.1%} of its time maps to kernel tables"
              if traced is not None and traced.total_us else "")
+    if traced is not None and not trusted_profile(traced.trust):
+        share += (f"; its in-model times are {traced.trust}: kept out of the gap, profiled "
+                  f"again on the next run")
     context.notes.append(f"model profile: the demo model ({DESCRIPTION}) {where}, "
                          f"{PROFILED_STEPS} steps after a warm-up, {summary.rows_updated} "
                          f"row(s) of {target} updated, {summary.rows_added} added{share}; "
