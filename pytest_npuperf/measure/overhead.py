@@ -60,7 +60,8 @@ class PartClock:
         self.parts: dict[str, float] = {}
 
     def add(self, name: str, seconds: float) -> None:
-        self.parts[name] = self.parts.get(name, 0.0) + seconds
+        if seconds:
+            self.parts[name] = self.parts.get(name, 0.0) + seconds
 
     @contextmanager
     def part(self, name: str) -> Iterator[None]:

@@ -29,7 +29,14 @@ from ..measure.floor import Floor, latency_floor
 from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
 from ..measure.noise import noise_reason
-from ..measure.overhead import CAPTURE, INPUTS, REFERENCES, VERIFICATION, WARMUP
+from ..measure.overhead import (
+    CAPTURE,
+    INPUTS,
+    REFERENCES,
+    VERIFICATION,
+    WARMUP,
+    PartClock,
+)
 from ..measure.profiler import ProfilerSession
 from ..measure.reference import reference_samples, reference_us
 from ..measure.result import (
@@ -142,7 +149,7 @@ class CaseRunner:
         self._first_measured: float | None = None
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
-        self._parts: dict[str, float] = {}  # the current case's overhead parts
+        self._clock = PartClock()  # where the current case's time beyond its calls goes
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -179,7 +186,8 @@ class CaseRunner:
                             stack=self.stack, statistic=self.options.policy.statistic,
                             threads=torch.get_num_threads())
         self._check_load(result)
-        self._parts = result.overhead_s = {}
+        self._clock = PartClock()
+        result.overhead_s = self._clock.parts
         spec = spec_for(ref.kernel_type)
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
@@ -241,7 +249,7 @@ class CaseRunner:
                          f"{names[0]} measured")
             names = names[:1]
         compared = choice.fastest and len(names) > 1
-        with self._part(INPUTS):
+        with self._clock.part(INPUTS):
             base = spec.prepare(case, self.backend, cache=self.options.cache,
                                 impl=default_name(device), arena=self._arena)
         result.flops, result.bytes = base.flops, base.bytes
@@ -253,7 +261,7 @@ class CaseRunner:
             if compared and (ref.kernel_type, name) in self.rejected:
                 continue
             try:
-                with self._part(INPUTS):
+                with self._clock.part(INPUTS):
                     prepared = base if name == base.impl else spec.implement(base, name, case,
                                                                              self.backend)
             except Unsupported as exc:
@@ -264,7 +272,7 @@ class CaseRunner:
             if compared and prepared.impl != name:
                 continue  # compiled fell back to eager: measured as itself already
             try:
-                with self._part(VERIFICATION):
+                with self._clock.part(VERIFICATION):
                     verified = self._verify(spec, case, prepared, compared=compared)
             except VerifyError as exc:
                 if not compared:
@@ -279,8 +287,8 @@ class CaseRunner:
                 self._first_measured = now
             measured = self.measure_call(ref.case_id, prepared.call, deadline,
                                          cycle=prepared.rotation.copies, budget_end=share)
-            self._add(WARMUP, measured.run.warmup_s)
-            self._add(CAPTURE, measured.run.capture_s)
+            self._clock.add(WARMUP, measured.run.warmup_s)
+            self._clock.add(CAPTURE, measured.run.capture_s)
             done.append((prepared, measured, verified))
             if not choice.fastest:
                 break
@@ -366,7 +374,7 @@ class CaseRunner:
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        with self._part(WARMUP):
+        with self._clock.part(WARMUP):
             warm = warm_up(call, self.timer, self.options.policy, at_least=1,
                            budget_end=budget_end)
         try:
@@ -407,21 +415,8 @@ class CaseRunner:
         finally:
             profiler.stop()
 
-    # -- where a case's time beyond its timed calls goes (measure/overhead.py) ----------------
-    def _add(self, name: str, seconds: float) -> None:
-        if seconds:
-            self._parts[name] = self._parts.get(name, 0.0) + seconds
-
-    @contextlib.contextmanager
-    def _part(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._add(name, time.perf_counter() - start)
-
     def _references(self) -> list[float]:
-        with self._part(REFERENCES):
+        with self._clock.part(REFERENCES):
             return reference_samples()
 
     def _record(self, result: CaseResult, measured: Measured) -> None:
