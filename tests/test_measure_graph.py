@@ -159,7 +159,8 @@ def test_the_runner_measures_with_graph_replays():
     parts = result.overhead_s
     assert {"inputs", "warm-up calls", "graph capture"} <= set(parts)
     assert all(v > 0 for v in parts.values())
-    assert sum(parts.values()) <= result.wall_s - result.time_in_calls_s
+    # (The stand-in's replays report device time they did not take: only the wall bounds.)
+    assert sum(parts.values()) <= result.wall_s
 
 
 def test_a_call_that_cannot_be_captured_falls_back_to_the_profiler_and_says_so():
