@@ -336,7 +336,9 @@ SIGNATURE_CHECKS = 64
 
 def _verify(kernel_type: str, row: dict[str, str], key: Key, keys: KeySpace, where: str, *,
             check_key: bool) -> None:
-    """The row's signature is the key it was sampled with; a replay spec accepts the row."""
+    """The row's signature is the key it was sampled with; a replay spec accepts the row. The
+    `Runtime ...` cells the replay's own arguments decide (the sequence lengths of sparse
+    attention) are added where the row has none: the simulator reads them."""
     from ..kernels.case import case_from_row
     from ..kernels.registry import spec_for
 
@@ -356,6 +358,8 @@ def _verify(kernel_type: str, row: dict[str, str], key: Key, keys: KeySpace, whe
     except CellError as exc:
         raise GridError(f"{where}: generates a {kernel_type} row that cannot be replayed "
                         f"({row[INPUT_SHAPES]} -> {row[OUTPUT_SHAPES]}): {exc.reason}") from None
+    runtime = spec.runtime_cells(case)
+    row.update({column: text for column, text in runtime.items() if not row.get(column)})
 
 
 # ---------------------------------------------------------------------------------------------
