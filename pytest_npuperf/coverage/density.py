@@ -41,6 +41,7 @@ class AxisDensity:
     buckets: int = 0
     gaps: list[BucketGap] = field(default_factory=list)
     listed_only: bool = False  # a structural axis under --workload-only
+    unjudged: str = "no rule in the standard"  # why, where rule is None
 
     @property
     def ok(self) -> bool:
@@ -58,7 +59,7 @@ class AxisDensity:
         span = f"{self.values[0]:g}-{self.values[-1]:g}"
         text = f"{name}: {len(self.values)} value(s) {span}"
         if self.rule is None:
-            return text + " (no rule in the standard)"
+            return f"{text} ({self.unjudged})"
         parts = [f"rule {self.rule.name}" + (", listed, not judged" if self.listed_only else "")]
         if self.gaps:
             worst = max(self.gaps, key=lambda g: g.gap.excess)
@@ -114,6 +115,8 @@ def axis_density(kernel: KernelPoints, spec: AxisSpec, standard: DensityStandard
     rule = standard.rule(spec.rule) if standard is not None and spec.rule else None
     check = check_values(values, rule) if rule is not None else None
     out = AxisDensity(spec, rule, check, tuple(sorted(set(values))))
+    if standard is None:
+        out.unjudged = "no standard given"
     buckets = points_by_bucket(points, spec.name)
     out.buckets = len(buckets)
     if rule is None:

@@ -136,6 +136,9 @@ def model_coverage(db: DatabasePoints, profiles: list[Path], *, show_progress: b
     result, notes, traces = aggregate_profiles(profiles, show_progress=show_progress,
                                                operators=operators)
     coverage = ModelCoverage([str(p) for p in profiles], notes=list(notes) + list(result.notes))
+    skipped = ", ".join(f"{n:,} {why}" for why, n in result.skipped.most_common() if n)
+    if skipped:
+        coverage.notes.append(f"profile rows left out (as npuperf parse leaves them): {skipped}")
     alternates: dict[str, tuple[str, ...]] = {}
     for trace in traces:
         coverage.unmapped.update(trace.unmapped)

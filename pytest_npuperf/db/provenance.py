@@ -75,7 +75,8 @@ def collection_entry(directory: str | Path, kind: str, rows: Mapping[str, int], 
     device, stack = _device_and_stack(Path(directory))
     entry = {"kind": kind,
              "when": (when or _dt.datetime.now()).isoformat(timespec="seconds"),
-             "npuperf": version, "device": device, "stack": stack,
+             "npuperf": version, **({"device": device} if device else {}),
+             **({"stack": stack} if stack else {}),
              "rows": {k: int(v) for k, v in sorted(rows.items()) if v}}
     entry.update({k: v for k, v in extra.items() if v not in (None, "", [], {})})
     return entry

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..db.columns import (
     DISPATCH_FFN_COMBINE,
     EP_SIZE,
@@ -36,6 +37,7 @@ from ..db.lock import DatabaseLock
 from ..db.merge import RowUpdate, apply_updates, format_number
 from ..db.op_mapping import KEPT, load_op_mapping
 from ..db.progress import Progress
+from ..db.provenance import collection_entry, stage_provenance
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
 from ..kernels import sparse_runtime
@@ -368,6 +370,10 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
                 db.stage(tx, table, merged.frame)
         if tx is not None:
             summary.op_mapping = ensure_op_mapping(tx, database)
+            stage_provenance(tx, database, collection=collection_entry(
+                database, "parse", {c.path.stem: c.added for c in summary.changes},
+                version=__version__, when=now, profiles=_sources_text(
+                    sorted({s for k in result.kernels for s in k.sources}))))
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes
     return summary
