@@ -7,6 +7,7 @@ status."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections import defaultdict
 
@@ -91,7 +92,7 @@ def _independent_gaps(values, limits):
     """Adjacent pairs breaking `limits` [(low, high, gap)]: any sub-range the pair reaches into
     whose max_gap it exceeds (the M_GRID segments up to 64, written out here)."""
     values = sorted(set(values))
-    return [(a, b) for a, b in zip(values, values[1:])
+    return [(a, b) for a, b in itertools.pairwise(values)
             if any(low < b and high > a and b - a > gap for low, high, gap in limits)]
 
 
@@ -171,7 +172,7 @@ def test_the_embedded_database_as_planned(npuperf, tmp_path):
     """Its rows carry no latency: --include-theory judges the plan; the values and buckets
     agree with the table read directly."""
     out_json = tmp_path / "embedded.json"
-    code, out, err = npuperf("coverage", DEFAULT_DB, "--standard", STANDARD, "--include-theory",
+    code, _out, err = npuperf("coverage", DEFAULT_DB, "--standard", STANDARD, "--include-theory",
                              "--no-loo", "--json", out_json, "--kernels", "MatMulV2,RmsNorm")
     assert code == 1, err  # a small database: far below the standard
     doc = json.loads(out_json.read_text())

@@ -54,8 +54,9 @@ def test_degenerate_and_outside_give_nothing():
 
 
 def _family(name_axes: tuple[str, ...], max_dim=None, sqrt=()) -> Family:
-    from pytest_npuperf.coverage.axes import AxisSpec
     from itertools import combinations
+
+    from pytest_npuperf.coverage.axes import AxisSpec
 
     axes = tuple(AxisSpec(a, sqrt=a in sqrt) for a in name_axes)
     groups = tuple(g for d in range(1, len(name_axes) + 1) for g in combinations(name_axes, d))

@@ -154,8 +154,9 @@ class FillRound:
             lines.append(f"  left out {n}: {reason}")
         lines += [f"note: {n}" for n in self.notes]
         if self.added and not self.dry_run:
-            lines.append("replay them with pytest bench (--npuperf-missing-only measures only "
-                         "rows without a value), then run npuperf coverage again")
+            lines.append("replay them: pytest bench --npuperf-db <this database> "
+                         "--npuperf-update-mode missing-only (only rows without a value), then "
+                         "run npuperf coverage again on the measured database")
         return "\n".join(lines)
 
 

@@ -1,0 +1,181 @@
+"""Does measuring where `npuperf coverage` says make the simulator's interpolation better?
+
+MatMulV2 rows over M_GRID for three (N, K) pairs of a real model (Qwen3-32B at TP 16: the
+q/o projections' (320, 5120), (5120, 320) and the FFN's (1600, 5120)) are replayed on this
+machine (`pytest bench`); then `npuperf coverage` (msmodeling's density standard, leave-one-out
+with the simulator's interpolation) proposes the next rows, `npuperf grid --fill` adds at most
+--share of the measured rows, `pytest bench --npuperf-update-mode missing-only` measures them,
+and again, --rounds times. After each round: the GEMM leave-one-out error (median, p90, rows
+above 50 %) overall and along M. Goals: the p90 falls after each round; the M-axis p90 is below
+AIConfigurator's GEMM p90 of 15.6 % (its leave-one-out over a GPU GEMM database).
+
+    python benchmarks/bench_coverage.py [--max-m 4096] [--pairs 3] [--rounds 2] [--share 0.2]
+        [--keep DIR] [-- PYTEST_ARGS]
+
+Shrink it with --max-m (the largest M replayed: 1024 takes about a third of the time) and
+--pairs; the replays take most of the wall time (load-dependent: print `cat /proc/loadavg`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from replay_runs import DEVICE_DIR, ROOT, run_bench, write_out
+
+from pytest_npuperf.coverage.fill import run_fill
+from pytest_npuperf.coverage.report import build_report, write_outputs
+from pytest_npuperf.grid.grids import M_GRID
+
+STANDARD = ROOT / "tests" / "data" / "density_standard" / "msmodeling-84fec85" / \
+    "axis_collection_density.yaml"
+PAIRS = ((320, 5120), (5120, 320), (1600, 5120))  # (N, K): Qwen3-32B, TP 16
+AICONFIGURATOR_GEMM_P90 = 0.156
+
+CONFIG = """\
+version: 1
+rows: 0
+seed: 0
+max_hbm_gb: 0
+grids:
+  BENCH_M: {m}
+  BENCH_NK: {nk}
+patterns:
+  matmul:
+    description: torch.mm(a, b.t()) over M for the benchmark's (N, K) pairs
+    iterators:
+      M: BENCH_M
+      "N, K": BENCH_NK
+    inputs: ["(M, K)", "(N, K)"]
+    outputs: ["(M, N)"]
+assignments:
+  MatMulV2: matmul
+"""
+
+
+def loadavg() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+    except OSError:
+        return "?"
+
+
+def build_source(root: Path, max_m: int, pairs: int) -> Path:
+    source = root / "source" / DEVICE_DIR
+    config = root / "bench_coverage_grid.yaml"
+    config.write_text(CONFIG.format(m=json.dumps([m for m in M_GRID if m <= max_m]),
+                                    nk=json.dumps([list(p) for p in PAIRS[:pairs]])))
+    subprocess.run([sys.executable, "-m", "pytest_npuperf.cli", "grid", "--db", str(source),
+                    "--config", str(config), "--quiet"], check=True, cwd=ROOT,
+                   capture_output=True)
+    return source
+
+
+def replay(source: Path, out: Path, label: str, extra: list[str], missing_only: bool) -> float:
+    args = ["--npuperf-db", str(source), "-k", "MatMulV2", *extra]
+    if missing_only:
+        args += ["--npuperf-update-mode", "missing-only"]
+    start = time.perf_counter()
+    run = run_bench(label, out, *args, timeout_s=3600)
+    print(f"  {label}: {run.totals['cases']} case(s) replayed in "
+          f"{time.perf_counter() - start:.0f} s (load {loadavg()})", flush=True)
+    return time.perf_counter() - start
+
+
+def measured_copy(out: Path) -> Path:
+    copies = sorted(out.glob(f"CPU_*/{DEVICE_DIR.parent.name}/{DEVICE_DIR.name}")) + \
+        sorted(out.glob(f"*/{DEVICE_DIR.parent.name}/{DEVICE_DIR.name}"))
+    if not copies:
+        raise SystemExit(f"no measured copy of the database under {out}")
+    return copies[0]
+
+
+def figures(copy: Path, report_path: Path) -> dict:
+    report = build_report(copy, standard=STANDARD)
+    write_outputs(report, json_path=report_path)
+    loo = report.loo["MatMulV2"]
+    stats = loo.stats
+    m_axis = loo.by_axes().get("M")
+    density = report.density["MatMulV2"]
+    m_density = next(a for a in density.axes if a.axis.name == "M")
+    return {"rows": report.points.kernels["MatMulV2"].rows,
+            "measured": report.points.kernels["MatMulV2"].measured,
+            "median": stats.median, "p90": stats.p90, "over_50": stats.over_50,
+            "n": stats.count, "m_p90": m_axis.p90 if m_axis else None,
+            "m_median": m_axis.median if m_axis else None, "m_n": m_axis.count if m_axis else 0,
+            "m_gaps": len(m_density.gaps), "proposals": len(report.proposals),
+            "worst": [(h.point.query.axes["M"], h.point.query.axes["N"],
+                       round(100 * h.error, 1)) for h in loo.worst(3)]}
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.2f} %"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-m", type=int, default=4096, help="largest M replayed")
+    parser.add_argument("--pairs", type=int, default=3, choices=(1, 2, 3),
+                        help="how many (N, K) pairs")
+    parser.add_argument("--rounds", type=int, default=2, help="fill rounds")
+    parser.add_argument("--share", type=float, default=0.2,
+                        help="rows a round may add, a share of the measured rows")
+    parser.add_argument("--keep", type=Path, help="keep the databases and reports here")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest bench arguments (after --)")
+    args = parser.parse_args(argv)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench_coverage_"))
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / "out"
+    print(f"bench_coverage: MatMulV2, M_GRID up to {args.max_m}, (N, K) "
+          f"{', '.join(map(str, PAIRS[:args.pairs]))}; {args.rounds} fill round(s) of at most "
+          f"{100 * args.share:g} % more rows; load {loadavg()}", flush=True)
+    start = time.perf_counter()
+    source = build_source(root, args.max_m, args.pairs)
+    replay(source, out, "replay of the grid", args.pytest_args, missing_only=False)
+    copy = measured_copy(out)
+    rounds = [figures(copy, root / "coverage_0.json")]
+    for number in range(1, args.rounds + 1):
+        budget = max(1, math.floor(args.share * rounds[-1]["measured"]))
+        fill = run_fill(source, root / f"coverage_{number - 1}.json", rows=budget)
+        kinds = {}
+        for added in fill.added:
+            kinds[added.proposal.kind] = kinds.get(added.proposal.kind, 0) + 1
+        print(f"  fill round {number}: +{len(fill.added)} row(s) ({kinds}), budget {budget}",
+              flush=True)
+        if not fill.added:
+            break
+        replay(source, out, f"replay of round {number}", args.pytest_args, missing_only=True)
+        rounds.append(figures(copy, root / f"coverage_{number}.json"))
+    wall = time.perf_counter() - start
+
+    print(f"\n{'round':<6} {'rows':>5} {'LOO n':>6} {'median':>9} {'p90':>9} {'>50 %':>6} "
+          f"{'M p90':>9} {'M gaps':>7}  worst (M, N, error %)")
+    for number, r in enumerate(rounds):
+        print(f"{number:<6} {r['measured']:>5} {r['n']:>6} {pct(r['median']):>9} "
+              f"{pct(r['p90']):>9} {r['over_50']:>6} {pct(r['m_p90']):>9} {r['m_gaps']:>7}  "
+              f"{r['worst']}")
+    p90s = [r["p90"] for r in rounds]
+    falls = all(b < a for a, b in itertools.pairwise(p90s)) and len(p90s) > 1
+    final_m = rounds[-1]["m_p90"]
+    print(f"\ngoal: the GEMM leave-one-out p90 falls after each round: "
+          f"{'MET' if falls else 'NOT MET'} ({' -> '.join(pct(p) for p in p90s)})")
+    print(f"goal: M-axis p90 below AIConfigurator's GEMM p90 {pct(AICONFIGURATOR_GEMM_P90)}: "
+          f"{'MET' if final_m is not None and final_m < AICONFIGURATOR_GEMM_P90 else 'NOT MET'}"
+          f" ({pct(final_m)} after the last round, {pct(rounds[0]['m_p90'])} before)")
+    print(f"wall {wall:.0f} s, load {loadavg()}; databases and reports in {root}")
+    write_out("bench_coverage.json", {"rounds": rounds, "wall_s": wall, "args": vars(args)})
+    if args.keep is None:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
