@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..db.columns import (
     AVERAGE_DURATION,
+    EP_SIZE,
+    IDENTITY_COLUMNS,
     PROFILING_AVERAGE_DURATION,
     PROFILING_MEDIAN_DURATION,
     RAW_DURATION,
@@ -68,6 +70,7 @@ class KernelPoints:
     measured: int = 0  # rows with a latency
     rejected: Counter = field(default_factory=Counter)  # why measured rows are no point
     measured_signatures: dict[Signature, list[int]] = field(default_factory=dict)
+    records: list[dict[str, str]] = field(default_factory=list)  # the cells a query reads
     _interpolator: Interpolator | None = None
 
     @property
@@ -81,7 +84,8 @@ class KernelPoints:
         return self._interpolator
 
     def row_cells(self, row: int) -> dict[str, str]:
-        return {c: str(v) for c, v in self.table.frame.iloc[row].items()}
+        """The identity, `EP Size` and `Runtime ...` cells of a row."""
+        return {c: str(v) for c, v in self.records[row].items()}
 
 
 @dataclass
@@ -105,7 +109,11 @@ def kernel_points(table: Table, policies: Policies) -> KernelPoints:
     kernel_type = table.kernel_type
     policy = policies.of(kernel_type)
     found = KernelPoints(kernel_type, family_of(kernel_type, policy), policy, table)
-    records = table.frame.to_dict("records")
+    wanted = [c for c in table.frame.columns
+              if c in IDENTITY_COLUMNS or c == EP_SIZE or c.startswith("Runtime ")
+              or c == "avg_seq_len"]
+    records = table.frame[wanted].to_dict("records")
+    found.records = records
     for row, latency in enumerate(latencies(table)):
         if latency is None:
             query = read_query(kernel_type, records[row], policy)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..db.columns import EP_SIZE, IDENTITY_COLUMNS
 from .density import KernelDensity
 from .interpolate import Point
 from .loo import LooResult
@@ -28,6 +27,7 @@ from .standard import AxisRule
 DENSITY, ACCURACY = "density", "accuracy"
 MIN_SPLIT_ERROR = 0.01  # a held-out row predicted within 1 % needs no split
 MAX_STEPS = 64  # values proposed for one gap at most
+MAX_SPLITS = 500  # held-out rows split per kernel type at most (the worst ones)
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,7 @@ class Proposal:
 
 
 def template_cells(kernel: KernelPoints, point: Point) -> dict[str, str]:
-    cells = kernel.row_cells(point.row)
-    keep = set(IDENTITY_COLUMNS) | {EP_SIZE}
-    return {c: v for c, v in cells.items() if c in keep or c.startswith("Runtime ")}
+    return kernel.row_cells(point.row)
 
 
 def closing_values(a: float, b: float, rule: AxisRule) -> list[int]:
@@ -109,12 +107,16 @@ def density_proposals(kernel: KernelPoints, density: KernelDensity) -> list[Prop
 def accuracy_proposals(kernel: KernelPoints, loo: LooResult) -> list[Proposal]:
     sweep = {a.name for a in kernel.family.axes if a.sweep}
     out = []
+    splits = 0
     for holdout in sorted(loo.holdouts, key=lambda h: -h.error):
-        if holdout.error < MIN_SPLIT_ERROR or len(holdout.estimate.axes) != 1:
+        if holdout.error < MIN_SPLIT_ERROR or splits >= MAX_SPLITS:
+            break
+        if len(holdout.estimate.axes) != 1:
             continue
         axis = holdout.estimate.axes[0]
         if axis not in sweep:
             continue
+        splits += 1
         x = holdout.point.query.axes[axis]
         lo, hi = holdout.neighbours(axis) or (x, x)
         for a, b in ((lo, x), (x, hi)):
