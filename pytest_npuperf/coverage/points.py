@@ -138,6 +138,9 @@ def read_points(database: str | Path, kernel_types: list[str] | None = None) -> 
     if not database.is_dir():
         raise NpuperfError(f"{database}: no such database directory")
     db = Database(database).read(strict=False)
+    if not db.tables and not db.failed:
+        raise NpuperfError(f"{database}: no kernel tables (*.csv) here; give a version "
+                           f"directory, <root>/<DEVICE>/vllm_ascend/<VERSION>")
     doc = read_op_mapping(database)
     policies = Policies.from_op_mapping(doc)
     kernels = {}

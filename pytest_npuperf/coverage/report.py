@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..db.progress import Progress
 from ..db.provenance import measured_lines, summary_lines
 from .density import KernelDensity, kernel_density
 from .loo import WORST, LooResult, leave_one_out
@@ -262,15 +263,21 @@ def build_report(database: str | Path, *, standard: str | Path | None = None,
     report = CoverageReport(database, density_standard, points,
                             provenance=provenance_lines(database),
                             when=_dt.datetime.now().isoformat(timespec="seconds"), theory=theory)
+    progress = Progress("coverage", total=sum(k.rows for k in points.kernels.values()) or None,
+                        enabled=show_progress)
+    done = 0
     for kernel_type, kernel in points.kernels.items():
         report.density[kernel_type] = kernel_density(kernel, density_standard,
                                                      workload_only=workload_only,
                                                      theory=theory)
         if loo:
             report.loo[kernel_type] = leave_one_out(kernel)
+        done += kernel.rows
+        progress.update(done, f"({kernel_type})")
         report.proposals += propose(kernel, report.density[kernel_type]
                                     if density_standard is not None else None,
                                     report.loo.get(kernel_type))
+    progress.finish()
     if profiles:
         report.model = model_coverage(points, profiles, show_progress=show_progress)
     return report
