@@ -135,6 +135,8 @@ def test_coverage_prints_a_line_per_kernel_type_and_fails_below_the_standard(
     lines = out.splitlines()
     matmul = next(line for line in lines if line.strip().startswith("MatMulV2:"))
     assert "M: 4 value(s) 1-8 [rule M_GRID; 2 gap(s), worst 4->8" in matmul and "FAIL" in matmul
+    assert "leave-one-out median 0.00 %, p90 0.00 %, >50 %: 0 (n=2), 2 not bracketed; p90 " \
+           "along M 0.00 % (n=2)" in matmul  # latency linear in M
     rms = next(line for line in lines if line.strip().startswith("RmsNorm:"))
     assert "axis_0: 5 value(s) 2-128 [rule ELEM_TOKENS_GRID" in rms and "FAIL" not in rms
     assert "FAIL MatMulV2: density below the standard" in out

@@ -77,6 +77,9 @@ class CoverageReport:
         if loo is not None and loo.points:
             parts.append(f"leave-one-out {loo.stats.text()}, {loo.unpredictable} not "
                          f"bracketed")
+            along = _along(loo)
+            if along:
+                parts.append(f"p90 along {along}")
         return "; ".join(parts)
 
     def render(self) -> str:
@@ -159,11 +162,11 @@ class CoverageReport:
             rows.append([kernel_type, str(points.rows), str(points.measured), axes, verdict,
                          _pct(stats.median if stats else None), _pct(stats.p90 if stats else None),
                          str(stats.over_50) if stats and stats.count else "",
-                         str(stats.count) if stats else ""])
+                         str(stats.count) if stats else "", _along(loo) if loo else ""])
         return rows
 
     HEADER = ("kernel type", "rows", "measured", "axes", "density", "LOO median", "LOO p90",
-              "LOO >50 %", "LOO n")
+              "LOO >50 %", "LOO n", "LOO p90 per axis")
 
     def to_markdown(self) -> str:
         lines = [f"# Coverage of `{self.database}`", ""]
@@ -208,6 +211,12 @@ class CoverageReport:
                 f"font-size:13px}}</style></head><body><h1>{title}</h1>{standard}"
                 f"<ul>{provenance}</ul><table><tr>{head}</tr>{body}</table>{extra}"
                 f"</body></html>\n")
+
+
+def _along(loo: LooResult) -> str:
+    """The p90 per axis group the rows were predicted along: `M 3.1 % (n=30), K ...`."""
+    return ", ".join(f"{axes} {_pct(stats.p90)} (n={stats.count})"
+                     for axes, stats in loo.by_axes().items() if stats.count)
 
 
 def _pct(value: float | None) -> str:
