@@ -52,7 +52,7 @@ from ..db.columns import (
     runtime_column,
 )
 from ..db.errors import CellError
-from ..db.shapes import Slot, normalize_format, parse_shapes, profiler_dtype, split_list
+from ..db.shapes import normalize_format, parse_shapes, profiler_dtype, split_list
 
 COMPUTE, GENERIC, ATTENTION, RUNTIME_ATTENTION, MOE_FUSED, ELEMENTWISE = (
     "compute", "generic", "attention", "runtime_attention", "moe_fused", "elementwise")
@@ -452,6 +452,3 @@ def read_query(kernel_type: str, cells: Cells, policy: Policy) -> Query | str:
     except CellError as exc:
         return exc.reason
 
-
-def slot_dims(cells: Cells, column: str) -> tuple[Slot, ...]:
-    return parse_shapes(str(cells.get(column, "") or ""))

@@ -21,7 +21,7 @@ import bisect
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .axes import Family, Query
@@ -182,14 +182,3 @@ class Interpolator:
         key = (target.regime, names, tuple(target.axes[n] for n in names))
         return [p for p in self._exact.get(key, ()) if p is not exclude]
 
-
-def values_by_bucket(points: Iterable[Point], axis: str) -> Mapping[tuple, list[float]]:
-    """Per bucket of `axis` (the regime and every other axis fixed), the axis's values."""
-    out: dict[tuple, list[float]] = defaultdict(list)
-    for point in points:
-        q = point.query
-        if axis not in q.axes:
-            continue
-        others = tuple(sorted((a, v) for a, v in q.axes.items() if a != axis))
-        out[(q.regime, others)].append(q.axes[axis])
-    return out
