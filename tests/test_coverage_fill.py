@@ -192,3 +192,40 @@ def test_new_rows_keep_their_bucket(tmp_path):
         "32,7168;32,1"
     assert row_with_axis("X", "attention", "seq", norm, 16, 32) is None
     assert row_with_axis("MatMulV2", "compute", "M", {}, 8, 12) is None
+
+
+def test_fill_rounds_lower_the_leave_one_out_p90(tmp_path):
+    """The loop the benchmark runs on real replays, with a GEMM whose latency steps at every
+    64-row tile standing in for the replay of the new rows: each round adds at most a fifth
+    more rows and the leave-one-out p90 falls."""
+    import math
+
+    from pytest_npuperf.coverage.fill import run_fill
+    from pytest_npuperf.coverage.report import build_report, write_outputs
+    from pytest_npuperf.db.table import read_table, write_table
+    from pytest_npuperf.grid.grids import M_GRID
+
+    def latency(m: int, n: int, k: int) -> float:
+        return 8.0 + 2.56e-4 * math.ceil(m / 64) * n * k + 0.5 * math.log2(m)
+
+    pairs = ((320, 5120), (5120, 320), (1600, 5120))
+    directory = database(tmp_path, {"MatMulV2": [
+        gemm_row(m, n, k, latency(m, n, k)) for n, k in pairs for m in M_GRID if m <= 4096]})
+    p90s, sizes = [], []
+    for number in range(3):
+        report = build_report(directory, standard=STANDARD)
+        p90s.append(report.loo["MatMulV2"].stats.p90)
+        sizes.append(report.points.kernels["MatMulV2"].measured)
+        if number == 2:
+            break
+        write_outputs(report, json_path=tmp_path / f"round{number}.json")
+        added = run_fill(directory, tmp_path / f"round{number}.json").added
+        assert 0 < len(added) <= sizes[-1] // 5
+        frame = read_table(directory / "MatMulV2.csv")  # "replay" the new theory rows
+        for i, shapes in enumerate(frame["Input Shapes"]):
+            if not frame.at[i, "Average Duration(us)"].strip():
+                (m, k), (n, _) = (tuple(map(int, s.split(","))) for s in shapes.split(";"))
+                frame.at[i, "Average Duration(us)"] = f"{latency(m, n, k):.4f}"
+        write_table(frame, directory / "MatMulV2.csv")
+    assert p90s[0] > p90s[1] > p90s[2], p90s
+    assert sizes[1] <= sizes[0] * 1.2 and sizes[2] <= sizes[1] * 1.2
