@@ -100,8 +100,8 @@ def measured_copy(out: Path) -> Path:
 
 def noisy_as_measured(copy: Path, target: Path) -> tuple[Path, int]:
     """A copy of the measured database where the rows the replay judged noisy (a busy host)
-    carry their median in `Average Duration(us)`, which the product leaves empty for them;
-    and how many rows that took."""
+    carry their fastest sample in `Average Duration(us)`, which the product leaves empty for
+    them (other processes only ever add time to a CPU sample); and how many rows that took."""
     from pytest_npuperf.db.table import read_table, write_table
 
     if target.exists():
@@ -111,7 +111,7 @@ def noisy_as_measured(copy: Path, target: Path) -> tuple[Path, int]:
     frame = read_table(path)
     noisy = frame["MicroBench Status"].str.startswith("noisy") & (
         frame["Average Duration(us)"].str.strip() == "")
-    frame.loc[noisy, "Average Duration(us)"] = frame.loc[noisy, "MicroBench Median Duration(us)"]
+    frame.loc[noisy, "Average Duration(us)"] = frame.loc[noisy, "MicroBench Min Duration(us)"]
     write_table(frame, path)
     return target, int(noisy.sum())
 
@@ -148,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows a round may add, a share of the measured rows")
     parser.add_argument("--keep", type=Path, help="keep the databases and reports here")
     parser.add_argument("--noisy-as-measured", action="store_true",
-                        help="on a busy host: count the medians of rows the replay judged "
-                             "noisy (npuperf stores no value for them) as measured, in a copy "
-                             "the figures are computed on; says how many")
+                        help="on a busy host: replay with --npuperf-preempted keep and count "
+                             "the fastest sample of rows the replay judged noisy (npuperf "
+                             "stores no value for them) as measured, in a copy the figures are "
+                             "computed on; says how many")
     parser.add_argument("pytest_args", nargs="*", help="more pytest bench arguments (after --)")
     args = parser.parse_args(argv)
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench_coverage_"))
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{100 * args.share:g} % more rows; load {loadavg()}", flush=True)
     start = time.perf_counter()
     source = build_source(root, args.max_m, args.pairs)
+    if args.noisy_as_measured:
+        args.pytest_args = ["--npuperf-preempted", "keep", *args.pytest_args]
     replay(source, out, "replay of the grid", args.pytest_args, missing_only=False)
     copy = measured_copy(out)
 
