@@ -148,10 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="rows a round may add, a share of the measured rows")
     parser.add_argument("--keep", type=Path, help="keep the databases and reports here")
     parser.add_argument("--noisy-as-measured", action="store_true",
-                        help="on a busy host: replay with --npuperf-preempted keep and count "
-                             "the fastest sample of rows the replay judged noisy (npuperf "
-                             "stores no value for them) as measured, in a copy the figures are "
-                             "computed on; says how many")
+                        help="on a busy host: count the fastest undisturbed sample of rows the "
+                             "replay judged noisy (npuperf stores no value for them) as "
+                             "measured, in a copy the figures are computed on; says how many")
     parser.add_argument("pytest_args", nargs="*", help="more pytest bench arguments (after --)")
     args = parser.parse_args(argv)
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench_coverage_"))
@@ -162,8 +161,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{100 * args.share:g} % more rows; load {loadavg()}", flush=True)
     start = time.perf_counter()
     source = build_source(root, args.max_m, args.pairs)
-    if args.noisy_as_measured:
-        args.pytest_args = ["--npuperf-preempted", "keep", *args.pytest_args]
     replay(source, out, "replay of the grid", args.pytest_args, missing_only=False)
     copy = measured_copy(out)
 
