@@ -203,3 +203,15 @@ def test_a_grid_database_meets_the_standard_on_m(npuperf, tmp_path):
     assert all(sorted(v) == list(grids.M_GRID) for v in buckets.values())
     assert m_axis["buckets"] == len(buckets) and m_axis["gaps"] == [] and m_axis["ok"]
     assert code == 0, out
+
+
+def test_max_p90_gates_the_leave_one_out_error(tmp_path, npuperf):
+    directory = database(tmp_path, {"MatMulV2": [gemm_row(m, 64, 128, 10.0 + m * m)
+                                                 for m in (1, 2, 4, 8, 16)]})
+    code, out, _ = npuperf("coverage", directory, "--max-p90", "200")
+    assert code == 0, out
+    code, out, _ = npuperf("coverage", directory, "--max-p90", "5")
+    assert code == 1 and "FAIL MatMulV2: leave-one-out p90" in out and "above 5 %" in out
+    with pytest.raises(SystemExit) as usage:
+        npuperf("coverage", directory, "--max-p90", "0")
+    assert usage.value.code == 2
