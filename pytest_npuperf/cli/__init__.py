@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..db.errors import NpuperfError
+from ..db.errors import NpuperfError, printable
 from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
 from .args import add_db, add_renamed, add_threshold, fraction, positive_int
 from .coverage import add_coverage_commands, add_fill_options, cmd_fill
@@ -98,10 +98,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     stem = Path(command[2] if command[1:2] == ["-m"] and len(command) > 2 else
                 command[1] if len(command) > 1 else "workload").stem
     out = args.out or Path("npuperf-out") / "traces" / f"{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
-    done = subprocess.run([command[0], "-m", "pytest_npuperf.profiling.workload", "--out",
-                           str(out), "--device", args.device, "--warmup", str(args.warmup),
-                           "--steps", str(args.steps), "--", *command[1:]],
-                          stdout=subprocess.PIPE, text=True, check=False)
+    from ..profiling.child import run_to_end
+
+    done = run_to_end([command[0], "-m", "pytest_npuperf.profiling.workload", "--out",
+                       str(out), "--device", args.device, "--warmup", str(args.warmup),
+                       "--steps", str(args.steps), "--", *command[1:]],
+                      stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise NpuperfError(f"the profiled workload failed (exit status {done.returncode}); "
                            f"nothing was written")
@@ -612,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(command: str, message: str, code: int) -> int:
     """One line on stderr, whatever the message held (a hostile cell's text, newlines)."""
-    line = " ".join(message.split())
+    line = printable(" ".join(message.split()))
     if len(line) > 2000:
         line = line[:2000] + " ..."
     print(f"npuperf {command}: error: {line}", file=sys.stderr)

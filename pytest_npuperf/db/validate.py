@@ -46,7 +46,7 @@ from .provenance import (
 )
 from .shapes import is_known_dtype, parse_shapes, split_list
 from .table import read_table
-from .transaction import pending_journals
+from .transaction import pending_journals, recover_if_free
 
 # Durations that must be > 0 when present; spreads that must be >= 0.
 _POSITIVE = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, PROFILING_MEDIAN_DURATION,
@@ -296,6 +296,29 @@ def validate_provenance(directory: Path) -> FileReport:
     return report
 
 
+def _interrupted_writes(path: Path) -> list[FileReport]:
+    """A write cut mid-commit leaves some files new and some old: rolled back here, as every
+    npuperf reader does when its writer is gone, so that what is checked (and what a
+    simulator reads next) is one consistent set; a write still being committed (its writer
+    alive, or on another host) is a problem, to check again when it is done."""
+    if not pending_journals(path):
+        return []
+    notes = recover_if_free(path)
+    reports = []
+    if notes:
+        report = FileReport(path, what="interrupted write")
+        report.notes += notes
+        reports.append(report)
+    for journal in pending_journals(path):
+        report = FileReport(journal)
+        report.problems.append(Problem(
+            "a write is being committed here (its journal is left and its writer is alive, or "
+            "on another host): some files may be the new version, some the old; check again "
+            "when it has finished (it is rolled back if its writer died)"))
+        reports.append(report)
+    return reports
+
+
 def validate_path(path: str | Path, *, consumer: bool = False) -> list[FileReport]:
     """Every database file under `path`; `consumer`: what the simulator cannot read is a
     problem (by default a warning)."""
@@ -304,12 +327,7 @@ def validate_path(path: str | Path, *, consumer: bool = False) -> list[FileRepor
         raise NpuperfError(f"{path}: no such file or directory")
     reports = []
     if path.is_dir():
-        for journal in pending_journals(path):
-            report = FileReport(journal)
-            report.problems.append(Problem(
-                "a write was interrupted here (its journal is left): some files may be the new "
-                "version, some the old; the next npuperf writer of this directory rolls it back"))
-            reports.append(report)
+        reports += _interrupted_writes(path)
     table_dirs: list[Path] = []
     for file in database_files(path):
         if is_collective_file(file):

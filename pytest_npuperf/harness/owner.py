@@ -25,7 +25,16 @@ from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .bench_bridge import add_result, benchmark_session
 from .context import RunContext
-from .journal import Journal, forget, journal_path, journaled_results, resumable
+from .journal import (
+    Journal,
+    check_journal_dir,
+    forget,
+    journal_path,
+    lineage,
+    load_resume,
+    successor_header,
+    supersede,
+)
 from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
 from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, ProgressLine
@@ -58,6 +67,8 @@ class Owner:
         self.resumed_from = ""
         self._resumed: list[CaseResult] = []
         self._resumed_journal: Path | None = None
+        self._resumed_header: dict = {}
+        self._journal_failed = False
         self._handlers: dict[int, object] = {}
         self._progress: ProgressLine | bool | None = None  # False: no progress lines
         self._benchmarks: object = None  # pytest-benchmark's session (False: not asked for)
@@ -113,6 +124,8 @@ class Owner:
             check_inside(destination.inside, destination.reports_dir / "report")
             for directory in destination.writable_dirs():
                 check_writable_dir(directory)
+            if not self.hands_off:
+                check_journal_dir(settings.out)
             self._lock = destination.lock(f"pytest run {context.run_id}", self.notes)
             self.writes_ready = True
         except NpuperfError as exc:
@@ -163,6 +176,7 @@ class Owner:
         journal = self._journal_for_write()
         if journal is not None:
             journal.append(result)
+            self._journal_lost(journal.failure)
         if self._benchmarks is None:
             self._benchmarks = benchmark_session(self.context.config) or False
         if self._benchmarks:
@@ -193,15 +207,33 @@ class Owner:
 
     def _journal_for_write(self) -> Journal | None:
         settings = self.context.settings
-        if self._journal is None and not settings.dry_run and not self.hands_off:
+        if self._journal is None and not self._journal_failed and not settings.dry_run \
+                and not self.hands_off:
             context = self.context
-            self._journal = Journal(journal_path(settings.out, context.run_id), {
+            journal = Journal(journal_path(settings.out, context.run_id), {
                 "run_id": context.run_id, "started": context.identity.started_iso,
                 "source": str(context.destination.source), "resumed_from": self.resumed_from,
-                "selected": self.selected})
+                "selected": self.selected, "device": context.backend.database_device(),
+                **successor_header(self._resumed_header, run_id=context.run_id,
+                                   started=context.started)})
             for result in self._resumed:  # a run resumed again finds them here too
-                self._journal.append(result)
+                journal.append(result)
+            if self._journal_lost(journal.failure):
+                return None
+            self._journal = journal
+            if self._resumed_journal is not None:
+                supersede(self._resumed_journal, context.run_id)
         return self._journal
+
+    def _journal_lost(self, failure: str) -> bool:
+        """A journal that cannot be written is said once; the run goes on without it."""
+        if not failure or self._journal_failed:
+            return bool(failure)
+        self._journal_failed = True
+        self._journal = None
+        self.notes.append(f"the run journal could not be written ({failure}): a run killed "
+                          f"from now on loses its results")
+        return True
 
     def resume(self) -> set[str]:
         """--npuperf-resume: the journaled results of the run named, kept for the finish; the
@@ -209,12 +241,15 @@ class Owner:
         settings = self.context.settings
         if not settings.resume or self.resumed_from:
             return {r.case_id for r in self._resumed}
+        context = self.context
         try:
-            path = resumable(settings.out, settings.resume)
-            header, self._resumed = journaled_results(path)
-            self._resumed_journal = path
+            path, header, self._resumed, notes = load_resume(
+                settings.out, settings.resume, source=str(context.destination.source),
+                device=context.backend.database_device(), history=settings.history)
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf: {exc}") from None
+        self._resumed_journal, self._resumed_header = path, header
+        self.notes += notes
         self.resumed_from = str(header.get("run_id") or path.stem)
         self.notes.append(f"resumed run {self.resumed_from}: {len(self._resumed)} case(s) taken "
                           f"from its journal, the others measured now")
@@ -296,8 +331,10 @@ class Owner:
         written = self.end.outcome is not None and not partial
         if self._journal is not None:
             self._journal.end(written, partial or ("" if self.end.ok else "not all written"))
-        if written and self._resumed_journal is not None:
-            forget(self._resumed_journal)  # the run it continued is complete now
+        if written and self._resumed_journal is not None and not settings.dry_run:
+            for run_id in lineage(self._resumed_header):  # the runs it continued are complete
+                forget(journal_path(settings.out, run_id))
+            forget(self._resumed_journal)
         return self.end.ok
 
     def _partial(self, interrupted: bool) -> str:

@@ -16,9 +16,11 @@ transaction, a newer one is refused rather than written into.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +149,7 @@ class HistoryStore:
                                     f"history (it has other tables)")
         else:
             self._check_application()
+            self._check_tables()
         if version < schema_version():
             if self.readonly:
                 raise HistoryError(f"{self.path}: history schema version {version} is older "
@@ -163,6 +166,21 @@ class HistoryStore:
         if row is None or row[0] != APPLICATION:
             raise ContractError(f"{self.path}: an SQLite database, but not a pytest_npuperf "
                                 f"history")
+
+    def _check_tables(self) -> None:
+        """Every table and case column the schema has: a history damaged by hand (its cases
+        table dropped) is refused when opened, before a session measures anything, not
+        found at the first case that asks it for a baseline."""
+        tables = {row[0] for row in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in ("meta", "runs", "cases", "samples") if t not in tables]
+        if not missing:
+            present = {row[1] for row in self.conn.execute("PRAGMA table_info(cases)")}
+            missing = [f"cases.{c}" for c in CASE_COLUMNS if c not in present]
+        if missing:
+            shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+            raise ContractError(f"{self.path}: a damaged history: {shown} missing (changed "
+                                f"by hand?); restore it, or move it away to start a new one")
 
     def _migrate(self) -> None:
         with self._transaction():
@@ -399,13 +417,21 @@ def _to_sql(name: str, value: Any) -> Any:
     return value
 
 
-def _from_json(text: Any) -> Any:
+def _from_json(text: Any) -> dict:
     if not isinstance(text, str) or not text:
         return {}
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return {"text": text}
+    return value if isinstance(value, dict) else {"text": text}
+
+
+def _started(value: Any) -> float:
+    """What orders runs: a number, whatever the file holds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return float(value)
 
 
 def _run_of(row: sqlite3.Row) -> RunRecord:
@@ -414,23 +440,52 @@ def _run_of(row: sqlite3.Row) -> RunRecord:
         values[name] = _from_json(values[name])
     for name in ("git_dirty", "passed"):
         values[name] = None if values[name] is None else bool(values[name])
+    values["started"] = _started(values["started"])
+    for name in ("cases", "exit_status"):
+        if isinstance(values[name], bool) or not isinstance(values[name], int | None):
+            values[name] = 0 if name == "cases" else None
     defaults = RunRecord.__dataclass_fields__
     return RunRecord(**{k: ("" if v is None and isinstance(defaults[k].default, str) else v)
                         for k, v in values.items()})
 
 
+# A duration (or ratio) read back is a float > 0 and below this (11.6 days): what is not (NaN
+# and text stored by hand, a negative, 1e308) is unknown, not a number that ends a trend page.
+_MAX_US = 1e12
+_DEFAULTS = {f.name: f.default for f in fields(CaseRecord)}
+_INTEGERS = {name for name, sql in _CASE_TYPES.items() if sql.startswith("INTEGER")}
+
+
+def _number(name: str, value: Any) -> Any:
+    """A numeric column's value as the record holds it, or its default when the file holds
+    something else."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or (name in _INTEGERS and value != int(value)):
+        return _DEFAULTS[name]
+    if name.endswith("_us") or name == "ratio":
+        return value if 0 < value < _MAX_US else _DEFAULTS[name]
+    if name == "p_value":
+        return value if 0 <= value <= 1 else _DEFAULTS[name]
+    return int(value) if name in _INTEGERS else value
+
+
 def _case_of(row: sqlite3.Row, path: Path) -> CaseRecord:
     keys = row.keys()
     values = {name: row[name] for name in CASE_COLUMNS}
-    for name in _TEXT_FIELDS:
-        if values.get(name) is None:
-            values[name] = ""
+    for name in CASE_COLUMNS:
+        if name in _TEXT_FIELDS or name in ("kind", "key", "kernel"):
+            values[name] = "" if values[name] is None else str(values[name])
+        else:
+            values[name] = _number(name, values[name])
     values["extra"] = _from_json(row["extra"])
     record = CaseRecord(**values)
-    record.run_id, record.run_started = row["r_run_id"], row["r_started"]
+    record.run_id, record.run_started = str(row["r_run_id"]), _started(row["r_started"])
     if "s_data" in keys and row["s_data"] is not None:
         try:
-            record.samples = decode_samples(row["s_data"], row["s_encoding"])
+            record.samples = [v for v in decode_samples(row["s_data"], row["s_encoding"])
+                              if math.isfinite(v) and 0 < v < _MAX_US]
         except ValueError as exc:
             raise ContractError(f"{path}: damaged samples of case {record.key} in run "
                                 f"{record.run_id}: {exc}") from None

@@ -47,6 +47,7 @@ from ..kernels.torch_ops import TorchOperators
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, existing_path, find_kernel_details
+from .trace import KIND_NPU
 from .trace_rows import TraceSummary, trace_rows
 
 _MAX_SOURCES = 3
@@ -254,17 +255,20 @@ def find_profiles(paths: str | Path | Sequence[str | Path]
     return list(tables), kept, notes
 
 
+TRACE_SUFFIXES = (".json", ".json.gz")  # torch's tensorboard handler: *.pt.trace.json.gz
+
+
 def _profiles_at(path: Path) -> tuple[list[Path], list[Path]]:
-    if path.is_file() and path.suffix.lower() == ".json":
+    if path.is_file() and path.name.lower().endswith(TRACE_SUFFIXES):
         return [], [path]
     if not path.is_dir():
         return find_kernel_details(path), []
     tables = walk_files(path, lambda parts: parts[-1].endswith(".csv")
                         and "kernel_details" in parts[-1][:-4])
-    traces = walk_files(path, lambda parts: parts[-1].lower().endswith(".json")
+    traces = walk_files(path, lambda parts: parts[-1].lower().endswith(TRACE_SUFFIXES)
                         and "trace" in parts[-1].lower())
     if not tables and not traces:
-        raise NpuperfError(f"{path}: no *kernel_details*.csv and no *trace*.json found below "
+        raise NpuperfError(f"{path}: no *kernel_details*.csv and no *trace*.json(.gz) found below "
                            f"this directory (torch_npu writes kernel_details.csv to <run>_ascend_pt/"
                            f"ASCEND_PROFILER_OUTPUT/; torch.profiler's export_chrome_trace a "
                            f"trace)")
@@ -317,12 +321,8 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
     result, notes, traces = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
                                                show_progress=show_progress, strict=strict,
                                                operators=operators)
+    devices = _one_device(traces, tables=len(result.files) - len(traces))
     if known is None:
-        devices = sorted({t.database_device or "" for t in traces})
-        if len(devices) > 1:
-            raise NpuperfError(f"the traces were taken on {len(devices)} devices "
-                               f"({', '.join(d or 'unnamed' for d in devices)}): parse each "
-                               f"device's traces on its own")
         known = database(devices[0] or None if devices else None)
         _check_target(known, dry_run)
     summary = ParseSummary(database=known, aggregate=result, notes=notes, dry_run=dry_run,
@@ -377,6 +377,22 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes
     return summary
+
+
+def _one_device(traces: list[TraceSummary], tables: int) -> list[str]:
+    """The database devices the traces name (at most one); an error when the profile mixes
+    devices: one database holds one device's numbers, and two devices' calls of a shape
+    would be averaged into one row. Kernel tables are torch_npu's (an NPU)."""
+    kinds = {t.device.kind for t in traces} | ({KIND_NPU} if tables else set())
+    named = {t.database_device for t in traces if t.database_device}
+    if len(kinds) > 1 or len(named) > 1:
+        seen = sorted({t.database_device or t.device.kind for t in traces}
+                      | ({f"{KIND_NPU} (kernel tables)"} if tables else set()))
+        raise NpuperfError(f"the profile was taken on {len(seen)} devices ({', '.join(seen)}): "
+                           f"one database holds one device's numbers; parse each device's "
+                           f"profile on its own")
+    devices = sorted({t.database_device or "" for t in traces})
+    return devices
 
 
 def _check_target(database: Path, dry_run: bool) -> None:

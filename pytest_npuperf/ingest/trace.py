@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..db.errors import ContractError
 from .chrome_trace import read_events
+from .trace_fields import checked_events
 
 KIND_CPU, KIND_CUDA, KIND_NPU = "cpu", "cuda", "npu"
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -33,6 +34,10 @@ RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
 NPU_DEVICE_PROCESS = "Ascend Hardware"
 NPU_FLOW = "async_npu"
 NO_OPERATOR = "(launched outside any operator)"
+# Two operator calls name the same External id (or correlation, or flow): which one launched
+# the activity cannot be told, and giving it to the first would make the second vanish.
+UNTOLD = "(launcher not told: an id shared by two operator calls)"
+AMBIGUOUS = -2  # a launcher that cannot be told
 MAX_EVENTS = 50_000_000  # a bound on what one trace may hold in memory (about 5 GB of events)
 _EPS_US = 1e-3
 
@@ -62,6 +67,7 @@ class TraceProfile:
     total_us: float = 0.0  # the trace's device time (CPU: its top-level operators' time)
     operators: int = 0  # operator events read
     shaped: int = 0  # of which carry input dims
+    left_out: Counter = field(default_factory=Counter)  # events with a bad field, by reason
 
     @property
     def mapped_us(self) -> float:
@@ -114,11 +120,12 @@ class _Ops:
         return self.mapped_names[self.name[index]]
 
     def by_external(self, wanted: set[int]) -> dict[int, int]:
-        """External id -> operator, for the ids device activities name (the first holder)."""
+        """External id -> operator, for the ids device activities name (AMBIGUOUS: held by
+        two operator calls)."""
         found: dict[int, int] = {}
         for index, external in enumerate(self.external):
-            if external in wanted and external not in found:
-                found[external] = index
+            if external in wanted:
+                found[external] = index if external not in found else AMBIGUOUS
         return found
 
 
@@ -171,7 +178,7 @@ def read_trace(path: str | Path, is_mapped: Callable[[str], bool]) -> TraceProfi
     flow_start: dict = {}
     flow_end: dict[tuple, object] = {}
     profile = TraceProfile(path, TraceDevice(KIND_CPU))
-    for count, event in enumerate(read_events(path, meta)):
+    for count, event in enumerate(checked_events(read_events(path, meta), profile.left_out)):
         if count >= MAX_EVENTS:
             raise ContractError(f"{path}: more than {MAX_EVENTS:,} events: profile fewer steps "
                                 f"(a schedule with active=1)")
@@ -212,8 +219,10 @@ def read_trace(path: str | Path, is_mapped: Callable[[str], bool]) -> TraceProfi
             process_names[event.get("pid")] = str((event.get("args") or {}).get("name", ""))
         elif phase in ("s", "f") and category == NPU_FLOW:
             place = (event.get("pid"), event.get("tid"))
-            if phase == "s":
-                flow_start[event.get("id")] = (place, _ts(event["ts"]))
+            if phase == "s":  # a flow id started at two places tells no launcher
+                begun = (place, _ts(event["ts"]))
+                if flow_start.setdefault(event.get("id"), begun) != begun:
+                    flow_start[event.get("id")] = AMBIGUOUS
             else:
                 flow_end[(*place, _ts(event["ts"]))] = event.get("id")
     if not len(ops):
@@ -233,7 +242,9 @@ def read_trace(path: str | Path, is_mapped: Callable[[str], bool]) -> TraceProfi
                 continue  # host API calls, overlap analysis: not device time
             launcher = None
             flow = flow_end.get((pid, tid, ts))
-            if flow is not None and flow in flow_start:
+            if flow_start.get(flow) == AMBIGUOUS:
+                launcher = AMBIGUOUS
+            elif flow is not None and flow in flow_start:
                 place, start = flow_start[flow]
                 launcher = threads[place].innermost(start, ops) if place in threads else None
             launched.append((launcher, dur))
@@ -256,22 +267,21 @@ def _launchers(activity: dict, runtime: dict, places: dict, threads: dict, ops: 
     shares its correlation, found inside an operator by time."""
     by_external = ops.by_external({e for e in activity["external"] if e >= 0})
     orphans = {c for e, c in zip(activity["external"], activity["correlation"])
-               if e not in by_external and c >= 0}
-    calls: dict[int, tuple[int, float]] = {}
-    if orphans:
-        for correlation, place, ts in zip(runtime["correlation"], runtime["place"],
-                                          runtime["ts"]):
-            if correlation in orphans:
-                calls.setdefault(correlation, (place, ts))
+               if by_external.get(e, AMBIGUOUS) == AMBIGUOUS and c >= 0}
     thread_of = {number: threads.get(place) for place, number in places.items()}
+    calls: dict[int, int | None] = {}  # correlation -> the operator its runtime call ran in
+    for correlation, place, ts in zip(runtime["correlation"], runtime["place"], runtime["ts"]):
+        if correlation in orphans:
+            thread = thread_of.get(place)
+            inside = thread.innermost(ts, ops) if thread is not None else None
+            if calls.setdefault(correlation, inside) != inside:  # launches in two operators
+                calls[correlation] = AMBIGUOUS
     launched = []
     for dur, external, correlation in zip(activity["dur"], activity["external"],
                                           activity["correlation"]):
         launcher = by_external.get(external)
-        if launcher is None and correlation in calls:
-            place, ts = calls[correlation]
-            thread = thread_of.get(place)
-            launcher = thread.innermost(ts, ops) if thread is not None else None
+        if launcher is None or launcher == AMBIGUOUS:
+            launcher = calls.get(correlation, launcher)
         launched.append((launcher, dur))
     return launched
 
@@ -293,6 +303,9 @@ def _device_calls(profile: TraceProfile, ops: _Ops, launched: list) -> None:
     count: Counter = Counter()
     for launcher, dur in launched:
         profile.total_us += dur
+        if launcher == AMBIGUOUS:
+            profile.unmapped[UNTOLD] += dur
+            continue
         owner = _mapped_ancestor(ops, launcher)
         if owner is None:
             profile.unmapped[ops.name_of(launcher) if launcher is not None else NO_OPERATOR] += dur

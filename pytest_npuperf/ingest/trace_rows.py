@@ -17,6 +17,7 @@ import pandas as pd
 from ..db.columns import RAW_DURATION
 from ..devices.names import cpu_model, database_device
 from ..kernels.torch_ops import TorchOperators
+from . import trace_fields as fields
 from .trace import KIND_CPU, KIND_CUDA, TraceDevice, read_trace
 
 _SHOWN = 8
@@ -33,6 +34,7 @@ class TraceSummary:
     total_us: float = 0.0
     unmapped: Counter = field(default_factory=Counter)  # operator -> device time (us)
     alternates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    left_out: Counter = field(default_factory=Counter)  # events with bad fields, by reason
 
     @property
     def database_device(self) -> str | None:
@@ -50,8 +52,12 @@ class TraceSummary:
         lines = [f"{self.path}: {self.device.kind}{name} trace, {self.calls:,} mapped call(s) in "
                  f"{self.groups} (kernel type, signature) group(s): {self.mapped_us / total:.1%} "
                  f"of its {self.total_us / 1e3:,.3f} ms of {what} time"]
+        if self.left_out:
+            reasons = ", ".join(f"{n:,} {why}" for why, n in self.left_out.most_common())
+            lines.append(f"  left out {sum(self.left_out.values()):,} event(s) with a bad "
+                         f"field: {reasons}")
         if self.unmapped:
-            shown = ", ".join(f"{op} {us / total:.1%}" for op, us in
+            shown = ", ".join(f"{fields.shown(op)} {us / total:.1%}" for op, us in
                               self.unmapped.most_common(_SHOWN))
             more = len(self.unmapped) - _SHOWN
             lines.append(f"  maps to no kernel table: {shown}"
@@ -63,7 +69,7 @@ def trace_rows(path: Path, operators: TorchOperators) -> tuple[pd.DataFrame, Tra
     profile = read_trace(path, operators.is_mapped)
     rows: list[dict[str, str | float]] = []
     summary = TraceSummary(path, profile.device, 0, total_us=profile.total_us,
-                           unmapped=Counter(profile.unmapped))
+                           unmapped=Counter(profile.unmapped), left_out=profile.left_out)
     for call in profile.calls:
         cells = operators.row(call.name, call.dims, call.types, call.strides)
         if cells is None:

@@ -7,7 +7,9 @@
   the median by default, named in `MicroBench Statistic`) and this project's MicroBench
   columns (median, mean, std, min, samples, precision reached, stop reason, outliers, method,
   status, device, stack, run id, time).
-- A case that failed leaves its durations alone and gets the error in its status.
+- A case that failed leaves its durations alone and gets the error in its status; so does a
+  row the replay could not run here (larger than the host's memory, a kernel of another
+  device, no replay yet): `skipped: <why>`. A case pytest skipped (a mark) leaves it alone.
 - A result faster than the physical bound (`suspect`) or whose samples are inconsistent with a
   quiet machine (`noisy`) is flagged: its statistics are kept in the MicroBench columns with
   the status and its reason, but not put in `Average Duration(us)`, which readers take as the
@@ -378,8 +380,8 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
     routes: dict[str, _Routes] = defaultdict(_Routes)
     stale = 0
     for result in results:
-        if result.status == STATUS_SKIPPED:
-            continue  # nothing was attempted: the row is left exactly as it was
+        if result.status == STATUS_SKIPPED and not result.method:
+            continue  # skipped by pytest (a mark, -m): the row is left exactly as it was
         source = collected.get(result.file)
         position = (result.row or 0) - 1
         if source is None or not 0 <= position < len(source.signatures):
