@@ -6,8 +6,10 @@ machine (`pytest bench`); then `npuperf coverage` (msmodeling's density standard
 with the simulator's interpolation) proposes the next rows, `npuperf grid --fill` adds at most
 --share of the measured rows, `pytest bench --npuperf-update-mode missing-only` measures them,
 and again, --rounds times. After each round: the GEMM leave-one-out error (median, p90, rows
-above 50 %) overall and along M. Goals: the p90 falls after each round; the M-axis p90 is below
-AIConfigurator's GEMM p90 of 15.6 % (its leave-one-out over a GPU GEMM database).
+above 50 %) of the round-0 rows, one holdout for every round (as msmodeling's density ablation
+compares densities), and of all rows, overall and along M. Goals: the p90 falls after each
+round; the M-axis p90 is below AIConfigurator's GEMM p90 of 15.6 % (its leave-one-out over a
+GPU GEMM database).
 
     python benchmarks/bench_coverage.py [--max-m 4096] [--pairs 3] [--rounds 2] [--share 0.2]
         [--keep DIR] [-- PYTEST_ARGS]
