@@ -5,9 +5,12 @@ model, profiled the same way (`npuperf profile` -> `npuperf parse`).
 
 Only for the embedded default database (the demo's shapes are its rows), on a device that
 writes its own copy of it (an NPU's database holds profiles from real models), and not in a
-dry run. The trace is kept in `<database>/profiles/demo_model.json`; while it is there the
-device is not profiled again (delete it to profile anew). It is written after the parse, so
-an interrupted run profiles again next time rather than never.
+dry run. The trace is kept in `<database>/profiles/demo_model.json`; while it is there, and
+its in-model times were taken on a quiet host, the device is not profiled again (delete it to
+profile anew). A profile taken on an oversubscribed or preempting host is marked untrusted
+(its rows too: the gap leaves them out) and profiled again on the next run, until a quiet one
+replaces it. It is written after the parse, so an interrupted run profiles again next time
+rather than never.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..db.columns import trusted_profile
 from ..db.errors import NpuperfError
 from ..db.layout import PROFILES_DIR
 from ..db.table import write_text
@@ -26,6 +30,17 @@ if TYPE_CHECKING:
     from .context import RunContext
 
 PROFILED_STEPS = 3
+
+
+def _trusted(trace: Path) -> bool:
+    """Whether a kept profile's in-model times were taken on a quiet host (a trace from
+    before such marks, or unreadable, counts as kept: it is not profiled again)."""
+    from ..ingest.trace_rows import profile_metadata
+
+    try:
+        return trusted_profile(profile_metadata(trace).get("trust"))
+    except NpuperfError:
+        return True
 
 
 def kept_trace(target: Path) -> Path:
@@ -45,7 +60,7 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     if not wanted(context):
         return True
     target = context.destination.target
-    if kept_trace(target).is_file():
+    if kept_trace(target).is_file() and _trusted(kept_trace(target)):
         return True
     from ..ingest.parse import parse_profiling
     from ..profiling.workload import trace_workload
@@ -76,6 +91,9 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     traced = summary.traces[0] if summary.traces else None
     share = (f"; {traced.mapped_us / traced.total_us:.1%} of its time maps to kernel tables"
              if traced is not None and traced.total_us else "")
+    if traced is not None and not trusted_profile(traced.trust):
+        share += (f"; its in-model times are {traced.trust}: kept out of the gap, profiled "
+                  f"again on the next run")
     context.notes.append(f"model profile: the demo model ({DESCRIPTION}) profiled on this "
                          f"device, {PROFILED_STEPS} steps after a warm-up, {summary.rows_updated} "
                          f"row(s) of {target} updated, {summary.rows_added} added{share}; "

@@ -27,8 +27,11 @@ from ..db.columns import (
     PROFILING_MIN_DURATION,
     PROFILING_SOURCE,
     PROFILING_STD_DURATION,
+    PROFILING_TRUST,
     PROFILING_UPDATED,
+    TRUST_OK,
     profiling_counter,
+    trusted_profile,
 )
 from ..db.database import Database, walk_files
 from ..db.errors import CellError, ContractError, NpuperfError, clip
@@ -43,6 +46,7 @@ from ..db.table import check_writable_dir
 from ..kernels import sparse_runtime
 from ..kernels.case import case_from_row
 from ..kernels.mapping_writer import ensure_op_mapping
+from ..kernels.module_kinds import ModuleKinds, load_kinds
 from ..kernels.torch_ops import TorchOperators
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
@@ -193,14 +197,17 @@ def _clearing_stale_counters(frame, updates: dict[Signature, RowUpdate]
             for sig, u in updates.items()}
 
 
+def _cells_or_blank(frame, column: str) -> list[str]:
+    return frame[column].tolist() if column in frame.columns else [""] * len(frame)
+
+
 def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
     """Rows that held another parse's statistics: this profile's replace them whole (a
     median cannot be combined from two medians), which the output says."""
     if PROFILING_AVERAGE_DURATION not in table.frame.columns:
         return []
     durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
-    sources = (table.frame[PROFILING_SOURCE].tolist() if PROFILING_SOURCE in table.frame.columns
-               else [""] * len(durations))
+    sources = _cells_or_blank(table.frame, PROFILING_SOURCE)
     positions = table.positions()
     replaced = [p for sig in updates for p in positions.get(sig, ()) if durations[p].strip()]
     if not replaced:
@@ -209,6 +216,22 @@ def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
     return [f"{table.name}: {len(replaced)} row(s) held profiling statistics of an earlier parse"
             f"{f' ({earlier})' if earlier else ''}: replaced by this profile's, not combined "
             f"(parse the profiles together to aggregate them as one)"]
+
+
+def _keeping_trusted(table, updates: dict[Signature, RowUpdate], why: str) -> list[str]:
+    """An untrusted profile (an oversubscribed or preempting host) never replaces in-model
+    values that were taken on a quiet host: those rows keep theirs."""
+    if PROFILING_AVERAGE_DURATION not in table.frame.columns:
+        return []
+    durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
+    marks = _cells_or_blank(table.frame, PROFILING_TRUST)
+    positions = table.positions()
+    kept = [sig for sig in updates for p in positions.get(sig, ())[:1]
+            if str(durations[p]).strip() and trusted_profile(marks[p])]
+    for sig in kept:
+        del updates[sig]
+    return [f"{table.name}: {len(kept)} row(s) keep their trusted in-model values: this "
+            f"profile's are {why}"] if kept else []
 
 
 MAX_KERNEL_TYPES = 10_000
@@ -278,7 +301,8 @@ def _profiles_at(path: Path) -> tuple[list[Path], list[Path]]:
 def aggregate_profiles(profiling_path: str | Path | Sequence[str | Path], *,
                        chunk_rows: int = DEFAULT_CHUNK_ROWS,
                        show_progress: bool = True, strict: bool = False,
-                       operators: TorchOperators | None = None
+                       operators: TorchOperators | None = None,
+                       kinds: ModuleKinds | None = None
                        ) -> tuple[AggregateResult, list[str], list[TraceSummary]]:
     files, traces, notes = find_profiles(profiling_path)
     progress = Progress("parse", unit=" rows", enabled=show_progress)
@@ -290,8 +314,10 @@ def aggregate_profiles(profiling_path: str | Path | Sequence[str | Path], *,
         aggregator.add_file(path, on_rows=on_rows, source=source_label(path))
     summaries = []
     operators = operators or TorchOperators()
+    if traces and kinds is None:
+        kinds = load_kinds()
     for path in traces:
-        rows, summary = trace_rows(path, operators)
+        rows, summary = trace_rows(path, operators, kinds)
         aggregator.add_rows(path, rows, source_label(path))
         summaries.append(summary)
         progress.update(aggregator.rows_read, f"(trace {len(summaries)}/{len(traces)})")
@@ -311,16 +337,19 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
                     ep_size: str | None = None, dry_run: bool = False,
                     chunk_rows: int = DEFAULT_CHUNK_ROWS, show_progress: bool = True,
                     now: _dt.datetime | None = None, strict: bool = False,
-                    lock: DatabaseLock | None = None) -> ParseSummary:
+                    lock: DatabaseLock | None = None,
+                    module_kinds: Sequence[str | Path] = ()) -> ParseSummary:
     """`database`: a version directory, or how to find it from the traces' device. `lock`: the
-    database's lock when the caller holds it (a pytest session)."""
+    database's lock when the caller holds it (a pytest session). `module_kinds`: files of
+    more module kinds than the package's table."""
     known = None if callable(database) else Path(database)
     if known is not None:
         _check_target(known, dry_run)
     operators = TorchOperators(_operator_mappings(known))
     result, notes, traces = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
                                                show_progress=show_progress, strict=strict,
-                                               operators=operators)
+                                               operators=operators,
+                                               kinds=load_kinds(module_kinds))
     devices = _one_device(traces, tables=len(result.files) - len(traces))
     if known is None:
         known = database(devices[0] or None if devices else None)
@@ -335,15 +364,19 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
     stamp = (now or _dt.datetime.now()).isoformat(timespec="seconds")
     by_type: dict[str, dict[Signature, RowUpdate]] = defaultdict(dict)
     ep_text = str(ep_size) if ep_size is not None else ""
+    extras: dict = {}
+    for trace in traces:
+        extras.update(trace.extras)
     for kernel in result.kernels:
         identity = dict(kernel.identity)
         sig = kernel.signature
         if kernel.kernel_type == DISPATCH_FFN_COMBINE:
             identity[EP_SIZE] = ep_text
             sig = _ep_signature(kernel, ep_text)
+        values = {**_profiling_values(kernel, stamp),
+                  **extras.get((kernel.kernel_type, kernel.signature), {})}
         by_type[kernel.kernel_type][sig] = RowUpdate(
-            identity=identity, values=_profiling_values(kernel, stamp),
-            fill_empty=kernel.runtime)
+            identity=identity, values=values, fill_empty=kernel.runtime)
     _check_file_names(by_type)
     _check_type_count(by_type)
     if DISPATCH_FFN_COMBINE in by_type and ep_size is None:
@@ -353,9 +386,12 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
     _place_in_alternates(db, by_type, traces)
     with (db.transaction("npuperf parse", lock=lock or True) if not dry_run
           else contextlib.nullcontext()) as tx:
+        untrusted = [t.trust for t in traces if t.trust and t.trust != TRUST_OK]
         for kernel_type in sorted(by_type):
             table = db.get_or_new(kernel_type)
             table.check_matchable("npuperf parse")
+            if untrusted:
+                summary.notes += _keeping_trusted(table, by_type[kernel_type], untrusted[0])
             summary.notes += _replaced_profiles(table, by_type[kernel_type])
             updates = _clearing_stale_counters(table.frame, by_type[kernel_type])
             merged = apply_updates(table.frame, kernel_type, updates, add_new=True,

@@ -32,7 +32,7 @@ from .implementations import (
     load_build,
     vendor,
 )
-from .tensors import generator_for, input_tensor
+from .tensors import generator_for, input_tensor, strided_input
 
 __all__ = ["KernelSpec", "NpuOnly", "Prepared", "ReplaySkipped", "SameCall", "SlotLayout",
            "Unsupported", "api_results", "implemented", "present"]
@@ -247,6 +247,11 @@ class KernelSpec(ABC):
 
     def tensor(self, case: KernelCase, index: int, backend, generator: torch.Generator,
                **kwargs) -> torch.Tensor:
+        """Input slot `index`, as the model passed it: with the row's `Input Strides` where
+        the model's tensor was a transposed, broadcast or expanded view."""
+        strides = case.input_strides(index)
+        if strides is not None and case.input(index).format in ("ND", "FORMAT_ND"):
+            return strided_input(case.input(index), strides, case, backend, generator, **kwargs)
         return input_tensor(case.input(index), case, backend, generator, **kwargs)
 
     @abstractmethod
