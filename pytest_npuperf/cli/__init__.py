@@ -17,6 +17,7 @@ from .. import __version__
 from ..db.errors import NpuperfError, printable
 from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, database_dir, resolve_database_dir
 from .args import add_db, add_module_kinds, add_renamed, add_threshold, fraction, positive_int
+from .coverage import add_coverage_commands, add_fill_options, cmd_fill
 from .history import add_history_commands
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -224,6 +225,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
     from ..kernels.extensions import load_entry_points
 
     load_entry_points()  # kernel types packages add have replays too
+    if args.fill is not None:
+        return cmd_fill(args)
     summary = run_grid(args.db, args.kernels, config_path=args.config,
                        target_models=args.target_models, model_file=args.model_file,
                        rows=args.rows, seed=args.seed, max_hbm_gb=args.max_hbm_gb,
@@ -552,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print per kernel type the candidates, those over the memory budget, "
                            "duplicates and the rows that would be added; write nothing")
     grid.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_fill_options(grid)
     grid.set_defaults(func=cmd_grid)
 
     kernels = sub.add_parser(
@@ -597,6 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernels.set_defaults(func=cmd_kernels)
 
     add_history_commands(sub)
+    add_coverage_commands(sub)
 
     merge = sub.add_parser(
         "merge", help="merge several hosts' results (databases, run JSONs, histories) into one",

@@ -86,6 +86,9 @@ PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"
 # the cache is not paged.
 CACHE_LAYOUT_BSH, CACHE_LAYOUT_BNSD = "PA_BSH", "PA_BNSD"
 FIA_RUNTIME_COLUMNS: tuple[str, ...] = tuple(f"Runtime {f}" for f in FIA_RUNTIME_FIELDS)
+# Kernel types whose rows carry the Runtime columns: the simulator reads them for the
+# attention kernels (DeepSeek-V3.2's sparse attention as well as FusedInferAttentionScore).
+RUNTIME_KERNELS: tuple[str, ...] = (FIA_KERNEL, "SparseFlashAttention", "LightningIndexer")
 
 
 def runtime_column(field: str) -> str:
@@ -256,7 +259,7 @@ def contract_columns_for(kernel_type: str) -> tuple[str, ...]:
     if kernel_type == DISPATCH_FFN_COMBINE:
         identity.append(EP_SIZE)
     rest = CONTRACT_COLUMNS[len(IDENTITY_COLUMNS):]
-    extra = FIA_RUNTIME_COLUMNS if kernel_type == FIA_KERNEL else ()
+    extra = FIA_RUNTIME_COLUMNS if kernel_type in RUNTIME_KERNELS else ()
     return (*identity, *rest, *extra)
 
 

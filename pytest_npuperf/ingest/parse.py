@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..db.columns import (
     DISPATCH_FFN_COMBINE,
     EP_SIZE,
@@ -33,14 +34,17 @@ from ..db.columns import (
     trusted_profile,
 )
 from ..db.database import Database, walk_files
-from ..db.errors import ContractError, NpuperfError, clip
+from ..db.errors import CellError, ContractError, NpuperfError, clip
 from ..db.layout import OP_MAPPING_FILE, kernel_file_name
 from ..db.lock import DatabaseLock
 from ..db.merge import RowUpdate, apply_updates, format_number
 from ..db.op_mapping import KEPT, load_op_mapping
 from ..db.progress import Progress
+from ..db.provenance import collection_entry, stage_provenance
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
+from ..kernels import sparse_runtime
+from ..kernels.case import case_from_row
 from ..kernels.mapping_writer import ensure_op_mapping
 from ..kernels.module_kinds import ModuleKinds, load_kinds
 from ..kernels.torch_ops import TorchOperators
@@ -157,6 +161,19 @@ def _attach_fia_runtime(aggregator: KernelAggregator, result: AggregateResult,
     for kernel in result.kernels:
         if kernel.kernel_type == FIA_KERNEL and kernel.signature in first:
             kernel.runtime = first[kernel.signature]
+
+
+def _attach_sparse_runtime(result: AggregateResult) -> None:
+    """The Runtime cells of sparse-attention rows that their shapes tell (the lengths are in
+    no profiler table: the rows stay `inferred_only`)."""
+    for kernel in result.kernels:
+        if kernel.kernel_type in sparse_runtime.KERNELS and not kernel.runtime:
+            try:
+                case = case_from_row(kernel.kernel_type, kernel.identity)
+            except CellError:
+                continue
+            kernel.runtime = sparse_runtime.from_shapes(
+                case, source=";".join(kernel.sources[:_MAX_SOURCES]))
 
 
 def _ep_signature(kernel: ProfiledKernel, ep_size: str) -> Signature:
@@ -306,6 +323,7 @@ def aggregate_profiles(profiling_path: str | Path | Sequence[str | Path], *,
         progress.update(aggregator.rows_read, f"(trace {len(summaries)}/{len(traces)})")
     result = aggregator.result()
     _attach_fia_runtime(aggregator, result, notes)
+    _attach_sparse_runtime(result)
     progress.finish(f"({result.rows_read:,} rows)")
     return result, notes, summaries
 
@@ -388,6 +406,10 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
                 db.stage(tx, table, merged.frame)
         if tx is not None:
             summary.op_mapping = ensure_op_mapping(tx, database)
+            stage_provenance(tx, database, collection=collection_entry(
+                database, "parse", {c.path.stem: c.added for c in summary.changes},
+                version=__version__, when=now, profiles=_sources_text(
+                    sorted({s for k in result.kernels for s in k.sources}))))
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes
     return summary

@@ -240,6 +240,11 @@ class KernelSpec(ABC):
                 raise case.error(f"{case.kernel_type}: input slot {i} ({self.inputs[i].name}) "
                                  f"is empty; expected a shape")
 
+    def runtime_cells(self, case: KernelCase) -> dict[str, str]:
+        """`Runtime ...` cells of a row that the replay's own arguments decide (its sequence
+        lengths, scalar arguments), for readers of the database; none by default."""
+        return {}
+
     def tensor(self, case: KernelCase, index: int, backend, generator: torch.Generator,
                **kwargs) -> torch.Tensor:
         """Input slot `index`, as the model passed it: with the row's `Input Strides` where
