@@ -4,6 +4,7 @@ they fill (issue 18): a model's in-model kernel times in, replay vs in-model out
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -246,6 +247,8 @@ def test_the_main_job_on_a_cpu_ends_with_a_real_gap_report(embedded_project):
         result.stdout.fnmatch_lines(["*not compared with the model: their in-model times are "
                                      "untrusted*"])
         assert profiled[0][PROFILING_TRUST].startswith("untrusted")
+        # Nor is it kept for the device's next output directories.
+        assert not list(Path(os.environ["NPUPERF_CACHE_DIR"]).rglob("demo_model.json"))
         assert "model profile: the demo model" in pytester.runpytest(*args).stdout.str()
         return
     # The three profiled rows are compared, each whose case ended ok (on a busy host the
@@ -260,6 +263,14 @@ def test_the_main_job_on_a_cpu_ends_with_a_real_gap_report(embedded_project):
     assert "model profile" not in second.stdout.str()
     second.stdout.fnmatch_lines([f"*replay vs in-model: {_ok_profiled_cases(pytester)} row(s)*"])
     assert trace.stat().st_mtime_ns == before
+    # A new output directory finds the trace this device kept: parsed, not profiled again.
+    other = pytester.path / "elsewhere"
+    third = pytester.runpytest(*args, "--npuperf-out", str(other))
+    third.stdout.fnmatch_lines(["*model profile: the demo model*kept for this device in *"])
+    [again] = other.glob("CPU_*/vllm_ascend/*")
+    assert (again / PROFILES_DIR / "demo_model.json").read_text() == trace.read_text()
+    assert sorted(r["Input Shapes"] for r in read_rows(again / "MatMulV3.csv")
+                  if r[PROFILING_AVERAGE_DURATION]) == sorted(r["Input Shapes"] for r in profiled)
 
 
 # The demo model's MatMulV3 calls among the selected rows, as case ids name them (M x K x N).

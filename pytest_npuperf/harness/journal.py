@@ -33,6 +33,9 @@ _HEADER, _RESULT, _END = "run", "result", "end"
 _RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,99}")
 
 
+_ENCODE = json.JSONEncoder(default=str).encode  # json.dumps(..., default=str), made once
+
+
 def journal_path(out: Path, run_id: str) -> Path:
     return Path(out) / RUNS_DIR / f"{run_id}.jsonl"
 
@@ -55,7 +58,7 @@ class Journal:
         if self._handle is None:
             return
         try:
-            self._handle.write(json.dumps(record, default=str) + "\n")
+            self._handle.write(_ENCODE(record) + "\n")
             self._handle.flush()
         except OSError as exc:  # a full disk: the run goes on, without its journal
             self.failure = f"{self.path}: {exc.strerror or exc}"

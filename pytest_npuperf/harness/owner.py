@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ import pytest
 from ..db.errors import NpuperfError
 from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
+from ..measure.overhead import AFTER, BETWEEN, DEMO, STARTUP
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .bench_bridge import add_result, benchmark_session
@@ -72,6 +74,10 @@ class Owner:
         self._handlers: dict[int, object] = {}
         self._progress: ProgressLine | bool | None = None  # False: no progress lines
         self._benchmarks: object = None  # pytest-benchmark's session (False: not asked for)
+        # The cases' span on this clock (epoch s: the first began, the last ended) and their
+        # wall times: what is not in a case between them is pytest's (measure/overhead.py).
+        self._span: list[float] = []
+        self._cases_wall_s = 0.0
         self._catch_stop_signals()
 
     # -- a run stopped from outside ends as any run ends ------------------------------------------
@@ -173,6 +179,11 @@ class Owner:
     def record(self, result: CaseResult) -> None:
         self.active = True
         self.results.append(result)
+        now = time.time()
+        if not self._span:
+            self._span = [now - result.wall_s, now]
+        self._span[1] = now
+        self._cases_wall_s += result.wall_s
         journal = self._journal_for_write()
         if journal is not None:
             journal.append(result)
@@ -310,10 +321,15 @@ class Owner:
         if partial:
             self.notes.append(f"partial run: {partial}; its finished cases are written "
                               f"(--npuperf-resume {context.run_id} measures the rest)")
+        self._time_cases()
         self.notes += context.profiler.complete(self.results, settings.keep_prof)
+        demo = time.perf_counter()
         if not profile_demo_once(context, self._lock):
             self.interrupted = True
             return False
+        context.parts[DEMO] = time.perf_counter() - demo
+        context.parts[AFTER] = time.time() - self._span[1] - context.parts[DEMO] \
+            if self._span else 0.0
         kept = sum(1 for r in results if r.preempted_kept)
         if kept:
             self.notes.append(f"{kept} case(s) keep samples the host preempted (--npuperf-"
@@ -337,6 +353,15 @@ class Owner:
             forget(self._resumed_journal)
         return self.end.ok
 
+    def _time_cases(self) -> None:
+        """The session's parts before and between its cases (measure/overhead.py)."""
+        if not self._span:
+            return
+        context = self.context
+        began, ended = self._span
+        context.parts[STARTUP] = began - context.wall_origin
+        context.parts[BETWEEN] = ended - began - self._cases_wall_s / max(1, context.workers)
+
     def _partial(self, interrupted: bool) -> str:
         """Why the run measured fewer cases than it selected ("" when it did not)."""
         measured = len(self.results)
@@ -359,6 +384,7 @@ class Owner:
             return True
         if partial:
             self.notes.append(f"partial run: {partial}; its finished cases are handed over")
+        self._time_cases()
         settings = context.settings
         destination = context.destination
         header = {

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..db.errors import NpuperfError
 from ..measure.result import CaseResult
-from .compare import NEW, Comparison, compare_samples
+from .compare import NEW, Comparison, compare_many, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
 from .store import HistoryStore, is_history_file
@@ -42,6 +43,12 @@ class Baseline:
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
         raise NotImplementedError
+
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        """Find the baselines of these cases at once (a large run's verdicts: `judge_many`);
+        `case` then answers them from memory until the next prefetch. The default finds each
+        when it is asked for."""
+        return None
 
     def close(self) -> None:
         return None
@@ -65,15 +72,26 @@ class HistoryBaseline(Baseline):
         self.ref, self.store = ref, store
         self.device, self.passed_only, self.before = device, passed_only, before
         self.exclude = tuple(exclude)
+        self._prefetched: tuple[str, set[str], dict[str, list[CaseRecord]]] | None = None
         which = "passed runs" if passed_only else "runs"
         where = f" on {device}" if device else ""
         self.label = (f"{ref}: per case the fastest of its {DEPTH} newest measurements in the "
                       f"{which}{where} of {store.path}")
 
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        self._prefetched = None  # the previous batch's records freed before the next is read
+        self._prefetched = (kind, set(keys), self.store.latest_cases_many(
+            kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
+            exclude=self.exclude, limit=DEPTH))
+
     def case(self, kind: str, key: str) -> CaseRecord | None:
-        found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
-                                        passed_only=self.passed_only, exclude=self.exclude,
-                                        limit=DEPTH)
+        known = self._prefetched
+        if known is not None and known[0] == kind and key in known[1]:
+            found = known[2].get(key, [])
+        else:
+            found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
+                                            passed_only=self.passed_only,
+                                            exclude=self.exclude, limit=DEPTH)
         trusted = [c for c in found if c.status == "ok" and c.samples and c.median_us]
         if not trusted:
             return found[0] if found else None
@@ -83,6 +101,7 @@ class HistoryBaseline(Baseline):
         return best
 
     def close(self) -> None:
+        self._prefetched = None
         self.store.close()
 
 
@@ -168,9 +187,45 @@ def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Compariso
     if not result.measured or not result.samples:
         return None
     return judge_samples(KIND_KERNEL, result.case_id, result.samples, baseline, threshold,
-                         status=result.status, reference=result.reference_us,
-                         median=result.stats.median if result.stats else None,
-                         condition=cache_mode(result.cache), impl=result.impl or None)
+                         **_judged(result))
+
+
+def _judged(result: CaseResult) -> dict[str, Any]:
+    """What `judge_samples` is told of a case besides its samples."""
+    return {"status": result.status, "reference": result.reference_us,
+            "median": result.stats.median if result.stats else None,
+            "condition": cache_mode(result.cache), "impl": result.impl or None}
+
+
+JUDGED_AT_ONCE = 20_000  # `judge_many`: cases whose baselines are held in memory at once
+
+
+def judge_many(results: list[CaseResult], baseline: Baseline, threshold: float
+               ) -> list[Comparison | None]:
+    """`[judge(r, baseline, threshold) for r in results]`, the same verdicts, with the
+    baselines found and the samples compared a batch of cases at a time (10^5 cases judged at
+    the end of an msprof run or a backfill: one query and one comparison at a time took most
+    of a minute)."""
+    found: list[Comparison | None] = [None] * len(results)
+    for first in range(0, len(results), JUDGED_AT_ONCE):
+        batch = [(first + i, r) for i, r in enumerate(results[first:first + JUDGED_AT_ONCE])
+                 if r.measured and r.samples]
+        baseline.prefetch(KIND_KERNEL, [r.case_id for _, r in batch])
+        pending: list[tuple[int, tuple[list[float], list[float], dict[str, Any]]]] = []
+        for index, result in batch:
+            options = _judged(result)
+            base = _baseline_of(KIND_KERNEL, result.case_id, result.samples, baseline,
+                                threshold, options["median"], options["condition"],
+                                options["impl"])
+            if isinstance(base, Comparison):
+                found[index] = base
+            else:
+                pending.append((index, (base.samples, result.samples, _compared(
+                    base, threshold, options["status"], options["reference"]))))
+        for (index, _), comparison in zip(pending, compare_many([p for _, p in pending])):
+            found[index] = comparison
+    baseline.prefetch(KIND_KERNEL, [])
+    return found
 
 
 def cache_mode(text: str | None) -> str:
@@ -200,6 +255,26 @@ def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
     `samples` were just measured; `condition`: the cache mode a kernel replay ran in, which a
     baseline measured in another one cannot judge (a cold weight is slower by design); `impl`:
     likewise the implementation that ran (a compiled kernel is faster by design)."""
+    base = _baseline_of(kind, key, samples, baseline, threshold, median, condition, impl)
+    if isinstance(base, Comparison):
+        return base
+    return compare_samples(base.samples, samples, **_compared(base, threshold, status,
+                                                              reference))
+
+
+def _compared(base: CaseRecord, threshold: float, status: str, reference: float | None
+              ) -> dict[str, Any]:
+    """`compare_samples`' options for a case against its baseline record."""
+    return {"threshold": threshold, "base_status": base.status, "new_status": status,
+            "base_run": base.run_id, "base_reference": base.extra.get("reference_us"),
+            "new_reference": reference, "run_to_run": base.extra.get("run_to_run")}
+
+
+def _baseline_of(kind: str, key: str, samples: list[float], baseline: Baseline,
+                 threshold: float, median: float | None, condition: str | None,
+                 impl: str | None) -> CaseRecord | Comparison:
+    """The baseline record a case's samples are compared with, or the verdict without a
+    comparison (NEW: none, or one measured under other conditions)."""
     base = baseline.case(kind, key)
     if base is None:
         return Comparison(NEW, reason=f"not measured in the baseline ({baseline.ref})",
@@ -221,8 +296,4 @@ def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
         return Comparison(NEW, reason=f"the baseline run {base.run_id} kept no samples of it",
                           new_samples=len(samples), threshold=threshold,
                           base_run=base.run_id)
-    return compare_samples(base.samples, samples, threshold=threshold,
-                           base_status=base.status, new_status=status,
-                           base_run=base.run_id, base_reference=base.extra.get("reference_us"),
-                           new_reference=reference,
-                           run_to_run=base.extra.get("run_to_run"))
+    return base

@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
+from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,8 @@ _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock
 # A check before a session starts, or a read, waits this long for another process's lock: a
 # history held longer is an error at once, not a session that sits silent for a minute.
 QUICK_TIMEOUT_S = 5.0
+_CACHE_KIB = 64 * 1024  # SQLite's page cache while a run is recorded (negative: KiB)
+_RECORD_BATCH = 10_000  # cases recorded per statement (and held as records at once)
 
 _CASE_TYPES = {
     "kind": "TEXT NOT NULL", "key": "TEXT NOT NULL", "kernel": "TEXT NOT NULL",
@@ -236,20 +240,29 @@ class HistoryStore:
                                  if c not in ("kind", "key"))
         insert = (f"INSERT INTO cases (run, {quoted}) VALUES ({', '.join('?' * (len(CASE_COLUMNS) + 1))}) "
                   f"ON CONFLICT(run, kind, key) DO UPDATE SET {case_updates}")
+        # A batch of cases at a time, each statement over the whole batch (10^5 cases: a
+        # statement per row and a lookup of its id cost most of a large run's end); a case's
+        # samples find their row through the unique index, inside SQLite. A case listed
+        # twice is written twice, the later one winning, as row by row. Only a batch of the
+        # records exists at once: `cases` may be a generator.
+        # The cases' indexes of a large run outgrow SQLite's default page cache (2 MB):
+        # every insert then reads and writes index pages through the file.
+        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        row_of = _case_row(run_row)
         written = 0
-        for case in cases:
-            conn.execute(insert, [run_row, *(_to_sql(c, getattr(case, c)) for c in CASE_COLUMNS)])
-            case_row = conn.execute("SELECT id FROM cases WHERE run = ? AND kind = ? AND key = ?",
-                                    (run_row, case.kind, case.key)).fetchone()[0]
-            if case.samples:
-                conn.execute("INSERT INTO samples VALUES (?, ?, ?, ?) ON CONFLICT(case_row) DO "
-                             "UPDATE SET encoding = excluded.encoding, count = excluded.count, "
-                             "data = excluded.data",
-                             (case_row, SAMPLES_ENCODING, len(case.samples),
-                              encode_samples(case.samples)))
-            else:
-                conn.execute("DELETE FROM samples WHERE case_row = ?", (case_row,))
-            written += 1
+        for batch in _batches(cases, _RECORD_BATCH):
+            conn.executemany(insert, map(row_of, batch))
+            conn.executemany(
+                "INSERT INTO samples SELECT id, ?, ?, ? FROM cases WHERE run = ? AND kind = ? "
+                "AND key = ? ON CONFLICT(case_row) DO UPDATE SET encoding = excluded.encoding, "
+                "count = excluded.count, data = excluded.data",
+                ((SAMPLES_ENCODING, len(case.samples), encode_samples(case.samples), run_row,
+                  case.kind, case.key) for case in batch if case.samples))
+            conn.executemany(
+                "DELETE FROM samples WHERE case_row = (SELECT id FROM cases WHERE run = ? AND "
+                "kind = ? AND key = ?)",
+                ((run_row, case.kind, case.key) for case in batch if not case.samples))
+            written += len(batch)
         return written
 
     def merge_from(self, other: HistoryStore) -> tuple[int, int]:
@@ -346,6 +359,49 @@ class HistoryStore:
         return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
                            limit=limit, with_samples=with_samples)
 
+    def latest_cases_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
+                          before: float | None = None, passed_only: bool = False,
+                          exclude: Iterable[str] = (), limit: int = 1
+                          ) -> dict[str, list[CaseRecord]]:
+        """`latest_cases` of many keys in one query (a large run's verdicts: a query per case
+        cost most of their time): key -> its newest `limit` measurements, newest first (keys
+        without any are absent)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
+        params += [kind, *MEASURED_STATUSES]
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        # The keys wanted, in a temporary table (a read-only history takes one too): the
+        # cases are found through its (kind, key) index, not by a scan of every run's cases.
+        try:
+            self.conn.execute("PRAGMA temp_store = MEMORY")
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
+                              "(key TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM npuperf_wanted")
+            # In order: each key goes at the end of the table's index, none splits a page.
+            self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
+                                  ((key,) for key in sorted(set(keys))))
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+        # Which rows first (narrow: the window sorts them), then those rows whole. The wanted
+        # keys drive the join (CROSS JOIN keeps that order): a scan of every run's cases of
+        # the kind would read the whole history.
+        sql = (f"WITH picked AS (SELECT id, newest FROM (SELECT c.id AS id, ROW_NUMBER() OVER "
+               f"(PARTITION BY c.key ORDER BY r.started DESC, r.id DESC) AS newest "
+               f"FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
+               f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
+               f"WHERE newest <= {int(limit)}) "
+               f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started, s.encoding AS "
+               f"s_encoding, s.data AS s_data, p.newest AS newest FROM picked p "
+               f"JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
+               f"LEFT JOIN samples s ON s.case_row = c.id")
+        found: dict[str, list[tuple[int, CaseRecord]]] = {}
+        for newest, record in self._records(sql, params, extra="newest"):
+            found.setdefault(record.key, []).append((newest, record))
+        return {key: [record for _, record in sorted(rows, key=lambda r: r[0])]
+                for key, rows in found.items()}
+
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None, since: float | None = None,
               until: float | None = None) -> list[CaseRecord]:
@@ -375,7 +431,27 @@ class HistoryStore:
         sql = (f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started{sample_columns} "
                f"FROM cases c JOIN runs r ON r.id = c.run{join} WHERE {where} ORDER BY {order}"
                + (f" LIMIT {int(limit)}" if limit else ""))
-        return [_case_of(row, self.path) for row in self._query(sql, params)]
+        return [record for _, record in self._records(sql, params)]
+
+    def _records(self, sql: str, params: Iterable[Any], extra: str | None = None
+                 ) -> list[tuple[Any, CaseRecord]]:
+        """(the column `extra`, or None; the case) of each row of `sql` (`c.*`, `r_run_id`,
+        `r_started`, optionally `s_encoding`, `s_data`): its columns found by position once
+        (10^5 rows: by name, row by row, the conversion cost seconds)."""
+        try:
+            cursor = self.conn.execute(sql, tuple(params))
+            rows = cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+        names = [d[0] for d in cursor.description]
+        other = names.index(extra) if extra else None
+        records = _cases_from(rows, [names.index(name) for name in CASE_COLUMNS],
+                              names.index("r_run_id"), names.index("r_started"),
+                              names.index("s_data") if "s_data" in names else None,
+                              names.index("s_encoding") if "s_encoding" in names else None,
+                              self.path)
+        return [(None if other is None else row[other], record)
+                for row, record in zip(rows, records)]
 
 
 def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,
@@ -405,6 +481,34 @@ def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = 
                 ) -> tuple[str, list[Any]]:
     clauses, params = _run_clauses(device, passed_only, exclude)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _case_row(run_row: int) -> Callable[[CaseRecord], list]:
+    """A case's `INSERT INTO cases` values: `_to_sql` of each column, with the checks that
+    cannot change what SQLite stores left out (it stores a NaN as NULL and a bool as 0/1
+    itself); only the JSON columns are converted."""
+    values = attrgetter(*CASE_COLUMNS)
+    json_at = [i for i, name in enumerate(CASE_COLUMNS) if name in JSON_FIELDS]
+    encode = _JSON.encode
+
+    def row(case: CaseRecord) -> list:
+        found = [run_row, *values(case)]
+        for index in json_at:
+            value = found[index + 1]
+            if not isinstance(value, str):
+                found[index + 1] = encode(value)
+        return found
+    return row
+
+
+# `json.dumps(value, sort_keys=True, default=str)`, its encoder made once.
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
 
 
 def _to_sql(name: str, value: Any) -> Any:
@@ -471,25 +575,59 @@ def _number(name: str, value: Any) -> Any:
     return int(value) if name in _INTEGERS else value
 
 
-def _case_of(row: sqlite3.Row, path: Path) -> CaseRecord:
-    keys = row.keys()
-    values = {name: row[name] for name in CASE_COLUMNS}
-    for name in CASE_COLUMNS:
-        if name in _TEXT_FIELDS or name in ("kind", "key", "kernel"):
-            values[name] = "" if values[name] is None else str(values[name])
-        else:
-            values[name] = _number(name, values[name])
-    values["extra"] = _from_json(row["extra"])
-    record = CaseRecord(**values)
-    record.run_id, record.run_started = str(row["r_run_id"]), _started(row["r_started"])
-    if "s_data" in keys and row["s_data"] is not None:
-        try:
-            record.samples = [v for v in decode_samples(row["s_data"], row["s_encoding"])
-                              if math.isfinite(v) and 0 < v < _MAX_US]
-        except ValueError as exc:
-            raise ContractError(f"{path}: damaged samples of case {record.key} in run "
-                                f"{record.run_id}: {exc}") from None
-    return record
+# Per column of CASE_COLUMNS: text (kind, key, kernel and the text fields), JSON (extra), or
+# how `_number` checks it; a value that passes its check as it is is left as it is.
+_KINDS = tuple("json" if name == "extra" else "text"
+               if name in _TEXT_FIELDS or name in ("kind", "key", "kernel")
+               else "int" if name in _INTEGERS else "us"
+               if name.endswith("_us") or name == "ratio" else "p" if name == "p_value"
+               else "float" for name in CASE_COLUMNS)
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else "" if value is None else str(value)
+
+
+def _column(name: str, kind: str, values: Sequence[Any]) -> list[Any]:
+    """A `cases` column read back: what the file holds that is no text, number or duration of
+    the column's kind read as unknown (`_number`), column by column (10^5 rows x 40
+    columns: row by row, the checks cost seconds)."""
+    if kind == "text":
+        return [_text(v) for v in values]
+    if kind == "json":
+        return [_from_json(_text(v)) for v in values]
+    if kind == "int":
+        return [v if v is None or type(v) is int else _number(name, v) for v in values]
+    if kind == "us":
+        return [v if v is None or (type(v) is float and 0 < v < _MAX_US) else _number(name, v)
+                for v in values]
+    if kind == "p":
+        return [v if v is None or (type(v) is float and 0 <= v <= 1) else _number(name, v)
+                for v in values]
+    return [v if v is None or (type(v) is float and v - v == 0.0) else _number(name, v)
+            for v in values]
+
+
+def _cases_from(rows: list[tuple], at: list[int], run_id: int, started: int,
+                data: int | None, encoding: int | None, path: Path) -> list[CaseRecord]:
+    """Case records from rows holding the `cases` columns at `at` (CASE_COLUMNS order), their
+    run's id and start, and optionally their samples."""
+    if not rows:
+        return []
+    columns = list(zip(*rows))
+    records = list(map(CaseRecord, *(_column(name, kind, columns[i])
+                                     for i, name, kind in zip(at, CASE_COLUMNS, _KINDS))))
+    for record, row in zip(records, rows):
+        record.run_id, record.run_started = str(row[run_id]), _started(row[started])
+        blob = row[data] if data is not None else None
+        if blob is not None:
+            try:
+                record.samples = [v for v in decode_samples(blob, row[encoding])
+                                  if math.isfinite(v) and 0 < v < _MAX_US]
+            except ValueError as exc:
+                raise ContractError(f"{path}: damaged samples of case {record.key} in run "
+                                    f"{record.run_id}: {exc}") from None
+    return records
 
 
 def is_history_file(path: Path) -> bool:

@@ -293,19 +293,26 @@ class KernelSpec(ABC):
         return self.bytes_moved(case)
 
 
+UNCHECKED_BYTES = 64 << 20
+
+
 def check_memory(case: KernelCase, backend) -> None:
     """Skip a row whose tensors do not fit in the memory the device has left, before anything
     is allocated: on a host, Linux would hand the memory out and its OOM killer end the whole
     session once the pages are written. Counted: every input and output slot, plus the
-    float32 staging copy of the largest input that random data is drawn in."""
-    available = backend.available_memory()
-    if available is None:
-        return
+    float32 staging copy of the largest input that random data is drawn in. A row of less
+    than UNCHECKED_BYTES is not checked: reading the host's memory took longer than building
+    it (a host without that much left ends the session however small the row)."""
     try:
         needed = case.io_bytes
     except CellError:
         return  # an unknown dtype: building the tensors says so, naming the cell
     needed += max((slot.numel * 4 for slot in case.inputs if slot.present), default=0)
+    if needed < UNCHECKED_BYTES:
+        return
+    available = backend.available_memory()
+    if available is None:
+        return
     if needed > available:
         raise ReplaySkipped(f"{case.kernel_type}: its tensors need {_gib(needed)} and "
                             f"{backend.kind} has {_gib(available)} available; nothing was "

@@ -126,3 +126,8 @@ class SessionInfo:
     cores: int | None = None  # cores available to the session's process
     load_at_start: float | None = None  # 1-minute load average when the session began
     threads: int | None = None  # torch intra-op threads per measuring process (cpu)
+    # Where the session's own time went (measure/overhead.py): part -> seconds of wall time.
+    parts: dict[str, float] = field(default_factory=dict)
+    # Whether the cases' timed calls ran within `wall_s` (False: `npuperf backfill` of a run
+    # that measured them earlier, elsewhere: all of its time is overhead).
+    timed_here: bool = True

@@ -29,6 +29,14 @@ from ..measure.floor import Floor, latency_floor
 from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
 from ..measure.noise import noise_reason
+from ..measure.overhead import (
+    CAPTURE,
+    INPUTS,
+    REFERENCES,
+    VERIFICATION,
+    WARMUP,
+    PartClock,
+)
 from ..measure.profiler import ProfilerSession
 from ..measure.reference import reference_samples, reference_us
 from ..measure.result import (
@@ -141,6 +149,7 @@ class CaseRunner:
         self._first_measured: float | None = None
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
+        self._clock = PartClock()  # where the current case's time beyond its calls goes
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -177,6 +186,8 @@ class CaseRunner:
                             stack=self.stack, statistic=self.options.policy.statistic,
                             threads=torch.get_num_threads())
         self._check_load(result)
+        self._clock = PartClock()
+        result.overhead_s = self._clock.parts
         spec = spec_for(ref.kernel_type)
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
@@ -187,12 +198,12 @@ class CaseRunner:
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                before = reference_samples() if self.backend.kind == "cpu" else None
+                before = self._references() if self.backend.kind == "cpu" else None
                 prepared, measured = self._measure_implementations(
                     ref, spec, case, deadline, result,
                     budget_end=started + self.options.policy.budget_s)
                 if before is not None:
-                    result.reference_us = reference_us(before, reference_samples())
+                    result.reference_us = reference_us(before, self._references())
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             self._record(result, measured)
@@ -238,8 +249,9 @@ class CaseRunner:
                          f"{names[0]} measured")
             names = names[:1]
         compared = choice.fastest and len(names) > 1
-        base = spec.prepare(case, self.backend, cache=self.options.cache,
-                            impl=default_name(device), arena=self._arena)
+        with self._clock.part(INPUTS):
+            base = spec.prepare(case, self.backend, cache=self.options.cache,
+                                impl=default_name(device), arena=self._arena)
         result.flops, result.bytes = base.flops, base.bytes
         result.cache = base.rotation.describe()
         result.cold_bytes = base.rotation.cold_bytes
@@ -249,8 +261,9 @@ class CaseRunner:
             if compared and (ref.kernel_type, name) in self.rejected:
                 continue
             try:
-                prepared = base if name == base.impl else spec.implement(base, name, case,
-                                                                         self.backend)
+                with self._clock.part(INPUTS):
+                    prepared = base if name == base.impl else spec.implement(base, name, case,
+                                                                             self.backend)
             except Unsupported as exc:
                 notes.append(f"{name}: {exc}")
                 continue
@@ -259,7 +272,8 @@ class CaseRunner:
             if compared and prepared.impl != name:
                 continue  # compiled fell back to eager: measured as itself already
             try:
-                verified = self._verify(spec, case, prepared, compared=compared)
+                with self._clock.part(VERIFICATION):
+                    verified = self._verify(spec, case, prepared, compared=compared)
             except VerifyError as exc:
                 if not compared:
                     raise
@@ -273,6 +287,8 @@ class CaseRunner:
                 self._first_measured = now
             measured = self.measure_call(ref.case_id, prepared.call, deadline,
                                          cycle=prepared.rotation.copies, budget_end=share)
+            self._clock.add(WARMUP, measured.run.warmup_s)
+            self._clock.add(CAPTURE, measured.run.capture_s)
             done.append((prepared, measured, verified))
             if not choice.fastest:
                 break
@@ -358,8 +374,9 @@ class CaseRunner:
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        warm = warm_up(call, self.timer, self.options.policy, at_least=1,
-                       budget_end=budget_end)
+        with self._clock.part(WARMUP):
+            warm = warm_up(call, self.timer, self.options.policy, at_least=1,
+                           budget_end=budget_end)
         try:
             with self.backend.named_range(name):
                 run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
@@ -397,6 +414,10 @@ class CaseRunner:
             return self._profiled(name, call, deadline, profiler, budget_end)
         finally:
             profiler.stop()
+
+    def _references(self) -> list[float]:
+        with self._clock.part(REFERENCES):
+            return reference_samples()
 
     def _record(self, result: CaseResult, measured: Measured) -> None:
         result.method, result.fallback = measured.method, measured.fallback
