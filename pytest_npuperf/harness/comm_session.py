@@ -439,6 +439,7 @@ class _Tables:
 
     reports_dir = None  # the reports are written with the tables, in one transaction
     inside = None
+    demo = None
     failed = "collective results not written"
     interrupted = "interrupted while writing the collective tables: nothing was written"
 

@@ -23,7 +23,7 @@ from ..db.errors import NpuperfError
 from ..db.progress import Progress
 from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
-from ..measure.overhead import AFTER, BETWEEN, DEMO, STARTUP
+from ..measure.overhead import AFTER, BETWEEN, STARTUP
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .bench_bridge import add_result, benchmark_session
@@ -38,7 +38,6 @@ from .journal import (
     successor_header,
     supersede,
 )
-from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
 from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, case_progress
 
@@ -324,13 +323,7 @@ class Owner:
                               f"(--npuperf-resume {context.run_id} measures the rest)")
         self._time_cases()
         self.notes += context.profiler.complete(self.results, settings.keep_prof)
-        demo = time.perf_counter()
-        if not profile_demo_once(context, self._lock):
-            self.interrupted = True
-            return False
-        context.parts[DEMO] = time.perf_counter() - demo
-        context.parts[AFTER] = time.time() - self._span[1] - context.parts[DEMO] \
-            if self._span else 0.0
+        context.parts[AFTER] = time.time() - self._span[1] if self._span else 0.0
         kept = sum(1 for r in results if r.preempted_kept)
         if kept:
             self.notes.append(f"{kept} case(s) keep samples the host preempted (--npuperf-"

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..db.database import Database
     from ..db.lock import DatabaseLock
     from .finish import RunFacts
+    from .model_profile import DemoProfile
 
 _FAILED = "the database write failed, the database was left as it was"
 _INTERRUPTED = "interrupted during the database write: the database was left as it was"
@@ -34,6 +35,7 @@ class DatabaseTarget:
     own: Database | None = None  # this device's database as read at collection
     lock: DatabaseLock | bool = True  # the lock the caller holds, else True: take it
     purpose: str = ""
+    demo: DemoProfile | None = None  # profiled into `target` before the write (finish.py)
     failed: str = _FAILED
     interrupted: str = _INTERRUPTED
 
@@ -58,6 +60,7 @@ class NoDatabase:
     reports_dir: Path
     inside: Path | None = None
     dry_run: bool = False
+    demo: None = None
     failed: str = _FAILED
     interrupted: str = _INTERRUPTED
 
