@@ -19,7 +19,7 @@ from ..measure.result import (
 )
 from ..replay.cases import result_for
 from .context import RunContext
-from .stash import RESULT_KEY
+from .route import keep
 
 if TYPE_CHECKING:
     from ..history.compare import Comparison
@@ -120,10 +120,10 @@ class Measurer:
 
         def replay(ref: CaseRef) -> CaseResult:
             if ref.problem:  # the row's file could not be read: this case stands for the file
-                node.stash[RESULT_KEY] = result_for(ref, node.nodeid, STATUS_ERROR, ref.problem)
+                keep(node, result_for(ref, node.nodeid, STATUS_ERROR, ref.problem))
                 pytest.fail(f"{ref.file}: {ref.problem}", pytrace=False)
             result = self.run_case(ref, node.nodeid)
-            node.stash[RESULT_KEY] = result
+            keep(node, result)
             if result.status == STATUS_SKIPPED:  # a ReplaySkipped/NpuOnly row, or no replay yet
                 pytest.skip(result.error)
             if result.status in FAILING_STATUSES:
@@ -133,15 +133,11 @@ class Measurer:
                 pytest.fail(message, pytrace=False)
             # Against --npuperf-baseline, here where it ran (a SLOWER case is measured again).
             result, comparison = self.judge_case(ref, node.nodeid, result)
-            node.stash[RESULT_KEY] = result
+            keep(node, result)
             if comparison is not None and comparison.verdict == "SLOWER":
                 pytest.fail(comparison.describe(), pytrace=False)
             return result
         return replay
-
-    def skipped(self, ref: CaseRef, nodeid: str, reason: str) -> CaseResult:
-        """The result of a case pytest skipped before it ran (a skip mark, -m filters)."""
-        return result_for(ref, nodeid, STATUS_SKIPPED, reason)
 
     def close(self) -> None:
         if self._quiet is not None:

@@ -4,8 +4,9 @@ journals it at once, harness/journal.py), and ends the run.
 
 How the run ends is chosen once: an msprof child hands its results to its parent (which
 attributes the kernels and ends the run, harness/wrap.py); every other run ends here through
-`run.finish.finish_run`. A run stopped early (SIGTERM, SIGHUP, Ctrl-C, `-x`) ends the same way:
-every finished case is written, and the run is recorded as partial, with why.
+`run.finish.finish_run` (a result's route to the write: route.py). A run stopped early
+(SIGTERM, SIGHUP, Ctrl-C, `-x`) ends the same way: every finished case is written, and the
+run is recorded as partial, with why.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .journal import (
 )
 from .nodeids import case_id_of_nodeid
 from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, case_progress
+from .route import hand_over
 
 # What a CI timeout or a closed terminal sends: the run ends as after Ctrl-C (its finished
 # cases written), not killed with nothing saved. A second one ends the process at once.
@@ -310,7 +312,7 @@ class Owner:
         settings = context.settings
         if not self.writes_ready and not (settings.dry_run and self.results):
             return True  # no case ran (all deselected, or a usage error): nothing to write
-        from ..run.finish import RunFacts, finish_run
+        from ..run.finish import RunFacts
 
         partial = self._partial(interrupted)
         results = [*self._resumed, *self.results]
@@ -331,12 +333,11 @@ class Owner:
         options = {**settings.as_dict(), "partial": partial, "resumed_from": self.resumed_from}
         facts = RunFacts.of(context.identity, source=str(context.destination.source),
                             options=options, root=context.rootpath)
-        self.end = finish_run(
-            facts, results, context.destination.run_target(self._lock),
-            info=context.session_info, keeper=context.keeper, notes=self.notes,
-            record=not settings.dry_run, reports=not settings.dry_run,
-            extra_cases=self.extra_results, exit_status=exitstatus,
-            good=not partial and not kept)
+        self.end = hand_over(
+            facts, results, context.destination, self._lock, info=context.session_info,
+            keeper=context.keeper, notes=self.notes, record=not settings.dry_run,
+            reports=not settings.dry_run, extra_cases=self.extra_results,
+            exit_status=exitstatus, good=not partial and not kept)
         self.interrupted = self.interrupted or self.end.interrupted
         written = self.end.outcome is not None and not partial
         if self._journal is not None:
