@@ -32,6 +32,7 @@ import pytest
 from .stash import roles
 
 if TYPE_CHECKING:
+    from ..db.lock import DatabaseLock
     from ..measure.result import CaseResult
     from ..run.finish import RunEnd, RunFacts
     from .destination import Destination
@@ -78,8 +79,8 @@ def unpack(report: pytest.TestReport) -> CaseResult | None:
     return None
 
 
-def hand_over(facts: RunFacts, results: list, destination: Destination, lock, **end
-              ) -> RunEnd:
+def hand_over(facts: RunFacts, results: list, destination: Destination,
+              lock: DatabaseLock | None, **end) -> RunEnd:
     """4. Every result of the run to its end (run/finish.py), with the run's target: the
     destination's database (or none, for grid points), written through `write_results`.
     `end`: how the run ends (`finish_run`'s options)."""
