@@ -7,8 +7,8 @@ stored value); a run judged SLOWER than its baseline as a large red dot, FASTER 
 one (on trusted values only), over the time each run started (matplotlib's date ticks: labels
 as precise as their spacing needs, never two alike); a case no run gave a value is a sentence
 saying so, not an empty chart. Hovering a point shows its run, time, git commit, software
-stack, value, samples, status and verdict. Cases of a kernel type are listed regressions first, then by how far
-their newest value moved, at most `max_cases` of them.
+stack, value, samples, status and verdict. Cases of a kernel type are listed regressions
+first, then by how far their newest value moved, at most `max_cases` of them.
 """
 
 from __future__ import annotations
