@@ -171,6 +171,17 @@ def test_without_matplotlib_no_figure_is_drawn_and_pages_say_why(monkeypatch):
     from pytest_npuperf.report.plots import samples_svg
 
     assert samples_svg([1.0, 2.0]) == charts.missing_note()
+    from pytest_npuperf.report.figures import draw_figures
+    from pytest_npuperf.report.page import render_page
+    from pytest_npuperf.report.trend_page import render_trend_page
+    from tests.report_data import gemm_results, outcome, session
+
+    results = gemm_results()
+    assert draw_figures(results, outcome()) == {}
+    page = render_page(outcome(), results, session(), figures={})
+    assert page.count(charts.missing_note()) == 1 and "<svg" not in page
+    trend = render_trend_page([], {}, source="history.sqlite")
+    assert trend.count(charts.missing_note()) == 1
     assert "matplotlib is not installed" in charts.missing_note() and MISSING.count("\n") == 0
 
 
