@@ -37,7 +37,7 @@ BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "latency": "#8250df",
 SUSPECT_COLOR, NOISY_COLOR = "#d1242f", "#bf8700"
 FLAGGED_COLOR = "#e16f24"  # the regression figure's noisy or suspect cases: no verdict's colour
 FLAGGED = (STATUS_NOISY, STATUS_SUSPECT)  # measured, never the row's stored value
-DENSITY_CELLS = 60  # hexagons across a density (its size bounded by the panel's)
+DENSITY_CELLS = 30  # hexagons across a density: at most ~1,000 of them, whatever the run
 
 
 def _drawable(ax, x: float, y: float) -> bool:
