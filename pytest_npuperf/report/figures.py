@@ -22,7 +22,7 @@ from pathlib import Path
 from ..history.compare import ALPHA, DEFAULT_THRESHOLD, FASTER, NEW, SAME, SLOWER, UNCERTAIN
 from ..kernels.catalog import same_call_types
 from ..measure.result import STATUS_NOISY, STATUS_SUSPECT, CaseResult
-from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
+from ..replay.outcome import GAP_HIGH, GAP_LOW, WriteOutcome
 from .charts import DASHED, DOTTED, INK, MUTED, PALETTE, figure, hover, log, svg_figure
 from .regression import Judged, judged
 
@@ -242,7 +242,7 @@ def roofline(results: list[CaseResult]):
 
 
 @svg_figure
-def gap_distribution(outcome: BackfillOutcome | None):
+def gap_distribution(outcome: WriteOutcome | None):
     if outcome is None or not outcome.gaps:
         return None
     ratios = [g.ratio for g in outcome.gaps if g.ratio > 0]
@@ -274,7 +274,7 @@ def gap_distribution(outcome: BackfillOutcome | None):
 
 
 @svg_figure
-def replay_vs_model(outcome: BackfillOutcome | None):
+def replay_vs_model(outcome: WriteOutcome | None):
     """Each compared row: its in-model time (x) and its replay (y), log-log, on the y = x line
     of perfect agreement and the [0.8x, 1.2x] band; one colour per kernel type."""
     gaps = [g for g in outcome.gaps if g.profiling_us > 0 and g.microbench_us > 0] \
@@ -429,7 +429,7 @@ def collective_bandwidth(hccl_dir: Path | None):
     return fig
 
 
-def draw_figures(results: list[CaseResult], outcome: BackfillOutcome | None,
+def draw_figures(results: list[CaseResult], outcome: WriteOutcome | None,
                  hccl_dir: Path | None = None, *, min_effect: float = DEFAULT_THRESHOLD
                  ) -> dict[str, str]:
     """Title -> inline SVG, for each figure this run has data for (none without
