@@ -18,6 +18,12 @@ from .plots import WIDTH, samples_svg
 from .regression import html_section
 
 WORST_GAPS = 10
+# pytest-html styles its own results table only: without this the summary's numbers run into
+# each other ("1.335x7.3e-30").
+SUMMARY_STYLE = ("<style>.npuperf-summary table{border-collapse:collapse;margin:.4em 0}"
+                 ".npuperf-summary th,.npuperf-summary td{border:1px solid #d0d7de;"
+                 "padding:3px 8px;text-align:left}.npuperf-summary td.num{text-align:right}"
+                 ".npuperf-summary svg{max-width:100%;height:auto}</style>")
 
 # title -> (column key, sortable). pytest-html sorts a column by comparing the cell texts
 # as strings, which would misorder numbers, so only the text columns are sortable.
@@ -142,7 +148,7 @@ def html_summary(outcome: WriteOutcome, results: list[CaseResult], session: Sess
     if paths is not None:
         items.append("Reports: " + ", ".join(f"<code>{escape(str(p))}</code>"
                                              for p in paths.all()))
-    parts = ['<div class="npuperf-summary">', "<h2>Operator performance</h2>",
+    parts = ['<div class="npuperf-summary">', SUMMARY_STYLE, "<h2>Operator performance</h2>",
              "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome),
              model_gap.html_section(outcome)]
     if baseline:

@@ -195,7 +195,8 @@ class _Steps:
                                                             "history: nothing was recorded")
 
     def draw_figures(self) -> None:
-        """The report's figures (SVG text, report/figures.py, imported here only)."""
+        """The report's figures (SVG text, report/figures.py, imported here only; none
+        without matplotlib: the pages say so)."""
         from ..report.figures import draw_figures
 
         end = self.end
@@ -203,7 +204,8 @@ class _Steps:
         if end.outcome.target is not None:
             hccl = Path(end.outcome.target).parent.parent / HCCL_DIR
         try:
-            end.figures = draw_figures(end.results, end.outcome, hccl)
+            end.figures = draw_figures(end.results, end.outcome, hccl,
+                                       min_effect=end.facts.threshold)
         except Exception as exc:  # a bug in a figure: say so, keep the reports
             end.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
             end.figures = {}
