@@ -276,9 +276,10 @@ def check_usage(config: pytest.Config) -> None:
 
 
 def check_db_dir(path: Path) -> None:
-    """A UsageError unless `path` is a directory (say what it is instead)."""
+    """A UsageError unless `path` is a directory holding kernel tables (say what it is
+    instead, and where databases are below it)."""
     try:
-        check_database_dir(path, "--npuperf-db")
+        check_database_dir(path, "--npuperf-db", tables=True)
     except NpuperfError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -88,8 +88,11 @@ def attach_result(item: pytest.Item, report: pytest.TestReport, result: CaseResu
     report.user_properties.append((RESULT_PROPERTY, value))
 
 
-def result_of(report: pytest.TestReport) -> CaseResult | None:
-    """The result a report carries (a dictionary from a worker is read once, then kept)."""
+def result_of(report: pytest.TestReport, *, keep: bool = True) -> CaseResult | None:
+    """The result a report carries (a dictionary from a worker is read once, then kept in
+    its place with `keep`). A process whose reports still cross to the controller (an xdist
+    worker, `-v` asking for its status word) must not keep it: execnet sends dictionaries,
+    not objects."""
     properties = getattr(report, "user_properties", None) or []
     for index, (name, value) in enumerate(properties):
         if name != RESULT_PROPERTY:
@@ -98,7 +101,8 @@ def result_of(report: pytest.TestReport) -> CaseResult | None:
             from ..measure.result import CaseResult
 
             value = CaseResult.from_dict(value)
-            properties[index] = (name, value)
+            if keep:
+                properties[index] = (name, value)
         return value
     return None
 
@@ -109,7 +113,7 @@ def teststatus(report: pytest.TestReport, config: pytest.Config):
     if report.when != "call" or config.option.verbose <= 0 or hasattr(report, "wasxfail") \
             or not any(name == RESULT_PROPERTY for name, _ in report.user_properties):
         return None
-    result = result_of(report)
+    result = result_of(report, keep=roles(config).owns)
     if result is None or result.value is None:
         return None
     from ..measure.units import fmt_duration
