@@ -11,6 +11,7 @@ import pytest
 from ..history.plateau import QuietHistory, plateau
 from ..measure.result import (
     FAILING_STATUSES,
+    NO_VALUE,
     STATUS_ERROR,
     STATUS_NOISY,
     STATUS_OK,
@@ -130,6 +131,13 @@ class Measurer:
             node.stash[RESULT_KEY] = result
             if comparison is not None and comparison.verdict == "SLOWER":
                 pytest.fail(comparison.describe(), pytrace=False)
+            if result.without_value:
+                # Not a green PASSED: pytest's skip carries the reason to every report (the
+                # terminal counts it as `no value`, stash.teststatus), or it fails.
+                why = f"{NO_VALUE}: {result.status_text}"
+                if self.context.settings.no_value_fails:
+                    pytest.fail(f"{why} (--npuperf-no-value fail)", pytrace=False)
+                pytest.skip(why)
             return result
         return replay
 

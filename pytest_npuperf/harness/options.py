@@ -108,6 +108,12 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
     ("threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
      "(or FASTER) only when its median moved by at least this fraction and the rank test "
      "says the difference is significant", None),
+    ("no-value", "str", "report", "a case that ends without a value the database may store "
+     "(noisy: samples a quiet machine would not give; suspect: faster than the physical "
+     "bound; unattributed: profiler kernels not tied to it) is not PASSED: report gives it an "
+     "outcome of its own, `no value`, counted apart in pytest's summary (pytest-html and JUnit "
+     "list it as skipped), with its reason; fail fails it, for CI jobs that must not pass "
+     "without numbers", ("report", "fail")),
     ("resume", "str", None, "continue a run that did not end writing its results (stopped, "
      "killed, its host lost): RUN (a run id) or last; the cases its journal (<out>/runs/"
      "<run>.jsonl) holds are taken from it, the others measured, and all are written", None),
@@ -314,6 +320,7 @@ class Settings:
     strict_stack: bool = False
     table: int | None = 5  # the results table: N worst and best, None every case, 0 none
     progress: float | None = None  # seconds between progress lines; None: auto; 0: none
+    no_value_fails: bool = False  # --npuperf-no-value fail
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
@@ -326,7 +333,8 @@ class Settings:
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
                 "model_profile": self.model_profile, "cache": self.cache, "impl": self.impl,
-                "resume": self.resume, "table": self.table, "progress": self.progress}
+                "resume": self.resume, "table": self.table, "progress": self.progress,
+                "no_value": "fail" if self.no_value_fails else "report"}
 
 
 def is_embedded(db: Path) -> bool:
@@ -391,7 +399,8 @@ def read_settings(config: pytest.Config) -> Settings:
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
                     cache=str(values["cache"]), impl=_impl(values["impl"]),
                     resume=str(values["resume"]).strip() or None if values["resume"] else None,
-                    strict_stack=bool(values["strict-stack"]), table=table, progress=progress)
+                    strict_stack=bool(values["strict-stack"]), table=table, progress=progress,
+                    no_value_fails=values["no-value"] == "fail")
 
 
 def parse_table(text: object) -> int | None:

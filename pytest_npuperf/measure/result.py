@@ -38,6 +38,11 @@ STATUS_UNATTRIBUTED = "unattributed"
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
             STATUS_SUSPECT, STATUS_NOISY, STATUS_CRASHED, STATUS_UNATTRIBUTED)
 FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)  # the case fails
+# Measured, yet no value the database may store: the case is not PASSED but an outcome of its
+# own, `no value` (harness/measurer.py), with its status and reason; --npuperf-no-value fail
+# fails it.
+NO_VALUE_STATUSES = (STATUS_NOISY, STATUS_SUSPECT, STATUS_UNATTRIBUTED)
+NO_VALUE = "no value"  # the outcome's name in pytest's terminal and in the reports
 
 # Results travel between processes and stay in memory for a whole session (10^5 cases): each
 # keeps at most this many of its samples, evenly spread over the run, for plots.
@@ -109,6 +114,13 @@ class CaseResult:
     def measured(self) -> bool:
         return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT,
                                                           STATUS_NOISY, STATUS_UNATTRIBUTED)
+
+    @property
+    def without_value(self) -> bool:
+        """Whether the case ended without a value the database may store (and was not
+        skipped, nor failed: those say so themselves)."""
+        return self.status in NO_VALUE_STATUSES or (self.status == STATUS_OK
+                                                    and self.value is None)
 
     @property
     def value(self) -> float | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from html import escape
 
-from ..measure.result import CaseResult
+from ..measure.result import NO_VALUE, CaseResult
 from ..replay.outcome import BackfillOutcome, SessionInfo
-from . import model_gap
+from . import model_gap, no_value
 from . import summary as S
 from .names import ReportPaths
 from .plots import WIDTH, samples_svg
@@ -67,6 +67,11 @@ def html_row_cells(result: CaseResult | None) -> list[str]:
     contents = html_cells(result)
     return [f'<td class="col-{key}">{contents[title]}</td>'
             for title, (key, _sortable) in COLUMNS.items()]
+
+
+def no_value_result_cell() -> str:
+    """The Result cell of a case without a trusted value (measure/result.py NO_VALUE)."""
+    return f'<td class="col-result">{escape(NO_VALUE.capitalize())}</td>'
 
 
 def html_extra(result: CaseResult) -> str:
@@ -128,6 +133,7 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
     items = [
         f"Run <code>{escape(outcome.run_id)}</code> on {escape(S.device_line(session))}",
         escape(S.status_phrase(counts)),
+        *filter(None, [no_value.html_item(results)]),
         *([escape(duty[:1].upper() + duty[1:])] if duty else []),
         *(escape(f"Warning: {w}") for w in S.host_warnings(results, session)),
         f"Source database: <code>{escape(str(outcome.source))}</code>",
