@@ -18,7 +18,7 @@ from pytest_npuperf.report.figures import (
     regression_ratios,
     roofline,
 )
-from tests.report_data import HCOM, case, gemm_results, outcome
+from tests.report_data import HCOM, STEADY, case, gemm_results, outcome
 from tests.test_charts import NS, find, parse, polyline_points, texts, tick_labels
 
 
@@ -157,7 +157,8 @@ def test_regression_ratios_on_a_log_axis_around_one():
     results = []
     for index, ratio in enumerate((0.5, 0.9, 1.0, 1.1, 2.0)):
         r = case("Add", f"{index},8", samples=[10.0 * ratio] * 12)
-        r.regression = compare_samples([10.0] * 12, r.samples, base_run="r0").to_dict()
+        r.regression = compare_samples([10.0] * 12, r.samples, base_run="r0",
+                                       spread=STEADY).to_dict()
         results.append(r)
     root = parse(regression_ratios(results))
     xs = [float(c.get("cx")) for g in find(root, "g") if g.get("class") != "legend"

@@ -106,8 +106,13 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "newest earlier measurement on this device), last-good (the same in passed runs), a run "
      "id, a history file or a run_<stamp>.json; a case found SLOWER fails", None),
     ("threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
-     "(or FASTER) only when its median moved by at least this fraction and the rank test "
-     "says the difference is significant", None),
+     "(or FASTER) only when its median moved by at least this fraction, by more than 3x its "
+     "own session-to-session spread over its recent good runs in the history (no spread "
+     "known: never), and the rank test says the difference is significant", None),
+    ("confirm", "int", 2, "before a SLOWER verdict fails a case, measure the case again in "
+     "this many fresh processes (as asv runs several processes) and judge the fastest of "
+     "all its measurements; 0: the first verdict stands. After 10 cases confirmed so in one "
+     "process, the others are measured again in that process", None),
     ("no-value", "str", "report", "a case that ends without a value the database may store "
      "(noisy: samples a quiet machine would not give; suspect: faster than the physical "
      "bound; unattributed: profiler kernels not tied to it) is not PASSED: report gives it an "
@@ -321,6 +326,7 @@ class Settings:
     table: int | None = 5  # the results table: N worst and best, None every case, 0 none
     progress: float | None = None  # seconds between progress lines; None: auto; 0: none
     no_value_fails: bool = False  # --npuperf-no-value fail
+    confirm: int = 2  # fresh processes that measure a SLOWER case again before it fails
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
@@ -334,7 +340,8 @@ class Settings:
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
                 "model_profile": self.model_profile, "cache": self.cache, "impl": self.impl,
                 "resume": self.resume, "table": self.table, "progress": self.progress,
-                "no_value": "fail" if self.no_value_fails else "report"}
+                "no_value": "fail" if self.no_value_fails else "report",
+                "confirm": self.confirm}
 
 
 def is_embedded(db: Path) -> bool:
@@ -400,7 +407,15 @@ def read_settings(config: pytest.Config) -> Settings:
                     cache=str(values["cache"]), impl=_impl(values["impl"]),
                     resume=str(values["resume"]).strip() or None if values["resume"] else None,
                     strict_stack=bool(values["strict-stack"]), table=table, progress=progress,
-                    no_value_fails=values["no-value"] == "fail")
+                    no_value_fails=values["no-value"] == "fail", confirm=_confirm(values["confirm"]))
+
+
+def _confirm(value: object) -> int:
+    count = int(value)
+    if count < 0:
+        raise pytest.UsageError(f"npuperf_confirm: expected a number of processes >= 0, got "
+                                f"{value}")
+    return count
 
 
 def parse_table(text: object) -> int | None:

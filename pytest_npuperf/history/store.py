@@ -350,6 +350,26 @@ class HistoryStore:
             records = [r for group in by_case.values() for r in group[-last:]]
         return records
 
+    def recent_values(self, kind: str, *, device: str | None = None,
+                      before: float | None = None, passed_only: bool = False,
+                      exclude: Iterable[str] = (), runs: int = 20
+                      ) -> list[tuple[str, float, str, str, str]]:
+        """(key, median_us, verdict, extra JSON, run_id) of the trusted (`ok`) measurements of
+        `kind` in the newest `runs` runs that match, newest run first: one read for the
+        host's typical session-to-session spread (history/spread.py)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        where = " AND ".join(clauses) or "1"
+        rows = self._query(
+            f"SELECT c.key, c.median_us, c.verdict, c.extra, r.run_id FROM cases c "
+            f"JOIN (SELECT r.id, r.run_id, r.started FROM runs r WHERE {where} "
+            f"ORDER BY r.started DESC, r.id DESC LIMIT {int(runs)}) r ON r.id = c.run "
+            f"WHERE c.kind = ? AND c.status = 'ok' AND c.median_us > 0 "
+            f"ORDER BY r.started DESC, r.id DESC", [*params, kind])
+        return [(row[0], float(row[1]), row[2] or "", row[3] or "", row[4]) for row in rows]
+
     def _cases(self, where: str, params: Iterable[Any], *, order: str = "c.id",
                limit: int | None = None, with_samples: bool = True) -> list[CaseRecord]:
         sample_columns = ", s.encoding AS s_encoding, s.data AS s_data" if with_samples else ""

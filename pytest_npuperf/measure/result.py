@@ -94,6 +94,9 @@ class CaseResult:
     # CPU: a fixed pure-Python loop's time around the case (measure/reference.py), which says
     # whether the host itself was slower than when the baseline was measured
     reference_us: float | None = None
+    # CPU: a copy from main memory timed around the case (measure/reference.py), which says
+    # whether the memory bandwidth the host gave it moved since the baseline
+    reference_memory_us: float | None = None
     # --npuperf-baseline: measure.compare.Comparison as a dict, decided where the case ran
     regression: dict[str, Any] | None = None
     # Under a device profiler: what attribution needs (mstx marker text, pid, device index,

@@ -30,7 +30,7 @@ from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
 from ..measure.noise import noise_reason
 from ..measure.profiler import ProfilerSession
-from ..measure.reference import reference_samples, reference_us
+from ..measure.reference import memory_sample, reference_samples, reference_us
 from ..measure.result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -188,11 +188,13 @@ class CaseRunner:
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
                 before = reference_samples() if self.backend.kind == "cpu" else None
+                memory = memory_sample() if before is not None else None
                 prepared, measured = self._measure_implementations(
                     ref, spec, case, deadline, result,
                     budget_end=started + self.options.policy.budget_s)
                 if before is not None:
                     result.reference_us = reference_us(before, reference_samples())
+                    result.reference_memory_us = (memory + memory_sample()) / 2
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             self._record(result, measured)
