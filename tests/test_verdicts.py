@@ -131,3 +131,23 @@ def test_npuperf_compare_judges_a_run_that_moved_as_the_hosts_move(tmp_path):
     for key in keys[1:]:
         assert verdicts[key].verdict == UNCERTAIN
         assert verdicts[key].reason.startswith("the whole run moved: median ratio 1.30")
+
+
+def test_a_fresh_process_replays_the_same_row_with_the_invocations_plugins(tmp_path):
+    from pytest_npuperf.harness.fresh import one_row_database, plugin_args, test_function
+    from pytest_npuperf.replay.cases import CaseCatalog
+    from tests.replay_project import MATMUL_ROWS, write_db
+
+    source = write_db(tmp_path / "src", {"MatMulV2": MATMUL_ROWS})
+    catalog = CaseCatalog(source)
+    refs = list(catalog.cases())
+    ref = refs[1]
+    row = catalog.row(ref)
+    db = one_row_database(tmp_path / "fresh", source, "CPU_X", ref.file, row)
+    assert db.relative_to(tmp_path / "fresh").parts == source.parts[-3:]
+    [again] = list(CaseCatalog(db).cases())
+    assert again.case_id == ref.case_id and CaseCatalog(db).row(again) == row
+    assert plugin_args(["-k", "x", "-p", "slow", "-pno:cacheprovider", "-p=y", "--pdb"]) == [
+        "-p", "slow", "-p", "no:cacheprovider", "-p", "y"]
+    assert test_function("bench/test_kernels.py::test_kernel[MatMulV2-8x128x64-FLOAT-b9]") \
+        == "bench/test_kernels.py::test_kernel"

@@ -116,7 +116,10 @@ def measure_fresh(context: RunContext, ref: CaseRef, nodeid: str, processes: int
                    "--npuperf-db", str(db), "--npuperf-history", "none",
                    "--npuperf-table", "none", "--npuperf-progress", "none",
                    "--npuperf-model-profile", "off", "--npuperf-no-figures",
-                   "--npuperf-confirm", "0", *settings_args(context, ref)]
+                   "--npuperf-confirm", "0", "--npuperf-update-mode", "all",
+                   # empty: none, whatever the ini file says (a shard could leave the row out)
+                   "--npuperf-baseline=", "--npuperf-shard=", "--npuperf-resume=",
+                   *settings_args(context, ref)]
         env = {k: v for k, v in os.environ.items() if k not in _CHILD_ONLY}
         timeout = STARTUP_S + 4 * context.settings.policy.budget_s \
             + (context.settings.case_timeout_s or 0.0)
