@@ -85,19 +85,24 @@ def test_one_good_run_gives_no_slower_until_the_host_says_how_far_its_cases_move
     assert found.verdict == SLOWER and found.spread == pytest.approx(0.04)
 
 
-def test_good_runs_are_trusted_unchanged_measurements_in_the_baselines_conditions():
+def test_good_runs_are_trusted_unchanged_measurements_in_the_baselines_conditions(tmp_path):
     like = record(TIGHT, 100.0, 0)
     found = [record(TIGHT, 100.0, 1), record(TIGHT, 150.0, 2, verdict="SLOWER"),
              record(TIGHT, 300.0, 3, preempted_kept=True),
              record(TIGHT, 50.0, 4, cache="warm"), record(TIGHT, 60.0, 5, impl="compiled"),
-             record(TIGHT, 102.0, 6)]
-    found[-1].status = "noisy"
-    kept = good_runs(found, like)
-    assert [r.median_us for r in kept] == [100.0]
+             record(TIGHT, 102.0, 6), record(TIGHT, 101.0, 7)]
+    found[-2].status = "noisy"
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        for night, case in enumerate(reversed(found)):  # newest first, as read back
+            store.record(RunRecord(run_id=f"n{night}", started=night + 1.0, device=DEVICE),
+                         [case])
+        values = store.case_values(KIND_KERNEL, TIGHT, device=DEVICE)
+    assert [v[0] for v in values] == [100.0, 150.0, 300.0, 50.0, 60.0, 101.0]  # ok ones
+    assert good_runs(values, like) == [100.0, 101.0]
     assert own_spread([100.0, 110.0, 105.0]) == pytest.approx(0.1)
     assert own_spread([100.0]) is None
-    many = [record(TIGHT, 100.0 + i, i) for i in range(2 * SPREAD_RUNS)]
-    assert len(good_runs(many, like)) == SPREAD_RUNS  # the newest
+    many = [(100.0 + i, "", '{"cache": "model"}') for i in range(2 * SPREAD_RUNS)]
+    assert good_runs(many, like) == [100.0 + i for i in range(SPREAD_RUNS)]  # the newest
 
 
 def test_the_probe_holds_a_case_uncertain_when_it_moved(tmp_path):

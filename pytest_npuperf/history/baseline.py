@@ -29,7 +29,7 @@ from ..measure.result import CaseResult
 from .compare import NEW, Comparison, Probes, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
-from .spread import SPREAD_RUNS, Spread, SpreadSource
+from .spread import Spread, SpreadSource
 from .store import HistoryStore, is_history_file
 
 LAST, LAST_GOOD = "last", "last-good"
@@ -76,15 +76,14 @@ class HistoryBaseline(Baseline):
                       f"{which}{where} of {store.path}")
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
-        found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
-                                        passed_only=self.passed_only, exclude=self.exclude,
-                                        limit=2 * SPREAD_RUNS)
-        newest = found[:DEPTH]
+        newest = self.store.latest_cases(kind, key, device=self.device, before=self.before,
+                                         passed_only=self.passed_only, exclude=self.exclude,
+                                         limit=DEPTH)
         trusted = [c for c in newest if c.status == "ok" and c.samples and c.median_us]
         if not trusted:
             return newest[0] if newest else None
         best = min(trusted, key=lambda c: c.median_us)
-        with_spread(best, self.spreads.of(kind, key, best, found))
+        with_spread(best, self.spreads.of(kind, key, best))
         return best
 
     def close(self) -> None:

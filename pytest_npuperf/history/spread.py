@@ -33,6 +33,7 @@ from .records import CaseRecord
 from .store import HistoryStore
 
 SPREAD_RUNS = 5
+READ_RUNS = 2 * SPREAD_RUNS  # measurements read to find SPREAD_RUNS good ones among them
 FULL_RUNS = 4
 # A change must exceed the spread this many times, on a log scale: beyond the recent runs'
 # range by twice that range again. Past medians are few and session noise has heavy tails
@@ -42,7 +43,6 @@ FULL_RUNS = 4
 SPREAD_FACTOR = 3.0
 HOST_RUNS = 20
 _CHANGED = ("SLOWER", "FASTER")
-_STATUS_OK = "ok"
 
 
 @dataclass(frozen=True)
@@ -88,19 +88,33 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _condition(record: CaseRecord) -> tuple[str, str]:
+def _condition(extra: dict) -> tuple[str, str]:
     """The cache mode and implementation a measurement ran in (older records: warm, default)."""
-    cache = str(record.extra.get("cache") or "warm").split(" ", 1)[0]
-    return cache, str(record.extra.get("impl") or "")
+    cache = str(extra.get("cache") or "warm").split(" ", 1)[0]
+    return cache, str(extra.get("impl") or "")
 
 
-def good_runs(found: Iterable[CaseRecord], like: CaseRecord) -> list[CaseRecord]:
-    """The measurements among `found` (newest first) that tell the case's noise: see the
-    module docstring."""
-    condition = _condition(like)
-    return [c for c in found if c.status == _STATUS_OK and c.median_us and c.median_us > 0
-            and not c.extra.get("preempted_kept") and c.verdict not in _CHANGED
-            and _condition(c) == condition][:SPREAD_RUNS]
+def _extra(text: str) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def good_runs(found: Iterable[tuple[float, str, str]], like: CaseRecord) -> list[float]:
+    """The medians among `found` ((median, verdict, extra JSON) of trusted measurements,
+    newest first) that tell the case's noise (see the module docstring)."""
+    condition = _condition(like.extra)
+    kept = []
+    for median, verdict, text in found:
+        extra = _extra(text)
+        if median > 0 and verdict not in _CHANGED and not extra.get("preempted_kept") \
+                and _condition(extra) == condition:
+            kept.append(median)
+            if len(kept) == SPREAD_RUNS:
+                break
+    return kept
 
 
 def own_spread(values: list[float]) -> float | None:
@@ -126,16 +140,13 @@ class SpreadSource:
         self.passed_only, self.exclude = passed_only, tuple(exclude)
         self._host: dict[str, float | None] = {}
 
-    def of(self, kind: str, key: str, like: CaseRecord,
-           found: list[CaseRecord] | None = None) -> Spread | None:
-        """The spread of case (`kind`, `key`) measured as `like` was; `found`: its newest
-        measurements, newest first, when the caller read them already."""
-        if found is None or len(found) < SPREAD_RUNS:
-            found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
-                                            passed_only=self.passed_only, exclude=self.exclude,
-                                            limit=SPREAD_RUNS * 2, with_samples=False)
+    def of(self, kind: str, key: str, like: CaseRecord) -> Spread | None:
+        """The spread of case (`kind`, `key`) measured as `like` was."""
+        found = self.store.case_values(kind, key, device=self.device, before=self.before,
+                                       passed_only=self.passed_only, exclude=self.exclude,
+                                       limit=READ_RUNS)
         runs = good_runs(found, like)
-        return combine(own_spread([c.median_us for c in runs]), len(runs), self.host(kind))
+        return combine(own_spread(runs), len(runs), self.host(kind))
 
     def host(self, kind: str) -> float | None:
         """The host's typical spread: the median over its cases with two good runs or more

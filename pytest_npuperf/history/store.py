@@ -350,6 +350,24 @@ class HistoryStore:
             records = [r for group in by_case.values() for r in group[-last:]]
         return records
 
+    def case_values(self, kind: str, key: str, *, device: str | None = None,
+                    before: float | None = None, passed_only: bool = False,
+                    exclude: Iterable[str] = (), limit: int = 10
+                    ) -> list[tuple[float, str, str]]:
+        """(median_us, verdict, extra JSON) of the newest `limit` trusted (`ok`) measurements
+        of one case, newest first: what its session-to-session spread needs, without
+        building records or reading samples (history/spread.py, once per judged case)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        clauses += ["c.kind = ?", "c.key = ?", "c.status = 'ok'", "c.median_us > 0"]
+        rows = self._query(
+            f"SELECT c.median_us, c.verdict, c.extra FROM cases c JOIN runs r ON r.id = c.run "
+            f"WHERE {' AND '.join(clauses)} ORDER BY r.started DESC, r.id DESC "
+            f"LIMIT {int(limit)}", [*params, kind, key])
+        return [(float(row[0]), row[1] or "", row[2] or "") for row in rows]
+
     def recent_values(self, kind: str, *, device: str | None = None,
                       before: float | None = None, passed_only: bool = False,
                       exclude: Iterable[str] = (), runs: int = 20
