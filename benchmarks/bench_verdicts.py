@@ -96,6 +96,12 @@ def tally(run, victim: str | None = None) -> dict:
     cases = run.cases.values()
     verdicts = collections.Counter((c.get("regression") or {}).get("verdict", "-") for c in cases)
     slower = [c for c in cases if (c.get("regression") or {}).get("verdict") == "SLOWER"]
+    for c in slower:  # what a reader of a failing night sees
+        r = c["regression"]
+        print(f"    SLOWER {r['ratio']:.3f}x {c['case_id']} (spread {r.get('spread')} over "
+              f"{r.get('spread_runs')} run(s), minimum effect {r.get('threshold'):.3f}, "
+              f"p={r.get('p_value'):.2g}; {r.get('reason') or ''}) {c.get('note') or ''}",
+              flush=True)
     first = [c for c in cases if "SLOWER at first" in (c.get("note") or "")
              and (c.get("regression") or {}).get("verdict") != "SLOWER"]
     hit = [c for c in slower if victim and c["kernel_type"] == victim]
@@ -133,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--victim", default="MatMulV2", help="kernel type slowed down")
     parser.add_argument("--factor", type=float, default=1.25)
     parser.add_argument("--no-busy", dest="busy", action="store_false")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the sessions' output directories (histories, run JSONs)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench_verdicts_"))
@@ -175,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
                 busy.kill()
                 busy.wait()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     return report(rows, args)
 
 

@@ -135,7 +135,7 @@ def test_a_few_runs_spread_at_least_as_the_hosts_cases_do():
     verdict = compare_samples(base, new, spread=few)
     assert verdict.verdict == UNCERTAIN and "taken as the host's typical 6.0 %" in verdict.reason
     assert combine(0.005, FULL_RUNS, 0.06).value == 0.005  # enough runs: the case's own
-    assert combine(None, 1, 0.06).value == 0.06 and combine(None, 1, None) is None
+    assert combine(None, 1, 0.06) is None  # one good run: no spread of its own
 
 
 def test_a_host_that_slowed_down_as_much_as_the_case_gives_no_verdict():

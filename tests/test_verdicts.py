@@ -68,21 +68,25 @@ def test_a_history_that_spread_1_5x_gives_no_slower_for_1_3x_and_one_that_spread
     assert judge(history, TIGHT, 100.5).verdict == SAME
 
 
-def test_one_good_run_gives_no_slower_until_the_host_says_how_far_its_cases_move(tmp_path):
+def test_one_good_run_gives_no_slower_whatever_the_other_cases_do(tmp_path):
     alone = nights(tmp_path / "one.sqlite", {TIGHT: [100.0]})
     first = judge(alone, TIGHT, 150.0)
     assert first.verdict == UNCERTAIN and "no session-to-session spread known" in first.reason
-    # Other cases' nights say how far this host moves them: a new case is held to that.
+    # Other cases' quiet nights are no evidence of this one's: still no SLOWER.
     history = nights(tmp_path / "h.sqlite", {WIDE: [100.0, 104.0, 101.0, 102.0]})
     with HistoryStore(history) as store:
         store.record(RunRecord(run_id="late", started=10.0, device=DEVICE, passed=True),
                      [record(TIGHT, 100.0, seed=1)])
-    within = judge(history, TIGHT, 110.0)  # within 3x the host's 4 %
-    assert within.verdict == UNCERTAIN
-    assert "one good run of it in the history: the host's typical session-to-session spread, " \
-           "4.0 %" in within.reason
+    assert judge(history, TIGHT, 150.0).verdict == UNCERTAIN
+    # A second good night gives it a spread, held to at least the host's typical one while its
+    # runs are few: the median of its 0.5 % and the other case's 4 %.
+    with HistoryStore(history) as store:
+        store.record(RunRecord(run_id="later", started=11.0, device=DEVICE, passed=True),
+                     [record(TIGHT, 100.5, seed=2)])
+    within = judge(history, TIGHT, 106.0)
+    assert within.verdict == UNCERTAIN and "taken as the host's typical 2.2 %" in within.reason
     found = judge(history, TIGHT, 150.0)
-    assert found.verdict == SLOWER and found.spread == pytest.approx(0.04)
+    assert found.verdict == SLOWER and found.spread == pytest.approx(0.0225)
 
 
 def test_good_runs_are_trusted_unchanged_measurements_in_the_baselines_conditions(tmp_path):

@@ -9,8 +9,8 @@ session's samples stay tight. A case is SLOWER (FASTER likewise, log-symmetric) 
 
 1. the ratio of medians exceeds the minimum effect, `--npuperf-threshold` (5 % by default),
    and SPREAD_FACTOR times the case's session-to-session spread over its recent good runs in
-   the history (history/spread.py); with no such spread known (one good run, no host figure,
-   a run JSON baseline without a history) a change is UNCERTAIN, never SLOWER;
+   the history (history/spread.py); with no such spread known (fewer than two good runs, a
+   run JSON baseline without a history) a change is UNCERTAIN, never SLOWER;
 2. the rank test on the two runs' samples finds them different: Mann-Whitney U (two-sided,
    normal approximation with tie and continuity corrections), chosen over a bootstrap
    interval because latency samples are skewed and carry outliers (a rank moves by one, a
@@ -269,8 +269,9 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
     if abs(effect) >= visible:
         if spread is None:
             return Comparison(UNCERTAIN, reason="no session-to-session spread known for it (fewer "
-                                                "than 2 good runs in the history): the samples "
-                                                "of one session alone do not decide", **found)
+                                                "than 2 good runs of it in a history): the "
+                                                "samples of one session alone do not decide",
+                              **found)
         if abs(effect) < limit:
             return Comparison(UNCERTAIN, reason=f"{spread.describe()}: a change of "
                                                 f"{ratio:.3f}x is within {SPREAD_FACTOR:g}x "

@@ -17,8 +17,10 @@ a few percent beyond the minimum effect.
 - Spread: slowest / fastest median of those runs, less one.
 - Few runs: a range over two or three values is often far narrower than the next night's
   move; below FULL_RUNS runs the spread is at least the host's typical one (the median spread
-  of the cases with two good runs or more in the newest HOST_RUNS runs). With one good run and
-  no host figure there is no spread: a change is UNCERTAIN, never SLOWER.
+  of the cases with two good runs or more in the newest HOST_RUNS runs). With fewer than two
+  good runs the case has no spread of its own: a change is UNCERTAIN, never SLOWER (another
+  case's nights are no evidence of this one's; on a busy host, where most runs are noisy, a
+  case's first good runs come late).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Spread:
     value: float  # what the verdict uses
     runs: int  # the case's good runs it was taken over
     host: float | None = None  # the host's typical spread, when known
-    own: float | None = None  # the case's own runs' spread (None: fewer than two)
+    own: float = 0.0  # the case's own runs' spread
 
     @property
     def limit(self) -> float:
@@ -60,9 +62,6 @@ class Spread:
         return SPREAD_FACTOR * math.log1p(max(self.value, 0.0))
 
     def describe(self) -> str:
-        if self.own is None:
-            return (f"one good run of it in the history: the host's typical session-to-session "
-                    f"spread, {100 * self.value:.1f} %")
         text = f"its {self.runs} recent good runs spread {100 * self.own:.1f} %"
         if self.value > self.own:
             text += f" (taken as the host's typical {100 * self.value:.1f} %: few runs)"
@@ -81,7 +80,8 @@ class Spread:
         own = extra.get("own_spread", value)  # older records: the spread of DEPTH runs
         host = extra.get("host_spread")
         return cls(float(value), int(extra.get("spread_runs") or 2),
-                   float(host) if _finite(host) else None, float(own) if _finite(own) else None)
+                   float(host) if _finite(host) else None,
+                   float(own) if _finite(own) else float(value))
 
 
 def _finite(value: object) -> bool:
@@ -124,9 +124,10 @@ def own_spread(values: list[float]) -> float | None:
 
 
 def combine(own: float | None, runs: int, host: float | None) -> Spread | None:
-    """The spread a verdict uses: the case's own, at least the host's below FULL_RUNS runs."""
+    """The spread a verdict uses: the case's own (None with fewer than two good runs), at
+    least the host's below FULL_RUNS runs."""
     if own is None:
-        return Spread(host, runs, host) if host is not None else None
+        return None
     floor = host if runs < FULL_RUNS and host is not None else 0.0
     return Spread(max(own, floor), runs, host, own)
 
