@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import shutil
 import statistics
 import subprocess
@@ -35,8 +36,14 @@ def profile(name: str, tokens: int | None, script: list[str], device: str, work:
     """The workload's trace, made in a fresh process (the replay's process starts clean)."""
     out = work / f"{name}.json"
     if script:
+        result = work / f"{name}_result.json"
         command = [sys.executable, "-m", "pytest_npuperf.profiling.workload", "--out", str(out),
-                   "--device", device, "--warmup", "1", "--steps", "3", "--", *script]
+                   "--result", str(result), "--device", device, "--warmup", "1", "--steps",
+                   "3", "--", *script]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise SystemExit(f"profiling {name} failed:\n{done.stderr[-3000:]}")
+        return Path(json.loads(result.read_text())["trace"])
     else:
         code = ("import sys, torch\n"
                 "from pytest_npuperf.profiling.demo_model import demo_step\n"

@@ -64,6 +64,9 @@ class BenchRun:
                 "duty_cycle": totals["duty_cycle"],
                 "per_case_overhead_s": totals["per_case_overhead_s"],
                 "cases_wall_s": totals["cases_wall_s"],
+                # The one definition of overhead (measure/overhead.py) and where it went.
+                "overhead_s": totals.get("overhead_s"),
+                "overhead_parts_s": dict(totals.get("overhead_parts_s") or {}),
                 # Where the overhead goes: outside the cases (start-up, collection, pytest's
                 # own per-test work, backfill, reports), and inside them beyond the calls
                 # (inputs, warmup, capture, calibration).
@@ -84,12 +87,15 @@ def run_workers(report: dict) -> int:
     return max(1, int(report["session"].get("workers") or 1))
 
 
-def run_bench(label: str, out: Path, *args: str, timeout_s: float = 900) -> BenchRun:
-    """`python -m pytest bench ARGS --npuperf-out OUT` in a fresh process."""
+def run_bench(label: str, out: Path, *args: str, timeout_s: float = 900,
+              env: dict[str, str] | None = None) -> BenchRun:
+    """`python -m pytest bench ARGS --npuperf-out OUT` in a fresh process (`env`: more
+    environment variables)."""
     argv = [sys.executable, "-m", "pytest", "bench", "-q", "-p", "no:cacheprovider",
             "--npuperf-out", str(out), *args]
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
+                          env={**os.environ, **env} if env else None)
     elapsed = time.perf_counter() - start
     runs = sorted((out / "reports").glob("run_*.json"))
     if proc.returncode not in (0, 1) or not runs:
@@ -116,6 +122,14 @@ def quantile(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
+
+
+def loadavg() -> str:
+    """The host's 1, 5 and 15-minute load, to print beside a figure ("?" where unknown)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
 
 
 def write_out(name: str, data: dict) -> Path | None:

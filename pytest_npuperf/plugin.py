@@ -77,6 +77,16 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     owner(config).record_crash(crashitem, str(report.longrepr))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    """xdist: a worker that died at start-up ends the run in one line, not a traceback."""
+    try:
+        return (yield)
+    except OSError as exc:
+        lifecycle.worker_lost(session, exc)
+        raise
+
+
 @pytest.fixture
 def npuperf_case(request: pytest.FixtureRequest) -> CaseRef:
     """The database row this case replays (parametrized by the plugin)."""

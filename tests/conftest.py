@@ -197,6 +197,15 @@ def npuperf(capsys: pytest.CaptureFixture[str]):
 
 
 @pytest.fixture(autouse=True)
+def _own_cache_dir(request, monkeypatch):
+    """Each test that runs sessions keeps what a session caches per device (the demo model's
+    trace) in a directory of its own: never the user's cache, never another test's."""
+    if "pytester" in request.fixturenames or "tmp_path" in request.fixturenames:
+        monkeypatch.setenv("NPUPERF_CACHE_DIR", str(request.getfixturevalue("tmp_path_factory")
+                                                     .mktemp("npuperf_cache")))
+
+
+@pytest.fixture(autouse=True)
 def _hypothesis_start_up_count_kept(request):
     """An in-process pytester run that stops before its session starts (a usage error) leaves
     hypothesis's plugin counting its own start-up, and every strategy built later in this

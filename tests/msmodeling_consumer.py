@@ -197,6 +197,25 @@ def attention_params(consumer, row) -> tuple[dict, str]:
     return params, pds._parse_str_list(str(row["Input Data Types"]))[0]
 
 
+def sparse_params(consumer, row, *, sparse: bool, kv_lengths: list[int] | None = None
+                  ) -> tuple[dict, str]:
+    """The runtime-attention query the simulator's DSA decomposers build
+    (`_sparse_runtime_attention_params`) for the call a SparseFlashAttention (`sparse`) or
+    LightningIndexer row describes, from its query shape and `Runtime ...` cells (KV lengths
+    `kv_lengths` instead of the row's, for a query between rows); and its dtype."""
+    import torch
+
+    pds = consumer.pds
+    q = pds._parse_fia_q_shape(str(row["Input Shapes"]).strip('"'))
+    kv = kv_lengths or [int(v) for v in str(row["Runtime actual_seq_lengths_kv_values"])
+                        .replace(";", ",").split(",")]
+    params = pds._sparse_runtime_attention_params(
+        work_tokens=q[0], work_heads=q[1], head_dim=q[2], seq_lens=torch.tensor(kv),
+        avg_seq_len=None, topk=int(row["Runtime topk"]), block_size=int(row["Runtime block_size"]),
+        include_sparse_block_size=sparse, kv_lengths_values=kv)
+    return params, pds._parse_str_list(str(row["Input Data Types"]))[0]
+
+
 def write_pre_issue9_database(directory: Path) -> Path:
     """A database as this project wrote it before it wrote for the simulator: no
     op_mapping.yaml, a scalar output as an empty cell, `DT_FLOAT`/`DT_INT64` spellings and a

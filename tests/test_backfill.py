@@ -135,11 +135,22 @@ def test_suspect_result_is_flagged_and_kept_out_of_average_duration(db):
     assert table["MicroBench Status"][0].startswith("suspect: faster than")
 
 
-def test_skipped_results_leave_the_file_untouched(db):
+def test_a_case_pytest_skipped_leaves_the_file_untouched(db):
     before = tree_digest(db)
-    result = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_SKIPPED)
+    result = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_SKIPPED, method="")
     backfill(db, db, [result], native=True, run_id="r", stamp="s")
     assert tree_digest(db) == before
+
+
+def test_a_row_the_replay_cannot_run_here_keeps_its_values_and_says_why(db):
+    """Issue 29: a row larger than the host was skipped with no status in the database."""
+    before = read_table(db / "MatMulV2.csv")
+    why = "MatMulV2: its tensors need 14,901.2 GiB and cpu has 24.0 GiB available"
+    result = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_SKIPPED, error=why)
+    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    table = read_table(db / "MatMulV2.csv")
+    assert table["MicroBench Status"][0] == f"skipped: {why}"
+    assert table["Average Duration(us)"][0] == before["Average Duration(us)"][0]
 
 
 def test_prune_never_deletes_a_row_whose_case_failed(db):

@@ -18,6 +18,7 @@ from pytest_npuperf.history.compare import (
     Comparison,
     Probes,
     RunShift,
+    compare_many,
     compare_samples,
     mann_whitney,
 )
@@ -216,3 +217,46 @@ def test_severity_orders_both_directions():
     fast = compare_samples(samples(10.0), samples(4.0, seed=2), spread=QUIET)
     assert fast.severity > slow.severity > 1
     assert math.isclose(compare_samples([], [1.0] * 10).severity, 1.0)
+
+
+def _pairs(seed: int) -> list:
+    """Sample pairs like a large run's: timer-rounded values (ties), sizes from none to 200,
+    invalid samples (0, NaN, inf), every status and host-reference combination."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for index in range(600):
+        sizes = rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 40, 200], size=2)
+        center = float(rng.choice([0.8, 10.0, 1e3]))
+        shift = float(rng.choice([1.0, 1.02, 1.1, 1.5, 0.7]))
+        step = float(rng.choice([0.0, 0.001, 0.125]))  # 0: continuous; else a timer's ticks
+        def draw(n, scale, step=step):
+            values = scale * (1 + rng.normal(0, 0.03, n))
+            return (np.round(values / step) * step if step else values).tolist()
+        base, new = draw(sizes[0], center), draw(sizes[1], center * shift)
+        if index % 17 == 0 and base:
+            base[0] = [0.0, math.nan, math.inf, -1.0][index % 4]
+        options = {"threshold": float(rng.choice([0.0, 0.05, 0.2]))}
+        if index % 2 == 0:  # most cases judged have a spread in the history
+            options["spread"] = combine(float(rng.choice([0.005, 0.03, 0.3])),
+                                        int(rng.choice([2, FULL_RUNS])), 0.04)
+        if index % 5 == 0:
+            options["base_status"], options["new_status"] = "ok", "noisy"
+        if index % 7 == 0:
+            options["base_reference"] = 10.0
+            options["new_reference"] = float(rng.choice([10.0, 12.0, 8.0]))
+        if index % 11 == 0:
+            options["probes"] = Probes(10.0, 10.0, 100.0, float(rng.choice([100.0, 130.0])),
+                                       str(rng.choice(["memory", "compute", ""])))
+        if index % 13 == 0:
+            options["run_shift"] = (float(rng.choice([1.0, 1.3, 0.8])), int(rng.choice([3, 40])))
+        options["base_run"] = f"run{index % 4}"
+        pairs.append((base, new, options))
+    return pairs
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_verdicts_in_bulk_are_those_of_one_pair_at_a_time_to_the_last_bit(seed):
+    pairs = _pairs(seed)
+    one_by_one = [compare_samples(base, new, **options) for base, new, options in pairs]
+    assert compare_many(pairs) == one_by_one
+    assert {c.verdict for c in one_by_one} >= {NEW, UNCERTAIN, SAME, SLOWER, FASTER}

@@ -37,7 +37,9 @@ REPLAYED = ("FusedInferAttentionScore-128x16x128", "FusedInferAttentionScore-1x1
             "GroupedMatmul-4x128", "GroupedMatmulSwigluQuant-4x7168",
             "split_qkv_rmsnorm_rope_kernel-1x768", "QuantBatchMatmulV3-1x512", "MaskedFill-1x151936",
             "Slice-1x5120", "GatherV2-1024x5120-BF16-f4af6a4e", "DispatchFFNCombine-1x7168",
-            "MatMulV2-1x512x2048", "ArgMaxV2-1x129280")
+            "MatMulV2-1x512x2048", "ArgMaxV2-1x129280",
+            # DeepSeek-V3.2's sparse attention: the indexer's two decode rows (KV 256 and 1024)
+            "SparseFlashAttention-1x8x512", "LightningIndexer-1x64x128")
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,46 @@ def test_a_replayed_device_copy_is_found_row_by_row(consumer, pytester, capsys):
     assert len(probes) == len(ok) >= len(REPLAYED)
     _validate_consumer(copy, capsys)
     _attention_rows_answer_queries_that_carry_their_runtime(consumer, copy, tmp=pytester.path)
+    _sparse_attention_rows_answer_the_runtime_path(consumer, copy)
+
+
+def _measured(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[pd.to_numeric(frame["Average Duration(us)"], errors="coerce") > 0]
+
+
+def _sparse_attention_rows_answer_the_runtime_path(consumer, copy: Path):
+    """SparseFlashAttention and LightningIndexer rows carry the Runtime columns the simulator
+    reads (`Runtime avg_seq_len` first): the query its DSA decomposers build for the row's call
+    finds its measurement; its interpolation takes every row as a point (metadata complete) and
+    answers a KV length between the indexer's two decode rows linearly."""
+    source = consumer.ProfilingDataSource(copy)
+    wrapped = consumer.InterpolatingDataSource(source)
+    for kernel_type, sparse in (("SparseFlashAttention", True), ("LightningIndexer", False)):
+        measured = _measured(source._load_csv(kernel_type))
+        assert len(measured) >= 1, kernel_type
+        for _, row in measured.iterrows():
+            params, dtype = consumer_module.sparse_params(consumer, row, sparse=sparse)
+            hit = source._query_by_attn_params([kernel_type], params, dtype)
+            assert hit == (float(row["Average Duration(us)"]), kernel_type), (
+                kernel_type, source.last_miss_reason)
+        index, rejected = (wrapped._get_sparse_attention_index if sparse
+                           else wrapped._get_lightning_indexer_index)(kernel_type)
+        # every measured row is a point; only rows not replayed here lack a latency
+        assert set(rejected) <= {"latency_invalid"} and len(index.points) == len(measured), (
+            rejected)
+    decode = _measured(source._load_csv("LightningIndexer"))
+    decode = decode[decode["Input Shapes"].str.startswith("1,64,128;")]
+    (low, a), (high, b) = sorted(
+        (int(r["Runtime avg_seq_len"]), float(r["Average Duration(us)"]))
+        for _, r in decode.iterrows())
+    params, dtype = consumer_module.sparse_params(consumer, decode.iloc[0], sparse=False,
+                                                 kv_lengths=[(low + high) // 2])
+    result = wrapped._interpolate_runtime_attention_by_params_one(
+        "LightningIndexer", params, dtype, include_sparse_fields=False)
+    assert result is not None and result.source == consumer.QuerySource.INTERPOLATED, (
+        wrapped.last_miss_reason)
+    assert result.latency_us == pytest.approx(a + (b - a) * ((low + high) // 2 - low)
+                                              / (high - low))
 
 
 def _attention_rows_answer_queries_that_carry_their_runtime(consumer, copy: Path, tmp: Path):
@@ -150,3 +192,63 @@ def test_what_the_simulator_tripped_on_before_and_finds_now(consumer, tmp_path, 
     source = consumer.ProfilingDataSource(new)
     assert source.lookup(mm).latency_us == 12.5
     assert source.lookup(add).latency_us == 2.5
+
+
+def test_the_generated_mapping_entries_reach_the_simulator(consumer, tmp_path, npuperf):
+    """What the generated op_mapping.yaml now says, asked of the simulator: views cost 0
+    (`zero_cost`); aten.cat reads ConcatD.csv where the database has one (else costs 0);
+    aten.native_layer_norm reads LayerNormV3.csv on its three tensors; the grouped GEMMs
+    compare x and the weight only (`tc_input_count: 2`), where before they missed."""
+    import torch
+    import yaml
+
+    undefined = ";DT_UNDEFINED" * 5
+    rows = [kd_row("ConcatD", 2.5, in_shapes="4,8;4,8", in_dtypes="DT_BF16;DT_BF16",
+                   out_shapes="8,8", out_dtypes="DT_BF16"),
+            kd_row("LayerNormV3", 3.5, in_shapes="8,512;512;512",
+                   in_dtypes="FLOAT;FLOAT;FLOAT", in_formats="ND;ND;ND",
+                   out_shapes="8,512;8,1;8,1", out_dtypes="FLOAT;FLOAT;FLOAT",
+                   out_formats="ND;ND;ND"),
+            kd_row("GroupedMatmul", 4.5, in_shapes="4,128;2,128,64;;;;;;2;",
+                   in_dtypes=f"DT_BF16;DT_BF16{undefined};INT64;DT_UNDEFINED",
+                   in_formats="ND;ND;NULL;NULL;NULL;NULL;NULL;ND;NULL", out_shapes="4,64",
+                   out_dtypes="DT_BF16")]
+    database = tmp_path.joinpath(*VERSION_DIR)
+    kd = write_kernel_details(tmp_path / "kernel_details.csv", rows)
+    assert npuperf("parse", "--quiet", "--profile", kd, "--db", database)[0] == 0
+    mappings = yaml.safe_load((database / "op_mapping.yaml").read_text())["operator_mappings"]
+    assert mappings["aten.cat.default"] == {"kernel_type": "ConcatD"}
+    assert mappings["aten.native_layer_norm.default"] == {"kernel_type": "LayerNormV3",
+                                                          "tc_input_count": 3}
+    assert mappings["tensor_cast.grouped_matmul.default"]["tc_input_count"] == 2
+    assert mappings["aten.view.default"]["zero_cost"] is True
+
+    def meta(shape, dtype=torch.bfloat16):
+        return torch.empty(shape, dtype=dtype, device="meta")
+
+    def ask(source, name, *args):
+        return source.lookup(types.SimpleNamespace(func=consumer_module.Operator(name),
+                                                   args=args, kwargs={}, out=None))
+
+    source = consumer.ProfilingDataSource(database)
+    assert ask(source, "aten.cat.default", [meta((4, 8)), meta((4, 8))], 0).latency_us == 2.5
+    layer_norm = ask(source, "aten.native_layer_norm.default", meta((8, 512), torch.float32),
+                     [512], meta((512,), torch.float32), meta((512,), torch.float32), 1e-5)
+    assert layer_norm.latency_us == 3.5
+    gmm = ("tensor_cast.grouped_matmul.default", [meta((4, 128))], [meta((2, 128, 64))], [None])
+    assert ask(source, *gmm).latency_us == 4.5
+    view = ask(source, "aten.view.default", meta((4, 8)), [32])
+    assert view.latency_us == 0.0 and view.details["zero_cost"]
+
+    before = tmp_path / "before"  # the same mapping without tc_input_count: the GEMM misses
+    shutil.copytree(database, before)
+    doc = yaml.safe_load((database / "op_mapping.yaml").read_text())
+    del doc["operator_mappings"]["tensor_cast.grouped_matmul.default"]["tc_input_count"]
+    (before / "op_mapping.yaml").write_text(yaml.safe_dump(doc))
+    assert ask(consumer.ProfilingDataSource(before), *gmm) is None
+
+    plain = tmp_path / "plain" / VERSION  # a database without ConcatD: cat costs 0
+    assert npuperf("parse", "--quiet", "--profile",
+                   write_kernel_details(tmp_path / "kd2.csv", rows[1:]), "--db", plain)[0] == 0
+    cat = ask(consumer.ProfilingDataSource(plain), "aten.cat.default", [meta((4, 8))] * 2, 0)
+    assert cat.latency_us == 0.0 and cat.details["zero_cost"]

@@ -65,4 +65,5 @@ def test_a_successful_parse_leaves_no_lock_file(tmp_path, npuperf) -> None:
     code, _, err = npuperf("parse", "--quiet", "--profile", kd,
                            "--db", tmp_path / "db")
     assert code == 0, err
-    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["MatMulV2.csv", "op_mapping.yaml"]
+    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == [
+        "MatMulV2.csv", "collection_meta.yaml", "op_mapping.yaml"]

@@ -119,10 +119,25 @@ def test_a_writer_killed_between_renames_is_rolled_back_by_the_next_one(files, k
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_validate_reports_an_interrupted_write(files, npuperf):
+def test_validate_rolls_back_a_dead_writers_cut_write_and_says_so(files, npuperf):
+    """Issue 29: a simulator checking the database first (validate --consumer) reads one
+    consistent set afterwards, not half new, half old files."""
+    before = tree_digest(files)
     _killed_child(files, 2)
+    _, out, _ = npuperf("validate", files)
+    assert "rolled back an interrupted write of 3 file(s)" in out, out
+    assert tree_digest(files) == before and not pending_journals(files)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_validate_says_a_write_is_being_committed_while_its_writer_lives(files, npuperf,
+                                                                        monkeypatch):
+    import pytest_npuperf.db.transaction as transaction
+
+    _killed_child(files, 2)
+    monkeypatch.setattr(transaction, "writer_alive", lambda *args: True)
     code, out, _ = npuperf("validate", files)
-    assert code == 1 and "a write was interrupted here" in out
+    assert code == 1 and "a write is being committed here" in out, out
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -3,6 +3,7 @@ ticks and colours, the MAX_SERIES rule, and None when the run has nothing to sho
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from pytest_npuperf.history.compare import compare_samples
@@ -265,3 +266,34 @@ def test_cache_levels_are_listed_as_measured_and_an_inner_one_slower_than_memory
     assert ceilings[-1] == "L2 135.7 GB/s (measured below LLC, main memory)"
     speeds = [float(x.split()[-2]) if x.endswith("GB/s") else 135.7 for x in ceilings]
     assert speeds == sorted(speeds, reverse=True)
+
+
+def test_a_large_runs_scatter_draws_its_worst_points_and_the_rest_as_a_density():
+    """10^5 cases must not make 10^5 circles: the MAX_DRAWN farthest from agreement are drawn
+    one by one (with their hover text), and every point as a density beneath them."""
+    from pytest_npuperf.replay.outcome import GapRow
+    from pytest_npuperf.report.figures import MAX_DRAWN, replay_vs_model
+
+    def with_gaps(count: int):
+        found = dataclasses.replace(outcome(), gaps=[
+            GapRow("MatMulV2", "MatMulV2.csv", 10.0 * (1 + (i % 97) / 200), 10.0, f"{i},8")
+            for i in range(count)])
+        found.gaps[count // 2] = GapRow("MatMulV2", "MatMulV2.csv", 80.0, 10.0, "worst")
+        return found
+
+    svg = replay_vs_model(with_gaps(5 * MAX_DRAWN))
+    root = parse(svg)
+    circles = list(root.iter(f"{NS}circle"))
+    legend_dots = sum(1 for g in find(root, "g") if g.get("class") == "legend"
+                      for _ in g.iter(f"{NS}circle"))
+    assert len(circles) - legend_dots == MAX_DRAWN
+    squares = [r for g in find(root, "g") if g.get("fill-opacity") for r in g.iter(f"{NS}rect")]
+    assert 0 < len(squares) < 2000 and len(svg) < 400_000
+    assert f"the {MAX_DRAWN:,} farthest of {5 * MAX_DRAWN:,} drawn one by one" in svg
+    # The worst gap (8x) is drawn one by one: the top-most point of the panel is a circle.
+    top_circle = min(float(c.get("cy")) for c in circles)
+    top_square = min(float(r.get("y")) for r in squares)
+    assert top_circle <= top_square + 5
+    every = replay_vs_model(with_gaps(MAX_DRAWN))
+    assert "drawn one by one" not in every
+    assert not [g for g in find(parse(every), "g") if g.get("fill-opacity")]

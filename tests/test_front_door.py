@@ -112,4 +112,4 @@ def test_grid_rows_go_through_the_database_lock(tmp_path) -> None:
         run_grid(db, config_path=config, rows=0, show_progress=False)
     assert os.listdir(db) == []
     run_grid(db, config_path=config, rows=0, show_progress=False)
-    assert sorted(os.listdir(db)) == ["Add.csv", "op_mapping.yaml"]
+    assert sorted(os.listdir(db)) == ["Add.csv", "collection_meta.yaml", "op_mapping.yaml"]

@@ -50,7 +50,8 @@ def grid(db: Path, config: Path, **kw):
 def test_new_files_get_the_contract_columns(db, config):
     summary = grid(db, config, rows=0)
     assert summary.rows_added == 8 + 0 + 3  # MatMulV3 finds every GEMM taken by MatMulV2
-    assert sorted(p.name for p in db.iterdir()) == ["Add.csv", "MatMulV2.csv", "op_mapping.yaml"]
+    assert sorted(p.name for p in db.iterdir()) == ["Add.csv", "MatMulV2.csv",
+                                                   "collection_meta.yaml", "op_mapping.yaml"]
     assert read_header(db / "MatMulV2.csv") == list(contract_columns_for("MatMulV2"))
     rows = read_rows(db / "MatMulV2.csv")
     assert rows[0]["Input Shapes"] == "1,512;256,512"

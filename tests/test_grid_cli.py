@@ -173,7 +173,10 @@ def test_embedded_database_is_regenerated_byte_identically(npuperf, tmp_path):
     code, out, err = npuperf("grid", "--config", "embedded_db", "--db", target, "--quiet")
     assert code == 0, err
     committed = sorted([p.name for p in EMBEDDED.glob("*.csv")] + ["op_mapping.yaml"])
-    assert sorted(p.name for p in target.iterdir()) == committed
+    # and the record of how it was collected (its time: never committed)
+    assert sorted(p.name for p in target.iterdir()) == sorted(committed
+                                                              + ["collection_meta.yaml"])
+    assert "kind: grid" in (target / "collection_meta.yaml").read_text()
     for name in committed:
         assert (target / name).read_bytes() == (EMBEDDED / name).read_bytes(), name
     assert {n[:-4] for n in committed if n.endswith(".csv")} >= EMBEDDED_KERNELS

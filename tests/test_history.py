@@ -301,3 +301,57 @@ def test_every_new_verb_explains_itself(verb, capsys):
         main([verb, "--help"])
     assert exit_info.value.code == 0
     assert len(capsys.readouterr().out) > 400
+
+
+def test_a_run_recorded_in_batches_reads_back_as_recorded_one_by_one(tmp_path, monkeypatch):
+    """Batches smaller than the run: a case listed twice (the later wins), cases without
+    samples (their old samples go), a run recorded again."""
+    monkeypatch.setattr(store_module, "_RECORD_BATCH", 3)
+    keys = [f"MatMulV2-{i}x64x32-FLOAT-{i:08x}" for i in range(8)]
+    first = [kernel(k, 10.0 + i, seed=i) for i, k in enumerate(keys)]
+    again = [kernel(k, 20.0 + i, seed=i) for i, k in enumerate(keys)]
+    again[2].samples, again[5].samples = [], []
+    again.append(kernel(keys[0], 99.0, seed=9))  # listed twice: the later one is kept
+    path = tmp_path / "history.sqlite"
+    with HistoryStore(path) as store:
+        assert store.record(run("r1", 1), iter(first)) == 8
+        assert store.record(run("r1", 1), (c for c in again)) == 9
+        cases = {c.key: c for c in store.run_cases("r1")}
+    assert cases[keys[0]].median_us == 99.0
+    assert cases[keys[0]].samples == pytest.approx(samples(99.0, seed=9), rel=1e-6)
+    assert cases[keys[2]].samples == [] and cases[keys[5]].samples == []
+    assert cases[keys[7]].median_us == 27.0
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM cases").fetchone()[0] == 8
+        assert db.execute("SELECT count(*) FROM samples").fetchone()[0] == 6
+
+
+def test_many_verdicts_at_once_are_each_case_judged_alone(history, monkeypatch):
+    """judge_many (a large run's end: baselines found in bulk, samples compared at once)
+    gives every case the verdict judge gives it alone, batch after batch."""
+    from pytest_npuperf.history import baseline as baseline_module
+    from pytest_npuperf.history.baseline import judge, judge_many
+    from pytest_npuperf.measure.result import CaseResult
+
+    monkeypatch.setattr(baseline_module, "JUDGED_AT_ONCE", 2)
+    results = []
+    for index, (key, median) in enumerate([(A, 10.0), (B, 30.0), (A, 10.1), ("New-1x1", 5.0),
+                                           (B, 20.0)]):
+        result = CaseResult(case_id=key, nodeid="", kernel_type="MatMulV2", file="f.csv",
+                            signature="s")
+        result.set_samples(samples(median, n=20, seed=10 + index))
+        result.cache = "warm"
+        results.append(result)
+    results.append(CaseResult(case_id=A, nodeid="", kernel_type="MatMulV2", file="f.csv",
+                              signature="s", status="failed"))  # nothing measured: no verdict
+    for ref in ("last", "last-good", "r1"):
+        one = resolve_baseline(ref, history=history, device=DEVICE, before=10)
+        many = resolve_baseline(ref, history=history, device=DEVICE, before=10)
+        try:
+            alone = [judge(r, one, 0.05) for r in results]
+            assert judge_many(results, many, 0.05) == alone, ref
+        finally:
+            one.close()
+            many.close()
+    assert {c.verdict for c in alone if c} >= {"SLOWER", "SAME", "NEW"}
+    assert alone[-1] is None

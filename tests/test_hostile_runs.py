@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -73,6 +75,10 @@ def test_a_replay_session_skips_a_row_larger_than_this_host(pytester):
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*Add: its tensors need 14,901.2 GiB and cpu has * GiB "
                                  "available; nothing was allocated*"])
+    # Issue 29: and the database says so (the status was left empty).
+    [target] = list((pytester.path / "out").glob("CPU_*/vllm_ascend/*"))
+    status = read_table(target / "Add.csv")["MicroBench Status"][0]
+    assert status.startswith("skipped: Add: its tensors need 14,901.2 GiB"), status
 
 
 def test_a_row_with_tensors_its_kernel_does_not_take_fails(monkeypatch):
@@ -266,3 +272,75 @@ def test_a_kernel_child_directory_of_a_reused_pid_is_removed(tmp_path, monkeypat
     finally:
         other.kill()
         other.wait()
+
+
+# A worker killed right after it reported its collection: xdist's send of its first cases fails.
+KILL_GW1 = """
+import os, signal
+
+def pytest_collection_finish(session):
+    worker = getattr(session.config, "workerinput", None)
+    if worker and worker["workerid"] == "gw1":
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_an_xdist_worker_killed_at_start_up_is_one_line_not_an_internal_error(pytester):
+    pytester.makepyfile(**{"bench/test_kernels": BENCH})
+    pytester.makeconftest(KILL_GW1)
+    db = write_db(pytester.path / "db", {"Add": [
+        cells(f"{m},16;{m},16", "FLOAT;FLOAT", "ND;ND", f"{m},16", "FLOAT") for m in (2, 4)]})
+    result = pytester.runpytest_subprocess("bench", "-n", "2", "--npuperf-db", str(db),
+                                           "--npuperf-out", str(pytester.path / "out"), *FAST)
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output
+    if "node down" not in output:  # xdist saw the worker die before it sent it cases
+        assert "an xdist worker died as its first cases were sent to it" in output
+        assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+
+
+SLEEPER = """
+import os, pathlib, sys, time
+pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32",
+                    reason="needs POSIX signals")
+def test_npuperf_profile_stopped_by_sigterm_takes_its_workload_along(tmp_path):
+    """Before: npuperf ended and the workload it profiled ran on, orphaned."""
+    script, pid_file = tmp_path / "sleeper.py", tmp_path / "workload.pid"
+    script.write_text(SLEEPER)
+    npuperf = subprocess.Popen([sys.executable, "-c", "import sys; from pytest_npuperf.cli "
+                                "import main; sys.exit(main())", "profile", "--out",
+                                str(tmp_path / "t.json"), "--device", "cpu", "--", sys.executable,
+                                str(script), str(pid_file)], stderr=subprocess.PIPE, text=True)
+    workload = None
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                workload = int(pid_file.read_text())
+                break
+            time.sleep(0.1)
+        assert workload is not None, "the workload never started"
+        npuperf.send_signal(signal.SIGTERM)
+        _, err = npuperf.communicate(timeout=60)
+        assert npuperf.returncode != 0 and "interrupted; nothing was written" in err
+        assert not _alive(workload)
+    finally:
+        if npuperf.poll() is None:
+            npuperf.kill()
+        if workload is not None and _alive(workload):
+            os.kill(workload, signal.SIGKILL)

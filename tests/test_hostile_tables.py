@@ -367,6 +367,24 @@ def test_a_cut_last_line_and_junk_rows_are_left_out_and_said(realdata, tmp_path,
     assert len(read_rows(tmp_path / "hccl2" / "hcom_allReduce_.csv")) == 12
 
 
+def test_a_row_whose_size_is_no_number_or_a_binary_line_is_said_chatter_is_not(realdata,
+                                                                               tmp_path, npuperf):
+    """Before: a row `6x4 16 float ...` and a line of binary bytes between the rows were
+    dropped without a word."""
+    lines = NCCL_LOG.read_text().splitlines()
+    rows = _result_lines(lines)
+    lines[rows[3]] = "        6x4    16     float     sum      -1    123.4    0.00    0.00      0    " \
+                     "122.9    0.00    0.00      0"
+    lines[rows[5]] = "\x00\x01\x7f\x02"
+    lines.insert(rows[7], "ztan-mig-235z:6899:6899 [0] NCCL INFO Channel 00/02 : 0 1 2 3")
+    log = tmp_path / "junk_all_reduce_perf.txt"
+    log.write_text("\n".join(lines) + "\n")
+    code, out, err = npuperf("import-nccl-tests", log, "--db", tmp_path / "hccl")
+    assert code == 0, err
+    assert "2 line(s) inside the result table are no result row, left out (e.g. '6x4" in out
+    assert len(read_rows(tmp_path / "hccl" / "hcom_allReduce_.csv")) == 29
+
+
 def test_a_grid_pattern_of_thousands_of_slots_is_refused_before_it_is_compiled(tmp_path, npuperf):
     """450,000 slots ran 7 minutes, then overflowed the compiler's recursion: every dim is
     code the grid compiles."""

@@ -155,6 +155,12 @@ def test_the_runner_measures_with_graph_replays():
     values = _values(result, "run-1")
     assert values["MicroBench Method"] == "graph" and values["MicroBench Status"] == "ok"
     assert values["Average Duration(us)"] == "2"
+    # The case's time outside its timed replays, by part: the same as on a CUDA device.
+    parts = result.overhead_s
+    assert {"inputs", "warm-up calls", "graph capture"} <= set(parts)
+    assert all(v > 0 for v in parts.values())
+    # (The stand-in's replays report device time they did not take: only the wall bounds.)
+    assert sum(parts.values()) <= result.wall_s
 
 
 def test_a_call_that_cannot_be_captured_falls_back_to_the_profiler_and_says_so():

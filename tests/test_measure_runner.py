@@ -77,7 +77,7 @@ def test_the_cpu_measures_its_peak_again_a_bounded_number_of_times(monkeypatch):
     from pytest_npuperf.devices import cpu_peak as module
 
     figures = iter(Peak(flops=f, bytes_per_s=1e9) for f in (1e9, 2e9, 2e9, 3e9, 9e9))
-    monkeypatch.setattr(module, "cpu_peak", lambda model, cache: next(figures))
+    monkeypatch.setattr(module, "cpu_peak", lambda model, cache, again=False: next(figures))
     backend = CpuBackend(0, "CPU_TEST")
     assert backend.peak().flops == 1e9
     assert [backend.remeasure_peak() for _ in range(4)] == [True, False, True, False]

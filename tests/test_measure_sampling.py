@@ -14,6 +14,7 @@ from pytest_npuperf.measure.stats import (
     mean_ci_halfwidth,
     median_ci_halfwidth,
     relative_precision,
+    sorted_median_precision,
     summarize,
 )
 
@@ -259,3 +260,10 @@ def test_tukey_outliers_are_counted_and_kept():
     assert (stats.q1, stats.q3) == (pytest.approx(10.15), pytest.approx(10.85))
     assert stats.outliers == 2  # 50 above, 1 below the fences
     assert stats.samples == 8 and stats.max == 50.0  # counted, not dropped
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 9, 10, 51, 200])
+def test_the_samplers_median_precision_is_relative_precisions_to_the_last_bit(n):
+    rng = np.random.default_rng(n)
+    values = np.round(rng.lognormal(3, 0.2, n), 3).tolist()  # ties, as a timer's ticks make
+    assert sorted_median_precision(sorted(values)) == relative_precision(values, "median")

@@ -185,3 +185,40 @@ def test_the_version_directories_a_collective_table_serves(tmp_path):
     assert [d.name for d in version_dirs_for_hccl(device / "hccl" / "v8.5")] == [
         "vllm0.15.0_torch2.9.0_cann8.5", "vllm0.18.0_torch2.9.0_cann8.5"]
     assert version_dirs_for_hccl(tmp_path / "elsewhere" / "v8.5") == []
+
+
+def test_what_the_simulator_reads_beyond_the_catalog(tmp_path):
+    """Zero-cost operators (views, steps fused into another kernel), aten.cat and
+    aten.native_layer_norm where the database has ConcatD / LayerNormV3 tables (aten.cat costs
+    0 without one), the grouped GEMMs compared on x and the weight, and the reference's
+    interpolation policy (issue 30)."""
+    db = tmp_path.joinpath(*DEVICE_DIRS)
+    db.mkdir(parents=True)
+    assert _ensure(db) == GENERATED
+    doc = _doc(db)
+    mappings = doc["operator_mappings"]
+    zero = {op for op, m in mappings.items() if m.get("zero_cost")}
+    assert {"aten.view.default", "aten.permute.default", "aten.topk.default",
+            "aten.copy_.default", "aten.cat.default", "tensor_cast.cat.default"} <= zero
+    assert len(zero) >= 34 and all(mappings[op].get("notes") for op in zero)
+    assert not any("kernel_type" in mappings[op] for op in zero)
+    assert "aten.native_layer_norm.default" not in mappings
+    grouped = {op: m for op, m in mappings.items() if op.startswith("tensor_cast.grouped_matmul")}
+    assert len(grouped) == 10 and all(m["tc_input_count"] == 2 for m in grouped.values())
+    policy = doc["interpolation_policy"]["kernel_overrides"]
+    assert policy["FusedInferAttentionScore"] == {"axis_transform": "sqrt_seq"}
+    assert policy["MatMulV2"] == {"max_interpolation_dim": 1}
+    assert policy["GatherV2"] == {"generic_compute": {"axis": "output_numel"}}
+    assert "ConcatD" not in policy and "&id" not in (db / "op_mapping.yaml").read_text()
+
+    for name in ("ConcatD", "LayerNormV3"):  # tables a parsed profile brings
+        (db / f"{name}.csv").write_text("Input Shapes\n")
+    assert _ensure(db) == REGENERATED
+    doc = _doc(db)
+    mappings = doc["operator_mappings"]
+    assert mappings["aten.cat.default"] == {"kernel_type": "ConcatD"}
+    assert mappings["tensor_cast.cat.default"] == {"kernel_type": "ConcatD"}
+    assert mappings["aten.native_layer_norm.default"] == {"kernel_type": "LayerNormV3",
+                                                          "tc_input_count": 3}
+    assert doc["interpolation_policy"]["kernel_overrides"]["ConcatD"] == {
+        "generic_compute": {"axis": "output_numel"}}

@@ -143,7 +143,19 @@ def test_cpu_run_writes_its_own_database_and_leaves_the_source_byte_identical(pr
     result.stdout.fnmatch_lines([
         f"duty cycle {totals['duty_cycle']:.2f}: {totals['time_in_calls_s']:.2f} s inside "
         f"measured calls of {totals['session_wall_s']:.2f} s wall time since pytest configure; "
-        f"overhead {1e3 * totals['per_case_overhead_s']:.0f} ms per case"])
+        f"overhead {1e3 * totals['per_case_overhead_s']:.0f} ms per case",
+        f"overhead {totals['overhead_s']:.2f} s ({1e3 * totals['per_case_overhead_s']:.1f} ms "
+        f"per case): start-up *"])
+    # One overhead: every second outside the timed calls, its parts adding up to it.
+    parts = totals["overhead_parts_s"]
+    assert totals["overhead_s"] == pytest.approx(
+        totals["session_wall_s"] - totals["time_in_calls_s"])
+    assert sum(parts.values()) == pytest.approx(totals["overhead_s"])
+    assert {"start-up", "inputs", "warm-up calls", "references", "between cases",
+            "database write", "history", "reports"} <= set(parts)
+    assert all(parts[name] > 0 for name in ("start-up", "inputs", "database write"))
+    assert parts["inputs"] + parts["warm-up calls"] <= sum(
+        c["wall_s"] - c["time_in_calls_s"] for c in report["cases"])
 
 
 def test_native_run_backfills_the_source_and_writes_reports_beside_it(pytester):

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import math
+import tempfile
 
 import pytest
 
 from pytest_npuperf.measure.result import CaseResult
 from pytest_npuperf.report import dumps_run_json, run_json
-from pytest_npuperf.report.runjson import jsonable
+from pytest_npuperf.report.runjson import (
+    case_pieces,
+    jsonable,
+    run_json_pieces,
+    spool_cases,
+    spooled_run_json,
+)
+from pytest_npuperf.report.terminal import terminal_lines
 
 from .report_data import RUN_ID, STAMP, outcome, session, session_results
 
@@ -127,3 +137,63 @@ def test_unknown_status_is_counted_not_lost() -> None:
     counts = run_json(outcome(), results, session())["totals"]["by_status"]
     assert counts["stale"] == 1 and counts["ok"] == 3
     assert sum(counts.values()) == len(results)
+
+
+def test_overhead_is_every_second_outside_the_timed_calls_and_its_parts_add_up() -> None:
+    results = session_results()
+    results[0].overhead_s = {"inputs": 0.3, "warm-up calls": 0.2, "references": 0.01}
+    results[1].overhead_s = {"inputs": 0.1, "verification": 0.05}
+    parts = {"start-up": 6.0, "between cases": 1.0, "database write": 0.5, "history": 0.25,
+             "figures": 0.1, "reports": 0.2}
+    info = dataclasses.replace(session(), workers=2, parts=parts)
+    totals = json.loads(dumps_run_json(run_json(outcome(), results, info)))["totals"]
+    in_calls = totals["time_in_calls_s"]
+    assert totals["overhead_s"] == pytest.approx(2 * 40.0 - in_calls)
+    assert totals["per_case_overhead_s"] == pytest.approx(totals["overhead_s"] / 10)
+    got = totals["overhead_parts_s"]
+    assert sum(got.values()) == pytest.approx(totals["overhead_s"])
+    assert got["inputs"] == pytest.approx(0.4) and got["verification"] == pytest.approx(0.05)
+    # Beyond the parts a case measured, the rest of its time outside its calls.
+    beyond = sum(r.wall_s - r.time_in_calls_s for r in results)
+    assert got["rest of the cases"] == pytest.approx(beyond - 0.66)
+    # The session's own parts count once per measuring process.
+    assert got["start-up"] == 12.0 and got["reports"] == 0.4
+    assert list(got)[:2] == ["start-up", "inputs"] and list(got)[-1] == "other"
+    assert "warm-up calls" in totals["overhead_definition"]
+
+
+def test_a_backfill_of_calls_made_elsewhere_is_all_overhead_and_has_no_duty_cycle() -> None:
+    info = dataclasses.replace(session(), timed_here=False, parts={"profile read": 30.0})
+    results = session_results()
+    totals = json.loads(dumps_run_json(run_json(outcome(), results, info)))["totals"]
+    assert totals["overhead_s"] == 40.0 and totals["duty_cycle"] is None
+    assert totals["time_in_calls_s"] > 0  # the cases' own calls, made in their run
+    assert totals["overhead_parts_s"] == {"profile read": 30.0, "other": 10.0}
+    lines = terminal_lines(outcome(), results, info, None)
+    assert not any(line.startswith("duty cycle") for line in lines)
+    assert "overhead 40.00 s (4000.0 ms per case): profile read 30.00 s, other 10.00 s" in lines
+
+
+def test_the_run_json_written_in_pieces_is_the_same_text(monkeypatch) -> None:
+    from pytest_npuperf.report import runjson
+
+    monkeypatch.setattr(runjson, "CASES_PER_PIECE", 4)
+    results = session_results() * 3
+    data = run_json(outcome(), results, session())
+    whole = dumps_run_json(data)
+    lines = case_pieces(results)
+    assert len(lines) == 8
+    pieces = run_json_pieces(run_json(outcome(), results, session(), cases=False), lines)
+    assert "".join(pieces) == whole
+    assert run_json_pieces(run_json(outcome(), [], session(), cases=False), []) == \
+        [dumps_run_json(run_json(outcome(), [], session()))]
+    # Spooled to a file first (the reports' way), then copied after the head: the same bytes.
+    for chosen in (results, []):
+        with tempfile.TemporaryFile() as spool, io.BytesIO() as raw:
+            count = spool_cases(chosen, spool)
+            handle = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            spooled_run_json(run_json(outcome(), chosen, session(), cases=False), spool,
+                             count)(handle)
+            handle.flush()
+            assert raw.getvalue().decode() == dumps_run_json(run_json(outcome(), chosen,
+                                                                      session()))

@@ -8,14 +8,16 @@ the database is left as it was.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..db.errors import NpuperfError
-from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
-from .args import add_db, add_renamed, add_threshold, fraction, positive_int
+from ..db.errors import NpuperfError, printable
+from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, database_dir, resolve_database_dir
+from .args import add_db, add_module_kinds, add_renamed, add_threshold, fraction, positive_int
+from .coverage import add_coverage_commands, add_fill_options, cmd_fill
 from .history import add_history_commands
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -66,7 +68,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
     summary = parse_profiling(args.profile, _parse_target(args), ep_size=args.ep_size,
                               dry_run=args.dry_run, chunk_rows=args.chunk_rows,
-                              show_progress=not args.quiet, strict=args.strict)
+                              show_progress=not args.quiet, strict=args.strict,
+                              module_kinds=args.module_kinds)
     print(summary.render())
     return EXIT_OK
 
@@ -78,38 +81,91 @@ def _parse_target(args: argparse.Namespace):
         return database_from_args(args)
 
     def place(trace_device: str | None) -> Path:
-        if trace_device is None and not (args.vllm_version or args.torch_version
-                                         or args.cann_version):
+        versions = args.vllm_version or args.torch_version or args.cann_version
+        if trace_device is None and not versions:
             return database_from_args(args)  # says which options name a database
         args.device = trace_device or DEFAULT_DEVICE
+        if trace_device and not versions and not trace_device.startswith(("ATLAS", "NPU")):
+            # A CPU or GPU trace: the database of that device named after the serving stack
+            # whose kernels its rows stand for, as a replay names this device's copy (the
+            # embedded database's, unless the versions are given).
+            from ..harness.options import DEFAULT_DB
+
+            return database_dir(args.database_root, trace_device, DEFAULT_DB.name)
         return database_from_args(args)
     return place
 
 
-def cmd_profile(args: argparse.Namespace) -> int:
-    import subprocess
-    import time
+def _workload_command(args: argparse.Namespace) -> list[str]:
+    """The profiled process: `python` (any bare `python...` name) is the interpreter running
+    npuperf, so an installed but not activated environment profiles with itself."""
+    import sys
 
-    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+    command = args.workload[1:] if args.workload[:1] == ["--"] else list(args.workload)
+    if args.call:
+        if command:
+            raise NpuperfError("give either --call MODULE:FUNCTION or -- python SCRIPT, not both")
+        return [sys.executable]
     if not command or not Path(command[0]).name.startswith("python"):
         raise NpuperfError("give the workload after --, as python runs it: -- python SCRIPT "
-                           "[ARGS] (or -- python -m MODULE [ARGS])")
-    stem = Path(command[2] if command[1:2] == ["-m"] and len(command) > 2 else
-                command[1] if len(command) > 1 else "workload").stem
+                           "[ARGS] (or -- python -m MODULE [ARGS]), or a function: --call "
+                           "MODULE:FUNCTION")
+    if Path(command[0]).name == command[0]:
+        command[0] = sys.executable
+    return command
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+    import time
+
+    from ..profiling.child import run_to_end
+
+    command = _workload_command(args)
+    what = (args.call.rpartition(":")[2] if args.call else
+            command[2] if command[1:2] == ["-m"] and len(command) > 2 else
+            command[1] if len(command) > 1 else "workload")
+    stem = Path(what).stem
     out = args.out or Path("npuperf-out") / "traces" / f"{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
-    done = subprocess.run([command[0], "-m", "pytest_npuperf.profiling.workload", "--out",
-                           str(out), "--device", args.device, "--warmup", str(args.warmup),
-                           "--steps", str(args.steps), "--", *command[1:]],
-                          stdout=subprocess.PIPE, text=True, check=False)
-    if done.returncode != 0:
-        raise NpuperfError(f"the profiled workload failed (exit status {done.returncode}); "
-                           f"nothing was written")
-    trace = Path(done.stdout.strip().splitlines()[-1])
-    print(f"trace written: {trace}")
+    with tempfile.TemporaryDirectory(prefix="npuperf_profile_") as scratch:
+        result = Path(scratch) / "result.json"
+        options = ["--out", str(out), "--result", str(result), "--device", args.device,
+                   "--warmup", str(args.warmup), "--steps", str(args.steps),
+                   *(["--call", args.call] if args.call else []),
+                   *[a for path in args.module_kinds for a in ("--module-kinds", str(path))],
+                   *(["--no-module-ranges"] if args.no_module_ranges else [])]
+        # The workload's own output goes where npuperf's goes; the result comes in a file.
+        # A stop signal (SIGTERM, SIGHUP) goes on to the workload, waited for.
+        done = run_to_end([command[0], "-m", "pytest_npuperf.profiling.workload", *options,
+                           "--", *command[1:]])
+        if done.returncode != 0 or not result.is_file():
+            raise NpuperfError(f"the profiled workload failed (exit status {done.returncode}); "
+                               f"nothing was written")
+        profiled = json.loads(result.read_text(encoding="utf-8"))
+    trace = Path(profiled["trace"])
+    steps = profiled.get("traced_steps", 0)
+    marked = " marked" if profiled.get("marked_steps") else ""
+    print(f"trace written: {trace} ({steps}{marked} step(s) traced)")
+    for note in profiled.get("notes") or []:
+        print(f"note: {note}")
+    trust = profiled.get("trust") or ""
+    if trust and trust != "ok":
+        print(f"note: the in-model times are {trust}: the parse marks them so, and they are "
+              f"kept out of the replay comparison; profile again on a quiet host")
     if args.db is not None:
         from ..ingest.parse import parse_profiling
 
-        print(parse_profiling(trace, args.db, show_progress=not args.quiet).render())
+        print(parse_profiling(trace, args.db, show_progress=not args.quiet,
+                              module_kinds=args.module_kinds).render())
+    return EXIT_OK
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from ..ingest.prediction import predict, prediction_json
+
+    prediction = predict(args.trace, args.db, module_kinds=args.module_kinds)
+    print(prediction_json(prediction) if args.json else "\n".join(prediction.lines()))
     return EXIT_OK
 
 
@@ -169,6 +225,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
     from ..kernels.extensions import load_entry_points
 
     load_entry_points()  # kernel types packages add have replays too
+    if args.fill is not None:
+        return cmd_fill(args)
     summary = run_grid(args.db, args.kernels, config_path=args.config,
                        target_models=args.target_models, model_file=args.model_file,
                        rows=args.rows, seed=args.seed, max_hbm_gb=args.max_hbm_gb,
@@ -332,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a kernel-table row with fewer or more fields than the header is an "
                             "error (default: rows with fewer fields are skipped, extra trailing "
                             "fields ignored, both counted with their lines)")
+    add_module_kinds(parse)
     parse.add_argument("--quiet", action="store_true", help="no progress lines")
     parse.add_argument("--chunk-rows", type=positive_int, default=200_000, metavar="N",
                        help=argparse.SUPPRESS)
@@ -339,30 +398,66 @@ def build_parser() -> argparse.ArgumentParser:
 
     profile = sub.add_parser(
         "profile", help="run a workload under the device's profiler and write its trace",
-        description="Run a workload (a Python script, or a module with -m) under the device's "
-                    "profiler with input shapes recorded: torch.profiler on a CPU or a CUDA "
-                    "GPU (a Chrome trace), torch_npu's profiler on an NPU (its output "
-                    "directory). The whole workload runs --warmup times untraced first, then "
-                    "--steps times profiled: a model's first calls pay for allocation and "
-                    "kernel selection, its steady state is what the database is for. The trace "
-                    "is what `npuperf parse` reads; --db does both.",
-        epilog="example: npuperf profile --db DIR -- python my_model.py --batch 8")
+        description="Run a workload (a Python script, a module with -m, or a function with "
+                    "--call) under the device's profiler with input shapes recorded: "
+                    "torch.profiler on a CPU or a CUDA GPU (a Chrome trace), torch_npu's "
+                    "profiler on an NPU (its output directory). A step is what the script "
+                    "marks (with pytest_npuperf.profiling.step()), a call of the --call "
+                    "function, or else a whole run of the script (its model construction then "
+                    "in the trace: the parse says how much). --warmup steps run untraced "
+                    "first, then --steps are traced: a model's first calls pay for allocation "
+                    "and kernel selection, its steady state is what the database is for. The "
+                    "calls of known module kinds (RMS norm, rotary embedding, gated "
+                    "activation, attention) are recorded as ranges, the host is watched (an "
+                    "oversubscribed or preempting host makes the in-model times untrusted). "
+                    "The trace is what `npuperf parse` reads; --db does both. The workload's "
+                    "output is shown as it runs.",
+        epilog="examples: npuperf profile --db DIR -- python my_model.py --batch 8; "
+               "npuperf profile --call my_model:step --steps 5")
     profile.add_argument("--out", type=Path, metavar="PATH",
                          help="where the trace goes (default: npuperf-out/traces/"
                               "<script>_<time>.json; an NPU profile is a directory)")
     profile.add_argument("--device", choices=("auto", "cpu", "cuda", "npu"), default="auto",
                          help="the profiler to run: auto picks npu, then cuda, then cpu")
     profile.add_argument("--warmup", type=_count_or_zero, default=1, metavar="N",
-                         help="untraced runs of the workload first (default 1)")
+                         help="untraced steps first (default 1)")
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N",
-                         help="profiled runs (default 1)")
+                         help="traced steps (default 1)")
     add_db(profile, "--parse-into",
            help="then parse the trace into this database version directory (created when "
                 "missing)")
+    profile.add_argument("--call", metavar="MODULE:FUNCTION",
+                         help="profile a function instead of a script: FUNCTION() is one step "
+                              "(MODULE is imported first, untraced: build the model there); "
+                              "MODULE may be a FILE.py")
+    add_module_kinds(profile)
+    profile.add_argument("--no-module-ranges", action="store_true",
+                         help="record no ranges around the module kinds' calls (the parse "
+                              "then finds them by their eager decomposition)")
     profile.add_argument("--quiet", action="store_true", help="no progress lines")
-    profile.add_argument("command", nargs=argparse.REMAINDER,
-                         help="-- python SCRIPT [ARGS], or -- python -m MODULE [ARGS]")
+    profile.add_argument("workload", nargs=argparse.REMAINDER, metavar="-- python SCRIPT",
+                         help="-- python SCRIPT [ARGS], or -- python -m MODULE [ARGS] "
+                              "(python: the interpreter running npuperf)")
     profile.set_defaults(func=cmd_profile)
+
+    predict = sub.add_parser(
+        "predict", help="how well a database predicts a profiled model: predicted / measured",
+        description="Cost every kernel call of a profiled model's steps (a trace, as `npuperf "
+                    "parse` reads it: operator calls and composite calls) at the database's "
+                    "value for its row (exact rows only: kernel type and signature; the "
+                    "replay's Average Duration(us), else the in-model Profiling Average), add "
+                    "them up and compare with the measured time of the steps: predicted / "
+                    "measured for the whole step and over the calls the database has a row "
+                    "for, each kernel type's part, the calls without a row and the time that "
+                    "maps to no kernel type.",
+        epilog="example: npuperf predict --trace npuperf-out/traces/llama.json --db DIR")
+    predict.add_argument("--trace", type=Path, required=True, metavar="TRACE",
+                         help="a trace of the model (torch.profiler / kineto Chrome trace, "
+                              "e.g. from npuperf profile)")
+    add_db(predict, required=True, help="the database version directory that predicts it")
+    add_module_kinds(predict)
+    predict.add_argument("--json", action="store_true", help="print JSON instead of text")
+    predict.set_defaults(func=cmd_predict)
 
     fill = sub.add_parser(
         "backfill", help="fill a database from existing msprof / torch_npu profiler output",
@@ -460,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print per kernel type the candidates, those over the memory budget, "
                            "duplicates and the rows that would be added; write nothing")
     grid.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_fill_options(grid)
     grid.set_defaults(func=cmd_grid)
 
     kernels = sub.add_parser(
@@ -505,6 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernels.set_defaults(func=cmd_kernels)
 
     add_history_commands(sub)
+    add_coverage_commands(sub)
 
     merge = sub.add_parser(
         "merge", help="merge several hosts' results (databases, run JSONs, histories) into one",
@@ -581,7 +678,13 @@ def _add_comm_commands(sub) -> None:
     imp.set_defaults(func=cmd_import_nccl_tests)
 
 
+# Commands that build a large run in memory (10^5 results): run as the `npuperf` command, they
+# end without tearing it down object by object, seconds after their work is done.
+_LEAVE_AT_ONCE = ("backfill",)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    command_line = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         return run_bench(argv[1:])
@@ -591,7 +694,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        return args.func(args)
+        code = args.func(args)
+        if command_line and args.command in _LEAVE_AT_ONCE:
+            _leave(code)
+        return code
     except NpuperfError as exc:
         return _error(args.command, str(exc), exc.exit_code)
     except OSError as exc:  # an I/O error nothing below turned into a message
@@ -605,9 +711,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _leave(code: int) -> None:
+    """End the process now with `code`: its output flushed, every file it wrote already
+    closed (transactions close and sync theirs), only the interpreter's teardown skipped."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _error(command: str, message: str, code: int) -> int:
     """One line on stderr, whatever the message held (a hostile cell's text, newlines)."""
-    line = " ".join(message.split())
+    line = printable(" ".join(message.split()))
     if len(line) > 2000:
         line = line[:2000] + " ..."
     print(f"npuperf {command}: error: {line}", file=sys.stderr)

@@ -58,3 +58,12 @@ def add_threshold(parser, *old: str, type, default: float) -> None:
     add_renamed(parser, "--threshold", *old, type=type, default=default, metavar="F",
                 help=f"minimum effect for SLOWER/FASTER, a fraction of the baseline's median "
                      f"(default: {default:g}, {100 * default:g} %%)")
+
+
+def add_module_kinds(parser) -> argparse.Action:
+    """`--module-kinds FILE`: more module kinds for the parser (the package's table extended)."""
+    return parser.add_argument(
+        "--module-kinds", type=Path, action="append", default=[], metavar="FILE",
+        help="a YAML file of more module kinds (classes, functions, operators whose call is "
+             "one row of a kernel type), added to the package's table (docs/profiling.md); "
+             "repeatable; also read from $NPUPERF_MODULE_KINDS")

@@ -90,12 +90,33 @@ def cmd_trend(args: argparse.Namespace) -> int:
     page = render_trend_page(records, runs, source=str(path), filters=filters,
                              max_cases=args.max_cases)
     out = args.out or Path(path).parent / "trend.html"
+    _check_page_target(out, Path(path))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, page, purpose="npuperf trend")
     cases = len({(r.kind, r.key) for r in records})
     print(f"trend page written: {out} ({cases} case(s) over "
           f"{len({r.run_id for r in records})} run(s))")
     return EXIT_OK
+
+
+def _check_page_target(out: Path, history: Path) -> None:
+    """--out never names the history it reads, nor any file that is not a page: it would be
+    replaced by the page (the history lost)."""
+    if not out.exists():
+        return
+    if out.is_dir():
+        raise NpuperfError(f"--out {out}: a directory; name the page file (e.g. {out / 'trend.html'})")
+    if out.resolve() == history.resolve():
+        raise NpuperfError(f"--out {out}: the history this page is read from; name another file "
+                           f"(e.g. {history.parent / 'trend.html'})")
+    try:
+        with open(out, "rb") as handle:
+            head = handle.read(64).lstrip().lower()
+    except OSError:
+        return  # the write says what is wrong with it
+    if head and not head.startswith((b"<!doctype html", b"<html")):
+        raise NpuperfError(f"--out {out}: an existing file that is not an html page; refusing to "
+                           f"replace it (remove it first, or name another file)")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -317,6 +317,17 @@ def _group_values(tokens: list[str], start: int, names: dict[str, int]) -> _Meas
     return _Measure(time, busbw, check, wrong)
 
 
+def _bogus_row(line: str, tokens: list[str], layout: _Layout) -> bool:
+    """A line between the result rows that is neither a comment nor chatter: as many fields
+    as a row, mostly numbers, or bytes that are no text."""
+    if line.startswith("#"):
+        return False
+    if "\ufffd" in line or any(not c.isprintable() and c != "\t" for c in line):
+        return True
+    numbers = sum(_number(t) is not None or t.lstrip("-").isdigit() for t in tokens)
+    return len(tokens) > len(layout.preamble) and 2 * numbers >= len(tokens)
+
+
 def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> ImportedLog:
     ranks: dict[int, str] = {}
     device_names: set[str] = set()
@@ -350,6 +361,8 @@ def _parse_nccl_tests(path: Path, lines: list[str], options: ImportOptions) -> I
             continue
         tokens = stripped.split()
         if layout is None or not tokens[:1] or not tokens[0].isdigit():
+            if layout is not None and _bogus_row(stripped, tokens, layout):
+                junk.add(stripped)  # a row whose size is no number, binary garbage
             continue  # before the table, or MPI / NCCL chatter between its rows
         if len(tokens) < 2 or not tokens[1].isdigit():
             junk.add(stripped)

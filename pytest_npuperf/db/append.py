@@ -23,10 +23,10 @@ import pandas as pd
 
 from .columns import (
     ACCELERATOR_CORE,
-    FIA_KERNEL,
     FIA_RUNTIME_COLUMNS,
     OP_STATE,
     OUTPUT_FORMATS,
+    RUNTIME_KERNELS,
     contract_columns_for,
 )
 from .database import Table
@@ -104,7 +104,7 @@ def stage_rows(tx: Transaction, path: Path, kernel_type: str, rows: list[dict[st
     header = existing.header
     needed = [c for row in rows for c, v in row.items()
               if v != "" and c not in header and c not in OPTIONAL_COLUMNS]
-    if needed and kernel_type == FIA_KERNEL:
+    if needed and kernel_type in RUNTIME_KERNELS:
         # The simulator tells "unknown" (an empty cell) from "this file cannot say" (no
         # column): every Runtime column comes along, empty where the rows have no value.
         needed += [c for c in FIA_RUNTIME_COLUMNS if c not in header and c not in needed]

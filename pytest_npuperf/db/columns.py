@@ -86,6 +86,9 @@ PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"
 # the cache is not paged.
 CACHE_LAYOUT_BSH, CACHE_LAYOUT_BNSD = "PA_BSH", "PA_BNSD"
 FIA_RUNTIME_COLUMNS: tuple[str, ...] = tuple(f"Runtime {f}" for f in FIA_RUNTIME_FIELDS)
+# Kernel types whose rows carry the Runtime columns: the simulator reads them for the
+# attention kernels (DeepSeek-V3.2's sparse attention as well as FusedInferAttentionScore).
+RUNTIME_KERNELS: tuple[str, ...] = (FIA_KERNEL, "SparseFlashAttention", "LightningIndexer")
 
 
 def runtime_column(field: str) -> str:
@@ -102,6 +105,34 @@ PROFILING_EXTRA_COLUMNS: tuple[str, ...] = (
     PROFILING_COUNT, PROFILING_MIN_DURATION, PROFILING_MAX_DURATION, PROFILING_SOURCE,
     PROFILING_UPDATED,
 )
+
+# Where and how a row's profiling values were taken (a trace parsed by `npuperf parse`): the
+# device, the profile's intra-op threads, the host's state, the software stack, and whether the
+# in-model samples can be trusted (`ok`, or `untrusted: <why>`: an oversubscribed or
+# preempting host; such values are kept out of the replay comparison). Written only by a parse
+# of a trace that records them; absent otherwise.
+PROFILING_DEVICE = "Profiling Device"
+PROFILING_THREADS = "Profiling Threads"
+PROFILING_HOST = "Profiling Host"
+PROFILING_STACK = "Profiling Stack"
+PROFILING_TRUST = "Profiling Trust"
+PROFILE_CONDITION_COLUMNS: tuple[str, ...] = (
+    PROFILING_DEVICE, PROFILING_THREADS, PROFILING_HOST, PROFILING_STACK, PROFILING_TRUST,
+)
+TRUST_OK = "ok"
+UNTRUSTED = "untrusted"
+# The strides of each input slot as the model passed it, where not contiguous (a transposed,
+# broadcast or expanded view): `;`-separated slots, empty for a contiguous one, the whole cell
+# empty when every slot is. A replay builds such inputs with these strides.
+INPUT_STRIDES = "Input Strides"
+
+
+def trusted_profile(cell: object) -> bool:
+    """Whether a row's profiling values may be compared: no trust mark (older databases,
+    kernel tables) or `ok`."""
+    text = str(cell or "").strip()
+    return not text.startswith(UNTRUSTED)
+
 
 # Replay (microbenchmark) columns of this project. `Average Duration(us)` holds the statistic
 # named in `MicroBench Statistic` (the median unless chosen otherwise).
@@ -228,7 +259,7 @@ def contract_columns_for(kernel_type: str) -> tuple[str, ...]:
     if kernel_type == DISPATCH_FFN_COMBINE:
         identity.append(EP_SIZE)
     rest = CONTRACT_COLUMNS[len(IDENTITY_COLUMNS):]
-    extra = FIA_RUNTIME_COLUMNS if kernel_type == FIA_KERNEL else ()
+    extra = FIA_RUNTIME_COLUMNS if kernel_type in RUNTIME_KERNELS else ()
     return (*identity, *rest, *extra)
 
 

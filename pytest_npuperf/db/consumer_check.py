@@ -12,9 +12,10 @@ would miss rows or fail (facts of its reader; CONTRACT.md §1-3):
 - dtype tokens in the spelling it matches (`DT_BF16`, but `FLOAT`, `INT8`, `INT32`, `INT64`,
   `BOOL`): a `DT_FLOAT` row is never found by a float32 query; formats as it compares them
   (`FRACTAL_NZ`, not `FORMAT_FRACTAL_NZ`);
-- FusedInferAttentionScore files with every `Runtime ...` column (a query carrying a phase or
-  topk is refused by rows without the column) and numbers where it converts cells with int();
-  DispatchFFNCombine's `EP Size` an integer.
+- FusedInferAttentionScore, SparseFlashAttention and LightningIndexer files with every
+  `Runtime ...` column (a query carrying a phase or topk is refused by rows without the column;
+  the sparse-attention rows need `Runtime avg_seq_len` to be read at all) and numbers where it
+  converts cells with int(); DispatchFFNCombine's `EP Size` an integer.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import pandas as pd
 from .columns import (
     DISPATCH_FFN_COMBINE,
     EP_SIZE,
-    FIA_KERNEL,
     FIA_RUNTIME_COLUMNS,
     FORMAT_COLUMNS,
     INPUT_DTYPES,
     OUTPUT_DTYPES,
+    RUNTIME_KERNELS,
     SHAPE_COLUMNS,
     runtime_column,
 )
@@ -130,7 +131,7 @@ def kernel_table_warnings(frame: pd.DataFrame, kernel_type: str) -> list[tuple[i
                 seen[text] = check(text)
             for message in seen[text]:
                 note(i, column, message)
-    if kernel_type == FIA_KERNEL:
+    if kernel_type in RUNTIME_KERNELS:
         missing = [c for c in FIA_RUNTIME_COLUMNS if c not in frame.columns]
         if missing:
             note(None, "", f"missing column(s) {', '.join(missing)}: the simulator's attention "

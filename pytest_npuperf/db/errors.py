@@ -9,6 +9,8 @@ usage error or a failed case. Messages quote user text through `clip`, so that a
 
 from __future__ import annotations
 
+import unicodedata
+
 EXIT_USAGE = 2
 EXIT_DATA = 1
 _CLIP = 80
@@ -20,6 +22,16 @@ def clip(text: object, limit: int = _CLIP) -> str:
     if len(shown) <= limit:
         return shown
     return f"{shown[:limit]}... ({len(shown):,} characters)"
+
+
+def printable(text: object) -> str:
+    """`text` with its control characters escaped (`\\x1b`): a terminal escape or a bell in a
+    name from a hostile file is shown, never sent to the terminal."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if unicodedata.category(c)[0] != "C" or c in " \t\n" else repr(c)[1:-1]
+                   for c in text)
 
 
 class NpuperfError(Exception):

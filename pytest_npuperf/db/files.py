@@ -26,8 +26,9 @@ def open_binary(path: str | Path, what: str = "a CSV file"):
     """`open(path, 'rb')` with its failures as one-line NpuperfErrors.
 
     A FIFO or socket is refused: opening one waits for a writer, and reading it waits for data,
-    forever if none comes. It is opened without blocking to find out; a device (`/dev/zero`)
-    is read as a file, its readers bound what they read.
+    forever if none comes. It is opened without blocking to find out; a device with data to
+    read now (`/dev/zero`) is read as a file, its readers bound what they read, and one
+    without (a terminal, `/dev/ptmx`) is refused the same way.
     """
     try:
         fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -42,12 +43,25 @@ def open_binary(path: str | Path, what: str = "a CSV file"):
         if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             raise NpuperfError(f"{path}: not a regular file (a FIFO or socket): refusing to "
                                f"read it, it could block forever; give {what}")
+        if stat.S_ISCHR(mode) and not _readable_now(fd):
+            raise NpuperfError(f"{path}: not a regular file (a device with nothing to read, "
+                               f"a terminal?): refusing to read it, it could block forever; "
+                               f"give {what}")
         if _NONBLOCK:
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _readable_now(fd: int) -> bool:
+    try:
+        import select
+
+        return bool(select.select([fd], [], [], 0)[0])
+    except (ImportError, OSError, ValueError):
+        return False
 
 
 def read_bounded(path: str | Path, limit: int, what: str, hint: str = "") -> bytes:

@@ -14,8 +14,9 @@ import contextlib
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import pandas as pd
 
@@ -105,12 +106,21 @@ def write_text(path: str | Path, text: str, *, purpose: str = "write") -> None:
     write_texts(Path(path).parent, {Path(path): text}, purpose=purpose)
 
 
-def write_texts(directory: str | Path, texts: Mapping[Path, str], *,
+def write_texts(directory: str | Path,
+                texts: Mapping[Path, str | Sequence[str] | Callable[[TextIO], object]], *,
                 purpose: str = "write") -> None:
-    """Text files under `directory` (reports, a cache), put in place together or none."""
+    """Text files under `directory` (reports, a cache), put in place together or none. A
+    file's text may come in pieces, written one after another, or from a function that
+    writes it to the file's text handle (a large run's JSON: one string of it, and its
+    encoding, would each be another copy in memory)."""
     with directory_transaction(directory, purpose) as tx:
         for path, text in texts.items():
-            tx.stage_text(path, text)
+            if isinstance(text, str):
+                tx.stage_text(path, text)
+            elif callable(text):
+                tx.stage_with(path, text)
+            else:
+                tx.stage_with(path, lambda handle, pieces=text: handle.writelines(pieces))
 
 
 def directory_transaction(directory: str | Path, purpose: str) -> Transaction:

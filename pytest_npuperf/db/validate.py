@@ -36,10 +36,17 @@ from .consumer_check import kernel_table_warnings, op_mapping_warnings
 from .database import walk_files
 from .errors import CellError, NpuperfError
 from .layout import OP_MAPPING_FILE, REPORTS_DIR, kernel_type_of_file
+from .measured_stack import MEASURED_STACK_FILE
 from .merge import row_signatures
+from .provenance import (
+    PROVENANCE_FILE,
+    measured_lines,
+    reuse_problems,
+    summary_lines,
+)
 from .shapes import is_known_dtype, parse_shapes, split_list
 from .table import read_table
-from .transaction import pending_journals
+from .transaction import pending_journals, recover_if_free
 
 # Durations that must be > 0 when present; spreads that must be >= 0.
 _POSITIVE = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, PROFILING_MEDIAN_DURATION,
@@ -279,6 +286,39 @@ def validate_op_mapping(directory: Path, *, consumer: bool = False) -> FileRepor
     return report
 
 
+def validate_provenance(directory: Path) -> FileReport:
+    """How the directory's rows were collected (collection_meta.yaml, measured_stack.json), as
+    notes; a record that cannot be read, or names a table that is not here, is a problem."""
+    report = FileReport(directory / PROVENANCE_FILE, what="how the rows were collected")
+    report.notes += [line.removeprefix("provenance: ")
+                     for line in summary_lines(directory) + measured_lines(directory)]
+    report.problems += [Problem(message) for message in reuse_problems(directory)]
+    return report
+
+
+def _interrupted_writes(path: Path) -> list[FileReport]:
+    """A write cut mid-commit leaves some files new and some old: rolled back here, as every
+    npuperf reader does when its writer is gone, so that what is checked (and what a
+    simulator reads next) is one consistent set; a write still being committed (its writer
+    alive, or on another host) is a problem, to check again when it is done."""
+    if not pending_journals(path):
+        return []
+    notes = recover_if_free(path)
+    reports = []
+    if notes:
+        report = FileReport(path, what="interrupted write")
+        report.notes += notes
+        reports.append(report)
+    for journal in pending_journals(path):
+        report = FileReport(journal)
+        report.problems.append(Problem(
+            "a write is being committed here (its journal is left and its writer is alive, or "
+            "on another host): some files may be the new version, some the old; check again "
+            "when it has finished (it is rolled back if its writer died)"))
+        reports.append(report)
+    return reports
+
+
 def validate_path(path: str | Path, *, consumer: bool = False) -> list[FileReport]:
     """Every database file under `path`; `consumer`: what the simulator cannot read is a
     problem (by default a warning)."""
@@ -287,12 +327,7 @@ def validate_path(path: str | Path, *, consumer: bool = False) -> list[FileRepor
         raise NpuperfError(f"{path}: no such file or directory")
     reports = []
     if path.is_dir():
-        for journal in pending_journals(path):
-            report = FileReport(journal)
-            report.problems.append(Problem(
-                "a write was interrupted here (its journal is left): some files may be the new "
-                "version, some the old; the next npuperf writer of this directory rolls it back"))
-            reports.append(report)
+        reports += _interrupted_writes(path)
     table_dirs: list[Path] = []
     for file in database_files(path):
         if is_collective_file(file):
@@ -302,6 +337,8 @@ def validate_path(path: str | Path, *, consumer: bool = False) -> list[FileRepor
         if path.is_dir() and file.parent not in table_dirs:
             table_dirs.append(file.parent)
     reports += [validate_op_mapping(d, consumer=consumer) for d in table_dirs]
+    reports += [validate_provenance(d) for d in table_dirs  # where there is a record
+                if (d / PROVENANCE_FILE).exists() or (d / MEASURED_STACK_FILE).exists()]
     if not reports:
         raise NpuperfError(f"{path}: no database CSV files found")
     return reports

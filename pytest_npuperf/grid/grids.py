@@ -19,12 +19,15 @@ ELEM_TOKENS_GRID: tuple[int, ...] = (1, 4, 16, 64, 128, 256, 512, 1024, 2048, 40
 HEADS_GRID: tuple[int, ...] = (1, 2, 3, 4, 5, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 128)
 HEAD_DIM_GRID: tuple[int, ...] = (64, 128, 256)
 KV_HEADS_GRID: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-ATTN_SEQ_GRID: tuple[int, ...] = tuple(4 ** i for i in range(9)) + (131072,)
+# 1-64 by ratio 4, then by ratio 2 (msmodeling's density standard v1 and its shape_grids.py).
+ATTN_SEQ_GRID: tuple[int, ...] = (1, 4, 16) + tuple(2 ** i for i in range(6, 18))
 ATTN_BATCH_GRID: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 48, 64, 128)
 MOE_TOKENS_GRID: tuple[int, ...] = tuple(2 ** i for i in range(17))
-# Token counts that are not multiples of 8 (padding kernels only run on those).
-PAD_TOKENS_GRID: tuple[int, ...] = (1, 3, 5, 7, 9, 15, 17, 31, 33, 63, 65, 127, 129, 255, 257,
-                                    511, 513, 1023, 1025, 2047, 2049, 4095, 4097)
+# Token counts that are not multiples of 8 (padding kernels only run on those), with every
+# required value of msmodeling's density standard v1 (2^n +- 1 and 1-7).
+PAD_TOKENS_GRID: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 9, 15, 17, 31, 33, 63, 65, 127, 129,
+                                    255, 257, 511, 513, 1023, 1025, 2047, 2049, 4095, 4097,
+                                    8191, 8193)
 
 BUILTIN_GRIDS: dict[str, tuple[int, ...]] = {
     "M_GRID": M_GRID, "NK_GRID": NK_GRID, "ELEM_TOKENS_GRID": ELEM_TOKENS_GRID,

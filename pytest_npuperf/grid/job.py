@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..db.append import ExistingFile, read_existing, stage_rows, unchanged_since
 from ..db.columns import (
     ACCELERATOR_CORE,
@@ -32,6 +33,7 @@ from ..db.errors import CellError, NpuperfError
 from ..db.layout import kernel_file_name
 from ..db.op_mapping import KEPT
 from ..db.progress import Progress
+from ..db.provenance import collection_entry, stage_provenance
 from ..db.shapes import DTYPE_BYTES, dtype_cell, format_cell, format_shapes, normalize_dtype
 from ..db.signature import Signature, generic_signature, signature, signature_kind
 from ..db.table import check_writable_dir
@@ -336,7 +338,9 @@ SIGNATURE_CHECKS = 64
 
 def _verify(kernel_type: str, row: dict[str, str], key: Key, keys: KeySpace, where: str, *,
             check_key: bool) -> None:
-    """The row's signature is the key it was sampled with; a replay spec accepts the row."""
+    """The row's signature is the key it was sampled with; a replay spec accepts the row. The
+    `Runtime ...` cells the replay's own arguments decide (the sequence lengths of sparse
+    attention) are added where the row has none: the simulator reads them."""
     from ..kernels.case import case_from_row
     from ..kernels.registry import spec_for
 
@@ -356,6 +360,8 @@ def _verify(kernel_type: str, row: dict[str, str], key: Key, keys: KeySpace, whe
     except CellError as exc:
         raise GridError(f"{where}: generates a {kernel_type} row that cannot be replayed "
                         f"({row[INPUT_SHAPES]} -> {row[OUTPUT_SHAPES]}): {exc.reason}") from None
+    runtime = spec.runtime_cells(case)
+    row.update({column: text for column, text in runtime.items() if not row.get(column)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,6 +499,12 @@ def run_grid(data_dir: str | Path, kernels: list[str] | str | None = None, *,
             plan.how = stage_rows(tx, path, plan.kernel_type, plan.rows, existing)
         # Even without new rows: a database the grid wrote reaches the simulator only with it.
         summary.op_mapping = ensure_op_mapping(tx, data_dir)
+        if todo:
+            stage_provenance(tx, data_dir, collection=collection_entry(
+                data_dir, "grid", {p.kernel_type: len(p.rows) for p in todo},
+                version=__version__, config=str(settings.config.source),
+                models=[m.name for m in settings.models], seed=settings.seed,
+                max_hbm_gb=settings.max_hbm_gb))
         summary.notes[:0] = tx.notes
     return summary
 

@@ -82,11 +82,13 @@ def resumed_left_out(config: pytest.Config, items: list[pytest.Item]) -> None:
         done = run_owner.resume()
     else:  # an xdist worker: the controller keeps the results, the worker only skips them
         from ..db.errors import NpuperfError
-        from .journal import journaled_results, resumable
+        from .journal import load_resume
 
+        run = context(config)
         try:
-            _, results = journaled_results(resumable(context(config).settings.out,
-                                                     context(config).settings.resume))
+            _, _, results, _ = load_resume(
+                run.settings.out, run.settings.resume, source=str(run.destination.source),
+                device=run.backend.database_device(), history=run.settings.history)
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf: {exc}") from None
         done = {r.case_id for r in results}

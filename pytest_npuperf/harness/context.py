@@ -59,6 +59,7 @@ class RunContext:
         self.cores = len(available_cores())
         self.load_at_start = host_load()
         self.notes: list[str] = []  # said at the end of the run, and in its reports
+        self.parts: dict[str, float] = {}  # the session's own overhead (measure/overhead.py)
         self.collection_error: str | None = None  # raised as a UsageError after collection
         self._settings: Settings | None = None
         self._backend: Backend | None = None
@@ -256,7 +257,8 @@ class RunContext:
                            device=self.backend.describe(), options=self.settings.as_dict(),
                            workers=self.workers, wall_from=self.wall_from, cores=self.cores,
                            load_at_start=self.load_at_start,
-                           threads=self.threads if self.backend.kind == "cpu" else None)
+                           threads=self.threads if self.backend.kind == "cpu" else None,
+                           parts=dict(self.parts))
 
     @property
     def rootpath(self) -> Path:

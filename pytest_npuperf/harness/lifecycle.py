@@ -17,6 +17,18 @@ def after_collection(session: pytest.Session) -> None:
     collect.after_collection(session)
 
 
+def worker_lost(session: pytest.Session, exc: OSError) -> None:
+    """xdist sends a worker its first cases as soon as it reports its collection; a worker
+    killed just then (out of memory, a kill at start-up) makes that send fail, and xdist's
+    loop ends with an OSError of execnet's. A replay run ends with one line saying so (the
+    finish still writes what was measured); any other error is left as it is."""
+    if existing_owner(session.config) is None or "cannot send" not in str(exc):
+        return
+    pytest.exit(f"npuperf: an xdist worker died as its first cases were sent to it ({exc}): "
+                f"nothing ran on it; run again (with fewer workers if it ran out of memory)",
+                returncode=pytest.ExitCode.INTERNAL_ERROR)
+
+
 def finish_session(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     comm = existing_comm(config)

@@ -3,6 +3,7 @@ the verdict of each case against the baseline where it ran, and each case's pyte
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,11 @@ class Measurer:
                 case_timeout_s=settings.case_timeout_s, verify=settings.verify,
                 profiled=profiler.profiled, cache=settings.cache, impl=context.impl))
             profiler.start(context.backend)  # before the first case: markers, profiler session
+            # What the session has built so far (torch, pandas, the cases) lives until it
+            # ends: out of the collector's reach, a collection pays only for what the cases
+            # make (with torch loaded a full one took 0.1-0.3 s, several times a session, and
+            # pytest collects several times more at its end).
+            gc.freeze()
         return self._runner
 
     def run_case(self, ref: CaseRef, nodeid: str) -> CaseResult:

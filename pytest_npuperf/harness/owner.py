@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,11 +22,21 @@ import pytest
 from ..db.errors import NpuperfError
 from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
+from ..measure.overhead import AFTER, BETWEEN, DEMO, STARTUP
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .bench_bridge import add_result, benchmark_session
 from .context import RunContext
-from .journal import Journal, forget, journal_path, journaled_results, resumable
+from .journal import (
+    Journal,
+    check_journal_dir,
+    forget,
+    journal_path,
+    lineage,
+    load_resume,
+    successor_header,
+    supersede,
+)
 from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
 from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, ProgressLine
@@ -58,9 +69,15 @@ class Owner:
         self.resumed_from = ""
         self._resumed: list[CaseResult] = []
         self._resumed_journal: Path | None = None
+        self._resumed_header: dict = {}
+        self._journal_failed = False
         self._handlers: dict[int, object] = {}
         self._progress: ProgressLine | bool | None = None  # False: no progress lines
         self._benchmarks: object = None  # pytest-benchmark's session (False: not asked for)
+        # The cases' span on this clock (epoch s: the first began, the last ended) and their
+        # wall times: what is not in a case between them is pytest's (measure/overhead.py).
+        self._span: list[float] = []
+        self._cases_wall_s = 0.0
         self._catch_stop_signals()
 
     # -- a run stopped from outside ends as any run ends ------------------------------------------
@@ -113,6 +130,8 @@ class Owner:
             check_inside(destination.inside, destination.reports_dir / "report")
             for directory in destination.writable_dirs():
                 check_writable_dir(directory)
+            if not self.hands_off:
+                check_journal_dir(settings.out)
             self._lock = destination.lock(f"pytest run {context.run_id}", self.notes)
             self.writes_ready = True
         except NpuperfError as exc:
@@ -160,9 +179,15 @@ class Owner:
     def record(self, result: CaseResult) -> None:
         self.active = True
         self.results.append(result)
+        now = time.time()
+        if not self._span:
+            self._span = [now - result.wall_s, now]
+        self._span[1] = now
+        self._cases_wall_s += result.wall_s
         journal = self._journal_for_write()
         if journal is not None:
             journal.append(result)
+            self._journal_lost(journal.failure)
         if self._benchmarks is None:
             self._benchmarks = benchmark_session(self.context.config) or False
         if self._benchmarks:
@@ -193,15 +218,33 @@ class Owner:
 
     def _journal_for_write(self) -> Journal | None:
         settings = self.context.settings
-        if self._journal is None and not settings.dry_run and not self.hands_off:
+        if self._journal is None and not self._journal_failed and not settings.dry_run \
+                and not self.hands_off:
             context = self.context
-            self._journal = Journal(journal_path(settings.out, context.run_id), {
+            journal = Journal(journal_path(settings.out, context.run_id), {
                 "run_id": context.run_id, "started": context.identity.started_iso,
                 "source": str(context.destination.source), "resumed_from": self.resumed_from,
-                "selected": self.selected})
+                "selected": self.selected, "device": context.backend.database_device(),
+                **successor_header(self._resumed_header, run_id=context.run_id,
+                                   started=context.started)})
             for result in self._resumed:  # a run resumed again finds them here too
-                self._journal.append(result)
+                journal.append(result)
+            if self._journal_lost(journal.failure):
+                return None
+            self._journal = journal
+            if self._resumed_journal is not None:
+                supersede(self._resumed_journal, context.run_id)
         return self._journal
+
+    def _journal_lost(self, failure: str) -> bool:
+        """A journal that cannot be written is said once; the run goes on without it."""
+        if not failure or self._journal_failed:
+            return bool(failure)
+        self._journal_failed = True
+        self._journal = None
+        self.notes.append(f"the run journal could not be written ({failure}): a run killed "
+                          f"from now on loses its results")
+        return True
 
     def resume(self) -> set[str]:
         """--npuperf-resume: the journaled results of the run named, kept for the finish; the
@@ -209,12 +252,15 @@ class Owner:
         settings = self.context.settings
         if not settings.resume or self.resumed_from:
             return {r.case_id for r in self._resumed}
+        context = self.context
         try:
-            path = resumable(settings.out, settings.resume)
-            header, self._resumed = journaled_results(path)
-            self._resumed_journal = path
+            path, header, self._resumed, notes = load_resume(
+                settings.out, settings.resume, source=str(context.destination.source),
+                device=context.backend.database_device(), history=settings.history)
         except NpuperfError as exc:
             raise pytest.UsageError(f"npuperf: {exc}") from None
+        self._resumed_journal, self._resumed_header = path, header
+        self.notes += notes
         self.resumed_from = str(header.get("run_id") or path.stem)
         self.notes.append(f"resumed run {self.resumed_from}: {len(self._resumed)} case(s) taken "
                           f"from its journal, the others measured now")
@@ -275,10 +321,15 @@ class Owner:
         if partial:
             self.notes.append(f"partial run: {partial}; its finished cases are written "
                               f"(--npuperf-resume {context.run_id} measures the rest)")
+        self._time_cases()
         self.notes += context.profiler.complete(self.results, settings.keep_prof)
+        demo = time.perf_counter()
         if not profile_demo_once(context, self._lock):
             self.interrupted = True
             return False
+        context.parts[DEMO] = time.perf_counter() - demo
+        context.parts[AFTER] = time.time() - self._span[1] - context.parts[DEMO] \
+            if self._span else 0.0
         kept = sum(1 for r in results if r.preempted_kept)
         if kept:
             self.notes.append(f"{kept} case(s) keep samples the host preempted (--npuperf-"
@@ -296,9 +347,20 @@ class Owner:
         written = self.end.outcome is not None and not partial
         if self._journal is not None:
             self._journal.end(written, partial or ("" if self.end.ok else "not all written"))
-        if written and self._resumed_journal is not None:
-            forget(self._resumed_journal)  # the run it continued is complete now
+        if written and self._resumed_journal is not None and not settings.dry_run:
+            for run_id in lineage(self._resumed_header):  # the runs it continued are complete
+                forget(journal_path(settings.out, run_id))
+            forget(self._resumed_journal)
         return self.end.ok
+
+    def _time_cases(self) -> None:
+        """The session's parts before and between its cases (measure/overhead.py)."""
+        if not self._span:
+            return
+        context = self.context
+        began, ended = self._span
+        context.parts[STARTUP] = began - context.wall_origin
+        context.parts[BETWEEN] = ended - began - self._cases_wall_s / max(1, context.workers)
 
     def _partial(self, interrupted: bool) -> str:
         """Why the run measured fewer cases than it selected ("" when it did not)."""
@@ -322,6 +384,7 @@ class Owner:
             return True
         if partial:
             self.notes.append(f"partial run: {partial}; its finished cases are handed over")
+        self._time_cases()
         settings = context.settings
         destination = context.destination
         header = {

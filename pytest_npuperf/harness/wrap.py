@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ..comm.launch import relaunch, xdist_in_use
+from ..measure.overhead import ATTRIBUTION
 from ..measure.policy import PROFILER_MSPROF
 from ..profiling.mode import CHILD_ENV, resolve_profiler
 from .configure import rank_env
@@ -145,11 +146,13 @@ def end_wrapped(parent) -> int:
     from ..run.from_profile import finish_handoff
 
     with gc_paused():
+        reading = time.perf_counter()
         handoff = parent.read()
         if isinstance(handoff, int):
             return handoff
         end = finish_handoff(handoff.session, handoff.results, parent.notes,
-                             time.time() - parent.started, exit_status=parent.child_code)
+                             time.time() - parent.started, exit_status=parent.child_code,
+                             parts={ATTRIBUTION: time.perf_counter() - reading})
     for line in summary_lines(end):
         say(f"npuperf: {line}")
     parent.release()

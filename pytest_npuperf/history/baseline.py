@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..db.errors import NpuperfError
 from ..measure.result import CaseResult
-from .compare import NEW, Comparison, Probes, compare_samples
+from .compare import NEW, Comparison, Probes, compare_many, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
 from .spread import Spread, SpreadSource
@@ -45,6 +46,12 @@ class Baseline:
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
         raise NotImplementedError
+
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        """Find the baselines of these cases at once (a large run's verdicts: `judge_many`);
+        `case` then answers them from memory until the next prefetch. The default finds each
+        when it is asked for."""
+        return None
 
     def close(self) -> None:
         return None
@@ -70,23 +77,36 @@ class HistoryBaseline(Baseline):
         self.exclude = tuple(exclude)
         self.spreads = SpreadSource(store, device=device, before=before,
                                     passed_only=passed_only, exclude=self.exclude)
+        self._prefetched: tuple[str, set[str], dict[str, list[CaseRecord]]] | None = None
         which = "passed runs" if passed_only else "runs"
         where = f" on {device}" if device else ""
         self.label = (f"{ref}: per case the fastest of its {DEPTH} newest measurements in the "
                       f"{which}{where} of {store.path}")
 
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        self._prefetched = None  # the previous batch's records freed before the next is read
+        self._prefetched = (kind, set(keys), self.store.latest_cases_many(
+            kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
+            exclude=self.exclude, limit=DEPTH))
+        self.spreads.prefetch(kind, keys)
+
     def case(self, kind: str, key: str) -> CaseRecord | None:
-        newest = self.store.latest_cases(kind, key, device=self.device, before=self.before,
-                                         passed_only=self.passed_only, exclude=self.exclude,
-                                         limit=DEPTH)
-        trusted = [c for c in newest if c.status == "ok" and c.samples and c.median_us]
+        known = self._prefetched
+        if known is not None and known[0] == kind and key in known[1]:
+            found = known[2].get(key, [])
+        else:
+            found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
+                                            passed_only=self.passed_only,
+                                            exclude=self.exclude, limit=DEPTH)
+        trusted = [c for c in found if c.status == "ok" and c.samples and c.median_us]
         if not trusted:
-            return newest[0] if newest else None
+            return found[0] if found else None
         best = min(trusted, key=lambda c: c.median_us)
         with_spread(best, self.spreads.of(kind, key, best))
         return best
 
     def close(self) -> None:
+        self._prefetched = None
         self.store.close()
 
 
@@ -118,6 +138,10 @@ class RunBaseline(Baseline):
             found.run_id = self.run.run_id
         return with_spread(found, self.spreads.of(kind, key, found)
                            if self.spreads is not None else None)
+
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        if self.spreads is not None:
+            self.spreads.prefetch(kind, keys)
 
     def close(self) -> None:
         if self.spreads is not None:
@@ -199,11 +223,47 @@ def judge(result: CaseResult, baseline: Baseline, threshold: float,
     if not result.measured or not result.samples:
         return None
     return judge_samples(KIND_KERNEL, result.case_id, result.samples, baseline, threshold,
-                         status=result.status, reference=result.reference_us,
-                         memory=result.reference_memory_us, bound_by=result.bound_by,
-                         median=result.stats.median if result.stats else None,
-                         condition=cache_mode(result.cache), impl=result.impl or None,
-                         run_shift=run_shift, stack=result.stack)
+                         run_shift=run_shift, **_judged(result))
+
+
+def _judged(result: CaseResult) -> dict[str, Any]:
+    """What `judge_samples` is told of a case besides its samples."""
+    return {"status": result.status, "reference": result.reference_us,
+            "memory": result.reference_memory_us, "bound_by": result.bound_by,
+            "median": result.stats.median if result.stats else None,
+            "condition": cache_mode(result.cache), "impl": result.impl or None,
+            "stack": result.stack}
+
+
+JUDGED_AT_ONCE = 20_000  # `judge_many`: cases whose baselines are held in memory at once
+
+
+def judge_many(results: list[CaseResult], baseline: Baseline, threshold: float
+               ) -> list[Comparison | None]:
+    """`[judge(r, baseline, threshold) for r in results]`, the same verdicts, with the
+    baselines found and the samples compared a batch of cases at a time (10^5 cases judged at
+    the end of an msprof run or a backfill: one query and one comparison at a time took most
+    of a minute)."""
+    found: list[Comparison | None] = [None] * len(results)
+    for first in range(0, len(results), JUDGED_AT_ONCE):
+        batch = [(first + i, r) for i, r in enumerate(results[first:first + JUDGED_AT_ONCE])
+                 if r.measured and r.samples]
+        baseline.prefetch(KIND_KERNEL, [r.case_id for _, r in batch])
+        pending: list[tuple[int, tuple[list[float], list[float], dict[str, Any]]]] = []
+        for index, result in batch:
+            options = _judged(result)
+            base = _baseline_of(KIND_KERNEL, result.case_id, result.samples, baseline,
+                                threshold, options["median"], options["condition"],
+                                options["impl"])
+            if isinstance(base, Comparison):
+                found[index] = base
+            else:
+                pending.append((index, (base.samples, result.samples,
+                                        _compared(base, threshold, **options))))
+        for (index, _), comparison in zip(pending, compare_many([p for _, p in pending])):
+            found[index] = comparison
+    baseline.prefetch(KIND_KERNEL, [])
+    return found
 
 
 def cache_mode(text: str | None) -> str:
@@ -237,6 +297,30 @@ def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
     likewise the implementation that ran (a compiled kernel is faster by design);
     `reference`/`memory`: the host's probes around it; `stack`: the software stack that ran
     it (a whole run that moved on another stack than the baseline's moved with the stack)."""
+    base = _baseline_of(kind, key, samples, baseline, threshold, median, condition, impl)
+    if isinstance(base, Comparison):
+        return base
+    return compare_samples(base.samples, samples, **_compared(
+        base, threshold, status=status, reference=reference, memory=memory,
+        bound_by=bound_by, run_shift=run_shift, stack=stack))
+
+
+def _compared(base: CaseRecord, threshold: float, *, status: str, reference: float | None,
+              memory: float | None, bound_by: str, stack: str,
+              run_shift: tuple[float, int] | None = None, **_: Any) -> dict[str, Any]:
+    """`compare_samples`' options for a case against its baseline record."""
+    if stack and base.stack and stack != base.stack:
+        run_shift = None  # the stack changed: what moved every kernel is what is under test
+    return {"threshold": threshold, "base_status": base.status, "new_status": status,
+            "base_run": base.run_id, "spread": Spread.from_extra(base.extra),
+            "probes": probes_of(base, reference, memory, bound_by), "run_shift": run_shift}
+
+
+def _baseline_of(kind: str, key: str, samples: list[float], baseline: Baseline,
+                 threshold: float, median: float | None, condition: str | None,
+                 impl: str | None) -> CaseRecord | Comparison:
+    """The baseline record a case's samples are compared with, or the verdict without a
+    comparison (NEW: none, or one measured under other conditions)."""
     base = baseline.case(kind, key)
     if base is None:
         return Comparison(NEW, reason=f"not measured in the baseline ({baseline.ref})",
@@ -258,13 +342,7 @@ def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
         return Comparison(NEW, reason=f"the baseline run {base.run_id} kept no samples of it",
                           new_samples=len(samples), threshold=threshold,
                           base_run=base.run_id)
-    if stack and base.stack and stack != base.stack:
-        run_shift = None  # the stack changed: what moved every kernel is what is under test
-    return compare_samples(base.samples, samples, threshold=threshold,
-                           base_status=base.status, new_status=status,
-                           base_run=base.run_id, spread=Spread.from_extra(base.extra),
-                           probes=probes_of(base, reference, memory, bound_by),
-                           run_shift=run_shift)
+    return base
 
 
 def probes_of(base: CaseRecord, reference: float | None, memory: float | None,

@@ -37,13 +37,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from itertools import chain
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..measure.policy import DEFAULT_REGRESSION_THRESHOLD
-from ..measure.stats import median_ci_halfwidth
+from ..measure.stats import Z95, median_ci_halfwidth
 from .spread import SPREAD_FACTOR, Spread
 
 SLOWER, FASTER, SAME, UNCERTAIN = "SLOWER", "FASTER", "SAME", "UNCERTAIN"
@@ -85,10 +87,16 @@ def mann_whitney(a: np.ndarray | list[float], b: np.ndarray | list[float]) -> Ma
     # Average rank of each tie group: the ranks it spans are (start + 1) .. (start + count).
     starts = np.cumsum(counts) - counts
     ranks = (starts + (counts + 1) / 2.0)[inverse]
-    u = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
+    ties = float(np.sum(counts.astype(np.float64) ** 3 - counts))
+    return _u_test(float(ranks[:n1].sum()), n1, n2, ties)
+
+
+def _u_test(rank_sum: float, n1: int, n2: int, ties: float) -> MannWhitney:
+    """The test from the first sample's rank sum and the tie term sum(t^3 - t) (both exact:
+    sums of half-integers and of integers), as `mann_whitney` and `compare_many` find them."""
+    u = float(rank_sum - n1 * (n1 + 1) / 2.0)
     n = n1 + n2
     mean = n1 * n2 / 2.0
-    ties = float(np.sum(counts.astype(np.float64) ** 3 - counts))
     variance = n1 * n2 / 12.0 * ((n + 1) - (ties / (n * (n - 1)) if n > 1 else 0.0))
     if variance <= 0:  # every value identical: no evidence of any difference
         return MannWhitney(u, 0.0, 1.0)
@@ -141,11 +149,18 @@ class Comparison:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every field is a number or a string: no deep copy (dataclasses.asdict), 10^5 times.
+        return {name: getattr(self, name) for name in _COMPARISON_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        if data.keys() == _COMPARISON_KEYS:  # as to_dict made it: no field to leave out
+            return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+_COMPARISON_FIELDS = tuple(f.name for f in fields(Comparison))
+_COMPARISON_KEYS = frozenset(_COMPARISON_FIELDS)
 
 
 def _fmt_p(p: float | None) -> str:
@@ -160,6 +175,17 @@ def _resolution(samples: np.ndarray) -> float:
     if median <= 0:
         return math.inf
     return median_ci_halfwidth(samples) / median
+
+
+class _Sides(NamedTuple):  # a tuple: 10^5 of them at a large run's end
+    """What the rule reads of the two sample sets (their valid samples: finite, > 0)."""
+
+    base_samples: int
+    new_samples: int
+    base_median: float = math.nan
+    new_median: float = math.nan
+    test: MannWhitney | None = None  # of the new samples against the baseline's
+    spread: Callable[[], float] = float  # the larger relative resolution of the two medians
 
 
 @dataclass(frozen=True)
@@ -215,29 +241,46 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
     case's session-to-session spread (None: unknown, so no SLOWER or FASTER);
     `base_reference`/`new_reference`: the host's reference loop around each measurement (a
     shorthand for `probes`); `run_shift`: (median ratio, cases) of this session so far."""
+    a = np.asarray(base, dtype=np.float64)
+    b = np.asarray(new, dtype=np.float64)
+    a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
+    if a.size and b.size:
+        sides = _Sides(int(a.size), int(b.size), float(np.median(a)), float(np.median(b)),
+                       mann_whitney(b, a), lambda: max(_resolution(a), _resolution(b)))
+    else:
+        sides = _Sides(int(a.size), int(b.size))
+    return _verdict(sides, threshold=threshold, base_status=base_status,
+                    new_status=new_status, base_run=base_run, spread=spread,
+                    base_reference=base_reference, new_reference=new_reference,
+                    probes=probes, run_shift=run_shift)
+
+
+def _verdict(sides: _Sides, *, threshold: float = DEFAULT_THRESHOLD, base_status: str = "ok",
+             new_status: str = "ok", base_run: str = "", spread: Spread | None = None,
+             base_reference: float | None = None, new_reference: float | None = None,
+             probes: Probes | None = None,
+             run_shift: tuple[float, int] | None = None) -> Comparison:
+    """The rule of the module's docstring on two sides' figures (`compare_samples`' options)."""
     if threshold < 0 or not math.isfinite(threshold):
         raise ValueError(f"regression threshold must be a fraction >= 0, got {threshold}")
     visible = math.log1p(threshold)
     limit = max(visible, spread.limit if spread is not None else 0.0)
     if probes is None:
         probes = Probes(base_reference, new_reference)
-    a = np.asarray(base, dtype=np.float64)
-    b = np.asarray(new, dtype=np.float64)
-    a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
-    common = {"base_samples": int(a.size), "new_samples": int(b.size), "base_run": base_run,
-              "threshold": math.expm1(limit),
+    common = {"base_samples": sides.base_samples, "new_samples": sides.new_samples,
+              "base_run": base_run, "threshold": math.expm1(limit),
               "spread": spread.value if spread is not None else None,
               "spread_runs": spread.runs if spread is not None else 0}
-    if a.size == 0:
+    if sides.base_samples == 0:
         return Comparison(NEW, reason="no baseline samples", **common)
-    if b.size == 0:
+    if sides.new_samples == 0:
         return Comparison(UNCERTAIN, reason="no samples in this run", **common)
-    base_median, new_median = float(np.median(a)), float(np.median(b))
+    base_median, new_median = sides.base_median, sides.new_median
     ratio = new_median / base_median
-    test = mann_whitney(b, a)
+    test = sides.test
     found = {"ratio": ratio, "p_value": test.p_value, "base_median_us": base_median,
              "new_median_us": new_median, **common}
-    if min(a.size, b.size) < MIN_SAMPLES:
+    if min(sides.base_samples, sides.new_samples) < MIN_SAMPLES:
         return Comparison(UNCERTAIN, reason=f"fewer than {MIN_SAMPLES} samples on one side",
                           **found)
     flagged = [f"{side} {status}" for side, status in (("baseline", base_status),
@@ -280,7 +323,7 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
             return Comparison(SLOWER if effect > 0 else FASTER, **{**found, "reason": reason})
         return Comparison(UNCERTAIN, reason=f"not significant (p={_fmt_p(test.p_value)} >= "
                                             f"{ALPHA:g})", **found)
-    resolution = max(_resolution(a), _resolution(b))
+    resolution = sides.spread()
     if resolution <= math.expm1(limit):
         return Comparison(SAME, **{**found, "reason": reason})
     return Comparison(UNCERTAIN, reason=f"medians known to +-{100 * resolution:.1f} %, wider "
@@ -307,6 +350,107 @@ class RunShift:
         if len(self._ratios) < SHIFT_MIN_CASES:
             return None
         return statistics.median(self._ratios), len(self._ratios)
+
+
+def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict[str, Any]]]
+                 ) -> list[Comparison]:
+    """`[compare_samples(base, new, **options) for base, new, options in pairs]`, the same
+    verdicts to the last bit, with the samples' statistics found for all pairs at once (10^5
+    cases at the end of a large run: a pair at a time, numpy's per-call costs were most of a
+    minute)."""
+    found: list[Comparison] = []
+    for first in range(0, len(pairs), _BATCH):
+        chunk = pairs[first:first + _BATCH]
+        found.extend(_verdict(sides, **options)
+                     for (_, _, options), sides in zip(chunk, _sides_of(chunk)))
+    return found
+
+
+_BATCH = 20_000  # pairs whose samples are held at once
+
+
+def _sides_of(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict]]) -> list[_Sides]:
+    """`_Sides` of each pair, computed over every pair's samples at once: per pair and side
+    the valid samples sorted (medians, the medians' intervals), and per pair both sides
+    sorted together (the rank test's rank sums and ties)."""
+    sizes = [(len(base), len(new)) for base, new, _ in pairs]
+    values = np.fromiter(chain.from_iterable(chain(new, base) for base, new, _ in pairs),
+                         np.float64, sum(a + b for a, b in sizes))
+    count = len(pairs)
+    pair = np.repeat(np.arange(count), [a + b for a, b in sizes])
+    side = np.repeat(np.tile([1, 0], count), [n for a, b in sizes for n in (b, a)])  # 1: new
+    valid = np.isfinite(values) & (values > 0)
+    values, pair, side = values[valid], pair[valid], side[valid]
+    group = pair * 2 + side
+    n = np.bincount(group, minlength=2 * count).reshape(count, 2)  # [:, 0] base, [:, 1] new
+    # Per side, sorted: the median and its interval by position.
+    order = np.lexsort((values, group))
+    ordered = values[order]
+    start = np.concatenate(([0], np.cumsum(n.ravel())[:-1])).reshape(count, 2)
+    medians = _medians(ordered, start, n)
+    spreads = _resolutions(ordered, start, n, medians)
+    # Both sides together: the new samples' rank sum and the ties.
+    order = np.lexsort((values, pair))
+    v, p, s = values[order], pair[order], side[order]
+    tie_start = np.concatenate(([True], (p[1:] != p[:-1]) | (v[1:] != v[:-1])))
+    tie = np.cumsum(tie_start) - 1
+    tie_size = np.bincount(tie)
+    pair_first = np.concatenate(([0], np.cumsum(n.sum(axis=1))[:-1]))
+    first_of_tie = np.flatnonzero(tie_start)
+    # Average rank of a tie group (1-based within its pair): its start + (size + 1) / 2.
+    rank = ((first_of_tie - pair_first[p[first_of_tie]]) + (tie_size + 1) / 2.0)[tie]
+    rank_sum = np.bincount(p, weights=np.where(s == 1, rank, 0.0), minlength=count)
+    ties = np.bincount(p[first_of_tie], weights=tie_size.astype(np.float64) ** 3 - tie_size,
+                       minlength=count)
+    found = []
+    for index, (bases, news) in enumerate(n.tolist()):
+        if not (bases and news):
+            found.append(_Sides(bases, news))
+            continue
+        base_spread, new_spread = spreads[index]
+        found.append(_Sides(bases, news, medians[index][0], medians[index][1],
+                            _u_test(float(rank_sum[index]), news, bases, float(ties[index])),
+                            _Spread(max(base_spread, new_spread))))
+    return found
+
+
+class _Spread:
+    """A spread computed already, asked for as `_Sides.spread` is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self) -> float:
+        return self.value
+
+
+def _medians(ordered: np.ndarray, start: np.ndarray, n: np.ndarray) -> list[list[float]]:
+    """np.median of each (pair, side) run of `ordered` (NaN for an empty one)."""
+    mid = start + n // 2
+    upper = ordered[np.minimum(mid, len(ordered) - 1)] if len(ordered) else np.zeros(n.shape)
+    lower = ordered[np.clip(mid - 1, 0, None)] if len(ordered) else upper
+    median = np.where(n % 2 == 1, upper, (lower + upper) / 2)
+    return np.where(n > 0, median, np.nan).tolist()
+
+
+def _resolutions(ordered: np.ndarray, start: np.ndarray, n: np.ndarray,
+                 medians: list[list[float]]) -> list[list[float]]:
+    """`_resolution` of each (pair, side) run of `ordered`."""
+    sizes = n.astype(np.float64)
+    half = Z95 * np.sqrt(sizes) / 2
+    low = np.maximum(np.floor(sizes / 2 - half), 0).astype(np.int64)
+    high = np.minimum(np.ceil(sizes / 2 + half), n - 1).astype(np.int64)
+    last = max(len(ordered) - 1, 0)
+    if len(ordered):
+        width = (ordered[np.clip(start + high, 0, last)]
+                 - ordered[np.clip(start + low, 0, last)]) / 2
+    else:
+        width = np.zeros(n.shape)
+    width = np.where(n < 3, math.inf, width).tolist()
+    return [[math.inf if m <= 0 else w / m for w, m in zip(widths, middle)]
+            for widths, middle in zip(width, medians)]
 
 
 def verdict_counts(comparisons: list[Comparison]) -> dict[str, int]:

@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..db.errors import NpuperfError
 from ..db.table import check_writable_dir
 from ..measure.result import CaseResult
-from .baseline import Baseline, judge, resolve_baseline
+from .baseline import Baseline, judge, judge_many, resolve_baseline
 from .compare import Comparison
 from .records import CaseRecord, RunRecord
 from .store import QUICK_TIMEOUT_S, HistoryStore
@@ -82,7 +82,23 @@ class HistoryKeeper:
             result.regression = comparison.to_dict()
         return comparison
 
-    def record(self, run: RunRecord, cases: list[CaseRecord]) -> int:
+    def judge_many(self, results: list[CaseResult]) -> None:
+        """`judge` of every result, in bulk (history/baseline.py's `judge_many`): the cases an
+        msprof parent or a backfill learns the durations of only at the end."""
+        if self.baseline_ref is None or self.baseline_error is not None:
+            return
+        try:
+            baseline = self.open_baseline()
+        except NpuperfError as exc:
+            self.baseline_error = str(exc)
+            return
+        if baseline is None:
+            return
+        for result, comparison in zip(results, judge_many(results, baseline, self.threshold)):
+            if comparison is not None:
+                result.regression = comparison.to_dict()
+
+    def record(self, run: RunRecord, cases: Iterable[CaseRecord]) -> int:
         """The run and its cases, in one transaction (nothing without a history)."""
         if self.history is None:
             return 0

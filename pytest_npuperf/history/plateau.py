@@ -46,8 +46,13 @@ class QuietHistory:
         store = self._open()
         if store is None:
             return None
-        found = store.latest_cases(KIND_KERNEL, result.case_id, device=self.device or None,
-                                   limit=DEPTH, with_samples=False)
+        try:
+            found = store.latest_cases(KIND_KERNEL, result.case_id, device=self.device or None,
+                                       limit=DEPTH, with_samples=False)
+        except NpuperfError:  # damaged since it was opened: a second line of defence only
+            self.close()
+            self._closed = True
+            return None
         quiet = [c for c in found if c.status == STATUS_OK and c.median_us
                  and not c.extra.get("preempted_kept")
                  and (not result.cache or not c.extra.get("cache")
@@ -80,7 +85,7 @@ def plateau(result: CaseResult, quiet: CaseRecord | None) -> str | None:
     if value <= PLATEAU_FACTOR * quiet.median_us:
         return None
     then, now = quiet.extra.get("reference_us"), result.reference_us
-    if not then or not now:
+    if isinstance(then, bool) or not isinstance(then, int | float) or not then > 0 or not now:
         return None  # no reference loop on one side: a slower kernel is as likely
     if now / float(then) >= 1 + HOST_TOLERANCE:
         return None  # the host slowed down: the baseline comparison says UNCERTAIN

@@ -16,9 +16,13 @@ transaction, a newer one is refused rather than written into.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
+from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,8 @@ _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock
 # A check before a session starts, or a read, waits this long for another process's lock: a
 # history held longer is an error at once, not a session that sits silent for a minute.
 QUICK_TIMEOUT_S = 5.0
+_CACHE_KIB = 64 * 1024  # SQLite's page cache while a run is recorded (negative: KiB)
+_RECORD_BATCH = 10_000  # cases recorded per statement (and held as records at once)
 
 _CASE_TYPES = {
     "kind": "TEXT NOT NULL", "key": "TEXT NOT NULL", "kernel": "TEXT NOT NULL",
@@ -147,6 +153,7 @@ class HistoryStore:
                                     f"history (it has other tables)")
         else:
             self._check_application()
+            self._check_tables()
         if version < schema_version():
             if self.readonly:
                 raise HistoryError(f"{self.path}: history schema version {version} is older "
@@ -163,6 +170,21 @@ class HistoryStore:
         if row is None or row[0] != APPLICATION:
             raise ContractError(f"{self.path}: an SQLite database, but not a pytest_npuperf "
                                 f"history")
+
+    def _check_tables(self) -> None:
+        """Every table and case column the schema has: a history damaged by hand (its cases
+        table dropped) is refused when opened, before a session measures anything, not
+        found at the first case that asks it for a baseline."""
+        tables = {row[0] for row in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in ("meta", "runs", "cases", "samples") if t not in tables]
+        if not missing:
+            present = {row[1] for row in self.conn.execute("PRAGMA table_info(cases)")}
+            missing = [f"cases.{c}" for c in CASE_COLUMNS if c not in present]
+        if missing:
+            shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+            raise ContractError(f"{self.path}: a damaged history: {shown} missing (changed "
+                                f"by hand?); restore it, or move it away to start a new one")
 
     def _migrate(self) -> None:
         with self._transaction():
@@ -218,20 +240,29 @@ class HistoryStore:
                                  if c not in ("kind", "key"))
         insert = (f"INSERT INTO cases (run, {quoted}) VALUES ({', '.join('?' * (len(CASE_COLUMNS) + 1))}) "
                   f"ON CONFLICT(run, kind, key) DO UPDATE SET {case_updates}")
+        # A batch of cases at a time, each statement over the whole batch (10^5 cases: a
+        # statement per row and a lookup of its id cost most of a large run's end); a case's
+        # samples find their row through the unique index, inside SQLite. A case listed
+        # twice is written twice, the later one winning, as row by row. Only a batch of the
+        # records exists at once: `cases` may be a generator.
+        # The cases' indexes of a large run outgrow SQLite's default page cache (2 MB):
+        # every insert then reads and writes index pages through the file.
+        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        row_of = _case_row(run_row)
         written = 0
-        for case in cases:
-            conn.execute(insert, [run_row, *(_to_sql(c, getattr(case, c)) for c in CASE_COLUMNS)])
-            case_row = conn.execute("SELECT id FROM cases WHERE run = ? AND kind = ? AND key = ?",
-                                    (run_row, case.kind, case.key)).fetchone()[0]
-            if case.samples:
-                conn.execute("INSERT INTO samples VALUES (?, ?, ?, ?) ON CONFLICT(case_row) DO "
-                             "UPDATE SET encoding = excluded.encoding, count = excluded.count, "
-                             "data = excluded.data",
-                             (case_row, SAMPLES_ENCODING, len(case.samples),
-                              encode_samples(case.samples)))
-            else:
-                conn.execute("DELETE FROM samples WHERE case_row = ?", (case_row,))
-            written += 1
+        for batch in _batches(cases, _RECORD_BATCH):
+            conn.executemany(insert, map(row_of, batch))
+            conn.executemany(
+                "INSERT INTO samples SELECT id, ?, ?, ? FROM cases WHERE run = ? AND kind = ? "
+                "AND key = ? ON CONFLICT(case_row) DO UPDATE SET encoding = excluded.encoding, "
+                "count = excluded.count, data = excluded.data",
+                ((SAMPLES_ENCODING, len(case.samples), encode_samples(case.samples), run_row,
+                  case.kind, case.key) for case in batch if case.samples))
+            conn.executemany(
+                "DELETE FROM samples WHERE case_row = (SELECT id FROM cases WHERE run = ? AND "
+                "kind = ? AND key = ?)",
+                ((run_row, case.kind, case.key) for case in batch if not case.samples))
+            written += len(batch)
         return written
 
     def merge_from(self, other: HistoryStore) -> tuple[int, int]:
@@ -328,6 +359,53 @@ class HistoryStore:
         return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
                            limit=limit, with_samples=with_samples)
 
+    def latest_cases_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
+                          before: float | None = None, passed_only: bool = False,
+                          exclude: Iterable[str] = (), limit: int = 1
+                          ) -> dict[str, list[CaseRecord]]:
+        """`latest_cases` of many keys in one query (a large run's verdicts: a query per case
+        cost most of their time): key -> its newest `limit` measurements, newest first (keys
+        without any are absent)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
+        params += [kind, *MEASURED_STATUSES]
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        self._want(keys)
+        # Which rows first (narrow: the window sorts them), then those rows whole. The wanted
+        # keys drive the join (CROSS JOIN keeps that order): a scan of every run's cases of
+        # the kind would read the whole history.
+        sql = (f"WITH picked AS (SELECT id, newest FROM (SELECT c.id AS id, ROW_NUMBER() OVER "
+               f"(PARTITION BY c.key ORDER BY r.started DESC, r.id DESC) AS newest "
+               f"FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
+               f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
+               f"WHERE newest <= {int(limit)}) "
+               f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started, s.encoding AS "
+               f"s_encoding, s.data AS s_data, p.newest AS newest FROM picked p "
+               f"JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
+               f"LEFT JOIN samples s ON s.case_row = c.id")
+        found: dict[str, list[tuple[int, CaseRecord]]] = {}
+        for newest, record in self._records(sql, params, extra="newest"):
+            found.setdefault(record.key, []).append((newest, record))
+        return {key: [record for _, record in sorted(rows, key=lambda r: r[0])]
+                for key, rows in found.items()}
+
+    def _want(self, keys: Iterable[str]) -> None:
+        """The keys wanted, in the temporary table npuperf_wanted (a read-only history takes
+        one too): the cases are then found through its (kind, key) index, not by a scan of
+        every run's cases."""
+        try:
+            self.conn.execute("PRAGMA temp_store = MEMORY")
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
+                              "(key TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM npuperf_wanted")
+            # In order: each key goes at the end of the table's index, none splits a page.
+            self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
+                                  ((key,) for key in sorted(set(keys))))
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None, since: float | None = None,
               until: float | None = None) -> list[CaseRecord]:
@@ -368,6 +446,30 @@ class HistoryStore:
             f"LIMIT {int(limit)}", [*params, kind, key])
         return [(float(row[0]), row[1] or "", row[2] or "") for row in rows]
 
+    def case_values_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
+                         before: float | None = None, passed_only: bool = False,
+                         exclude: Iterable[str] = (), limit: int = 10
+                         ) -> dict[str, list[tuple[float, str, str]]]:
+        """`case_values` of many keys in one query (a large run's verdicts): key -> its
+        values, newest first (keys without any are absent)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        clauses += ["c.kind = ?", "c.status = 'ok'", "c.median_us > 0"]
+        self._want(keys)
+        rows = self._query(
+            f"SELECT key, median_us, verdict, extra FROM (SELECT c.key AS key, c.median_us AS "
+            f"median_us, c.verdict AS verdict, c.extra AS extra, ROW_NUMBER() OVER (PARTITION "
+            f"BY c.key ORDER BY r.started DESC, r.id DESC) AS newest FROM npuperf_wanted w "
+            f"CROSS JOIN cases c ON c.key = w.key JOIN runs r ON r.id = c.run "
+            f"WHERE {' AND '.join(clauses)}) WHERE newest <= {int(limit)} ORDER BY key, newest",
+            [*params, kind])
+        found: dict[str, list[tuple[float, str, str]]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append((float(row[1]), row[2] or "", row[3] or ""))
+        return found
+
     def recent_values(self, kind: str, *, device: str | None = None,
                       before: float | None = None, passed_only: bool = False,
                       exclude: Iterable[str] = (), runs: int = 20
@@ -395,7 +497,27 @@ class HistoryStore:
         sql = (f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started{sample_columns} "
                f"FROM cases c JOIN runs r ON r.id = c.run{join} WHERE {where} ORDER BY {order}"
                + (f" LIMIT {int(limit)}" if limit else ""))
-        return [_case_of(row, self.path) for row in self._query(sql, params)]
+        return [record for _, record in self._records(sql, params)]
+
+    def _records(self, sql: str, params: Iterable[Any], extra: str | None = None
+                 ) -> list[tuple[Any, CaseRecord]]:
+        """(the column `extra`, or None; the case) of each row of `sql` (`c.*`, `r_run_id`,
+        `r_started`, optionally `s_encoding`, `s_data`): its columns found by position once
+        (10^5 rows: by name, row by row, the conversion cost seconds)."""
+        try:
+            cursor = self.conn.execute(sql, tuple(params))
+            rows = cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+        names = [d[0] for d in cursor.description]
+        other = names.index(extra) if extra else None
+        records = _cases_from(rows, [names.index(name) for name in CASE_COLUMNS],
+                              names.index("r_run_id"), names.index("r_started"),
+                              names.index("s_data") if "s_data" in names else None,
+                              names.index("s_encoding") if "s_encoding" in names else None,
+                              self.path)
+        return [(None if other is None else row[other], record)
+                for row, record in zip(rows, records)]
 
 
 def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,
@@ -427,6 +549,34 @@ def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = 
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _case_row(run_row: int) -> Callable[[CaseRecord], list]:
+    """A case's `INSERT INTO cases` values: `_to_sql` of each column, with the checks that
+    cannot change what SQLite stores left out (it stores a NaN as NULL and a bool as 0/1
+    itself); only the JSON columns are converted."""
+    values = attrgetter(*CASE_COLUMNS)
+    json_at = [i for i, name in enumerate(CASE_COLUMNS) if name in JSON_FIELDS]
+    encode = _JSON.encode
+
+    def row(case: CaseRecord) -> list:
+        found = [run_row, *values(case)]
+        for index in json_at:
+            value = found[index + 1]
+            if not isinstance(value, str):
+                found[index + 1] = encode(value)
+        return found
+    return row
+
+
+# `json.dumps(value, sort_keys=True, default=str)`, its encoder made once.
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _to_sql(name: str, value: Any) -> Any:
     if name in JSON_FIELDS and not isinstance(value, str):
         return json.dumps(value, sort_keys=True, default=str)
@@ -437,13 +587,21 @@ def _to_sql(name: str, value: Any) -> Any:
     return value
 
 
-def _from_json(text: Any) -> Any:
+def _from_json(text: Any) -> dict:
     if not isinstance(text, str) or not text:
         return {}
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return {"text": text}
+    return value if isinstance(value, dict) else {"text": text}
+
+
+def _started(value: Any) -> float:
+    """What orders runs: a number, whatever the file holds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return float(value)
 
 
 def _run_of(row: sqlite3.Row) -> RunRecord:
@@ -452,27 +610,90 @@ def _run_of(row: sqlite3.Row) -> RunRecord:
         values[name] = _from_json(values[name])
     for name in ("git_dirty", "passed"):
         values[name] = None if values[name] is None else bool(values[name])
+    values["started"] = _started(values["started"])
+    for name in ("cases", "exit_status"):
+        if isinstance(values[name], bool) or not isinstance(values[name], int | None):
+            values[name] = 0 if name == "cases" else None
     defaults = RunRecord.__dataclass_fields__
     return RunRecord(**{k: ("" if v is None and isinstance(defaults[k].default, str) else v)
                         for k, v in values.items()})
 
 
-def _case_of(row: sqlite3.Row, path: Path) -> CaseRecord:
-    keys = row.keys()
-    values = {name: row[name] for name in CASE_COLUMNS}
-    for name in _TEXT_FIELDS:
-        if values.get(name) is None:
-            values[name] = ""
-    values["extra"] = _from_json(row["extra"])
-    record = CaseRecord(**values)
-    record.run_id, record.run_started = row["r_run_id"], row["r_started"]
-    if "s_data" in keys and row["s_data"] is not None:
-        try:
-            record.samples = decode_samples(row["s_data"], row["s_encoding"])
-        except ValueError as exc:
-            raise ContractError(f"{path}: damaged samples of case {record.key} in run "
-                                f"{record.run_id}: {exc}") from None
-    return record
+# A duration (or ratio) read back is a float > 0 and below this (11.6 days): what is not (NaN
+# and text stored by hand, a negative, 1e308) is unknown, not a number that ends a trend page.
+_MAX_US = 1e12
+_DEFAULTS = {f.name: f.default for f in fields(CaseRecord)}
+_INTEGERS = {name for name, sql in _CASE_TYPES.items() if sql.startswith("INTEGER")}
+
+
+def _number(name: str, value: Any) -> Any:
+    """A numeric column's value as the record holds it, or its default when the file holds
+    something else."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or (name in _INTEGERS and value != int(value)):
+        return _DEFAULTS[name]
+    if name.endswith("_us") or name == "ratio":
+        return value if 0 < value < _MAX_US else _DEFAULTS[name]
+    if name == "p_value":
+        return value if 0 <= value <= 1 else _DEFAULTS[name]
+    return int(value) if name in _INTEGERS else value
+
+
+# Per column of CASE_COLUMNS: text (kind, key, kernel and the text fields), JSON (extra), or
+# how `_number` checks it; a value that passes its check as it is is left as it is.
+_KINDS = tuple("json" if name == "extra" else "text"
+               if name in _TEXT_FIELDS or name in ("kind", "key", "kernel")
+               else "int" if name in _INTEGERS else "us"
+               if name.endswith("_us") or name == "ratio" else "p" if name == "p_value"
+               else "float" for name in CASE_COLUMNS)
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else "" if value is None else str(value)
+
+
+def _column(name: str, kind: str, values: Sequence[Any]) -> list[Any]:
+    """A `cases` column read back: what the file holds that is no text, number or duration of
+    the column's kind read as unknown (`_number`), column by column (10^5 rows x 40
+    columns: row by row, the checks cost seconds)."""
+    if kind == "text":
+        return [_text(v) for v in values]
+    if kind == "json":
+        return [_from_json(_text(v)) for v in values]
+    if kind == "int":
+        return [v if v is None or type(v) is int else _number(name, v) for v in values]
+    if kind == "us":
+        return [v if v is None or (type(v) is float and 0 < v < _MAX_US) else _number(name, v)
+                for v in values]
+    if kind == "p":
+        return [v if v is None or (type(v) is float and 0 <= v <= 1) else _number(name, v)
+                for v in values]
+    return [v if v is None or (type(v) is float and v - v == 0.0) else _number(name, v)
+            for v in values]
+
+
+def _cases_from(rows: list[tuple], at: list[int], run_id: int, started: int,
+                data: int | None, encoding: int | None, path: Path) -> list[CaseRecord]:
+    """Case records from rows holding the `cases` columns at `at` (CASE_COLUMNS order), their
+    run's id and start, and optionally their samples."""
+    if not rows:
+        return []
+    columns = list(zip(*rows))
+    records = list(map(CaseRecord, *(_column(name, kind, columns[i])
+                                     for i, name, kind in zip(at, CASE_COLUMNS, _KINDS))))
+    for record, row in zip(records, rows):
+        record.run_id, record.run_started = str(row[run_id]), _started(row[started])
+        blob = row[data] if data is not None else None
+        if blob is not None:
+            try:
+                record.samples = [v for v in decode_samples(blob, row[encoding])
+                                  if math.isfinite(v) and 0 < v < _MAX_US]
+            except ValueError as exc:
+                raise ContractError(f"{path}: damaged samples of case {record.key} in run "
+                                    f"{record.run_id}: {exc}") from None
+    return records
 
 
 def is_history_file(path: Path) -> bool:

@@ -4,30 +4,40 @@ event by event, in bounded memory.
 A trace is either an object whose `traceEvents` array holds the events (kineto: `schemaVersion`
 and `deviceProperties` come first) or a bare array of events (torch_npu). The file is read in
 chunks and each event decoded on its own, so a trace of several GB never sits in memory whole;
-any other top-level value is read whole, up to `MAX_VALUE_CHARS`. What is not valid JSON, or
-not a trace, is a one-line error naming the place.
+any other top-level value is read whole, up to `MAX_VALUE_CHARS`. A gzip-compressed trace
+(`*.pt.trace.json.gz`) is decompressed as it is read. What is not valid JSON, or not a trace,
+is a one-line error naming the place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
+import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..db.errors import ContractError, os_error
+from ..db.errors import ContractError, NpuperfError, os_error
 from ..db.files import open_binary
 
 CHUNK_CHARS = 1 << 20
 MAX_VALUE_CHARS = 64 << 20  # one event, or one top-level value other than the events
 EVENTS_KEY = "traceEvents"
-_WHITESPACE = " \t\r\n"
+GZIP_MAGIC = b"\x1f\x8b"
+_BLANKS = re.compile(r"[ \t\r\n]*")
 
 
 class _Reader:
-    """A growing window over the file: what is decoded is dropped from the front."""
+    """A growing window over the file: what is decoded is dropped from the front.
+
+    Linear in the size of the file whatever its shape: a value the window cuts is decoded
+    again only once the window has at least doubled (one event of 60 MB is decoded a few
+    times, not once per chunk), chunks are joined once per read, and blanks are skipped by a
+    regular expression, not one character at a time."""
 
     def __init__(self, path: Path, handle) -> None:
         self.path = path
@@ -38,30 +48,37 @@ class _Reader:
         self.eof = False
         self.decoder = json.JSONDecoder()
 
-    def _more(self) -> bool:
+    def _more(self, at_least: int = 1) -> bool:
+        """Read at least `at_least` more characters (fewer at the end of the file)."""
         if self.eof:
             return False
-        try:
-            text = self.handle.read(CHUNK_CHARS)
-        except UnicodeDecodeError as exc:
-            raise ContractError(f"{self.path}: not UTF-8 text near byte {exc.start}: not a "
-                                f"JSON trace") from None
-        except OSError as exc:
-            raise os_error(self.path, exc) from None
-        if not text:
-            self.eof = True
+        pieces: list[str] = []
+        wanted = max(at_least, 1)
+        while wanted > 0:
+            try:
+                text = self.handle.read(CHUNK_CHARS)
+            except UnicodeDecodeError as exc:
+                raise ContractError(f"{self.path}: not UTF-8 text near byte {exc.start}: not "
+                                    f"a JSON trace") from None
+            except (OSError, EOFError, zlib.error) as exc:
+                raise _read_error(self.path, exc) from None
+            if not text:
+                self.eof = True
+                break
+            pieces.append(text)
+            wanted -= len(text)
+        if not pieces:
             return False
         if self.pos > CHUNK_CHARS:
             self.offset += self.pos
             self.buf, self.pos = self.buf[self.pos:], 0
-        self.buf += text
+        self.buf = "".join([self.buf, *pieces])
         return True
 
     def peek(self) -> str:
         """The next character that is not white space ("" at the end of the file)."""
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in _WHITESPACE:
-                self.pos += 1
+            self.pos = _BLANKS.match(self.buf, self.pos).end()
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self._more():
@@ -81,10 +98,12 @@ class _Reader:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
-                if len(self.buf) - self.pos > MAX_VALUE_CHARS:
+                pending = len(self.buf) - self.pos
+                if pending > MAX_VALUE_CHARS:
                     self.fail(f"one value is longer than {MAX_VALUE_CHARS >> 20} Mi characters "
                               f"or is not JSON ({exc.msg})")
-                if not self._more():
+                # Twice the window, up to one character past the limit on a value.
+                if not self._more(min(max(pending, CHUNK_CHARS), MAX_VALUE_CHARS + 1 - pending)):
                     self.fail(f"not JSON here ({exc.msg}), or the file is truncated",
                               at=exc.pos)
                 continue
@@ -159,9 +178,24 @@ def read_events(path: str | Path, meta: dict[str, Any]) -> Iterator[dict]:
 
 @contextlib.contextmanager
 def _opened(path: Path) -> Iterator:
-    handle = io.TextIOWrapper(open_binary(path, "a trace file"), encoding="utf-8-sig")
-    with handle:
-        yield handle
+    """The trace as text: plain, or gzip-compressed (torch's tensorboard handler writes
+    `*.pt.trace.json.gz`), told by its first bytes, not its name."""
+    raw = open_binary(path, "a trace file")
+    with raw:
+        try:
+            compressed = raw.peek(len(GZIP_MAGIC))[:len(GZIP_MAGIC)] == GZIP_MAGIC
+        except OSError as exc:
+            raise os_error(path, exc) from None
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+        with io.TextIOWrapper(binary, encoding="utf-8-sig") as handle:
+            yield handle
+
+
+def _read_error(path: Path, exc: BaseException) -> ContractError | NpuperfError:
+    if isinstance(exc, gzip.BadGzipFile | EOFError | zlib.error):
+        return ContractError(f"{path}: a damaged or cut gzip file ({exc}): not a readable "
+                             f"trace")
+    return os_error(path, exc)
 
 
 def _checked(reader: _Reader, events: Iterator[Any]) -> Iterator[dict]:

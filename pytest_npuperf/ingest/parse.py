@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..db.columns import (
     DISPATCH_FFN_COMBINE,
     EP_SIZE,
@@ -26,23 +27,31 @@ from ..db.columns import (
     PROFILING_MIN_DURATION,
     PROFILING_SOURCE,
     PROFILING_STD_DURATION,
+    PROFILING_TRUST,
     PROFILING_UPDATED,
+    TRUST_OK,
     profiling_counter,
+    trusted_profile,
 )
 from ..db.database import Database, walk_files
-from ..db.errors import ContractError, NpuperfError, clip
+from ..db.errors import CellError, ContractError, NpuperfError, clip
 from ..db.layout import OP_MAPPING_FILE, kernel_file_name
 from ..db.lock import DatabaseLock
 from ..db.merge import RowUpdate, apply_updates, format_number
 from ..db.op_mapping import KEPT, load_op_mapping
 from ..db.progress import Progress
+from ..db.provenance import collection_entry, stage_provenance
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
+from ..kernels import sparse_runtime
+from ..kernels.case import case_from_row
 from ..kernels.mapping_writer import ensure_op_mapping
+from ..kernels.module_kinds import ModuleKinds, load_kinds
 from ..kernels.torch_ops import TorchOperators
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, existing_path, find_kernel_details
+from .trace import KIND_NPU
 from .trace_rows import TraceSummary, trace_rows
 
 _MAX_SOURCES = 3
@@ -154,6 +163,19 @@ def _attach_fia_runtime(aggregator: KernelAggregator, result: AggregateResult,
             kernel.runtime = first[kernel.signature]
 
 
+def _attach_sparse_runtime(result: AggregateResult) -> None:
+    """The Runtime cells of sparse-attention rows that their shapes tell (the lengths are in
+    no profiler table: the rows stay `inferred_only`)."""
+    for kernel in result.kernels:
+        if kernel.kernel_type in sparse_runtime.KERNELS and not kernel.runtime:
+            try:
+                case = case_from_row(kernel.kernel_type, kernel.identity)
+            except CellError:
+                continue
+            kernel.runtime = sparse_runtime.from_shapes(
+                case, source=";".join(kernel.sources[:_MAX_SOURCES]))
+
+
 def _ep_signature(kernel: ProfiledKernel, ep_size: str) -> Signature:
     identity = kernel.identity
     return signature(kernel.kernel_type, identity["Input Shapes"], identity["Input Data Types"],
@@ -175,14 +197,17 @@ def _clearing_stale_counters(frame, updates: dict[Signature, RowUpdate]
             for sig, u in updates.items()}
 
 
+def _cells_or_blank(frame, column: str) -> list[str]:
+    return frame[column].tolist() if column in frame.columns else [""] * len(frame)
+
+
 def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
     """Rows that held another parse's statistics: this profile's replace them whole (a
     median cannot be combined from two medians), which the output says."""
     if PROFILING_AVERAGE_DURATION not in table.frame.columns:
         return []
     durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
-    sources = (table.frame[PROFILING_SOURCE].tolist() if PROFILING_SOURCE in table.frame.columns
-               else [""] * len(durations))
+    sources = _cells_or_blank(table.frame, PROFILING_SOURCE)
     positions = table.positions()
     replaced = [p for sig in updates for p in positions.get(sig, ()) if durations[p].strip()]
     if not replaced:
@@ -191,6 +216,22 @@ def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
     return [f"{table.name}: {len(replaced)} row(s) held profiling statistics of an earlier parse"
             f"{f' ({earlier})' if earlier else ''}: replaced by this profile's, not combined "
             f"(parse the profiles together to aggregate them as one)"]
+
+
+def _keeping_trusted(table, updates: dict[Signature, RowUpdate], why: str) -> list[str]:
+    """An untrusted profile (an oversubscribed or preempting host) never replaces in-model
+    values that were taken on a quiet host: those rows keep theirs."""
+    if PROFILING_AVERAGE_DURATION not in table.frame.columns:
+        return []
+    durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
+    marks = _cells_or_blank(table.frame, PROFILING_TRUST)
+    positions = table.positions()
+    kept = [sig for sig in updates for p in positions.get(sig, ())[:1]
+            if str(durations[p]).strip() and trusted_profile(marks[p])]
+    for sig in kept:
+        del updates[sig]
+    return [f"{table.name}: {len(kept)} row(s) keep their trusted in-model values: this "
+            f"profile's are {why}"] if kept else []
 
 
 MAX_KERNEL_TYPES = 10_000
@@ -237,17 +278,20 @@ def find_profiles(paths: str | Path | Sequence[str | Path]
     return list(tables), kept, notes
 
 
+TRACE_SUFFIXES = (".json", ".json.gz")  # torch's tensorboard handler: *.pt.trace.json.gz
+
+
 def _profiles_at(path: Path) -> tuple[list[Path], list[Path]]:
-    if path.is_file() and path.suffix.lower() == ".json":
+    if path.is_file() and path.name.lower().endswith(TRACE_SUFFIXES):
         return [], [path]
     if not path.is_dir():
         return find_kernel_details(path), []
     tables = walk_files(path, lambda parts: parts[-1].endswith(".csv")
                         and "kernel_details" in parts[-1][:-4])
-    traces = walk_files(path, lambda parts: parts[-1].lower().endswith(".json")
+    traces = walk_files(path, lambda parts: parts[-1].lower().endswith(TRACE_SUFFIXES)
                         and "trace" in parts[-1].lower())
     if not tables and not traces:
-        raise NpuperfError(f"{path}: no *kernel_details*.csv and no *trace*.json found below "
+        raise NpuperfError(f"{path}: no *kernel_details*.csv and no *trace*.json(.gz) found below "
                            f"this directory (torch_npu writes kernel_details.csv to <run>_ascend_pt/"
                            f"ASCEND_PROFILER_OUTPUT/; torch.profiler's export_chrome_trace a "
                            f"trace)")
@@ -257,7 +301,8 @@ def _profiles_at(path: Path) -> tuple[list[Path], list[Path]]:
 def aggregate_profiles(profiling_path: str | Path | Sequence[str | Path], *,
                        chunk_rows: int = DEFAULT_CHUNK_ROWS,
                        show_progress: bool = True, strict: bool = False,
-                       operators: TorchOperators | None = None
+                       operators: TorchOperators | None = None,
+                       kinds: ModuleKinds | None = None
                        ) -> tuple[AggregateResult, list[str], list[TraceSummary]]:
     files, traces, notes = find_profiles(profiling_path)
     progress = Progress("parse", unit=" rows", enabled=show_progress)
@@ -269,13 +314,16 @@ def aggregate_profiles(profiling_path: str | Path | Sequence[str | Path], *,
         aggregator.add_file(path, on_rows=on_rows, source=source_label(path))
     summaries = []
     operators = operators or TorchOperators()
+    if traces and kinds is None:
+        kinds = load_kinds()
     for path in traces:
-        rows, summary = trace_rows(path, operators)
+        rows, summary = trace_rows(path, operators, kinds)
         aggregator.add_rows(path, rows, source_label(path))
         summaries.append(summary)
         progress.update(aggregator.rows_read, f"(trace {len(summaries)}/{len(traces)})")
     result = aggregator.result()
     _attach_fia_runtime(aggregator, result, notes)
+    _attach_sparse_runtime(result)
     progress.finish(f"({result.rows_read:,} rows)")
     return result, notes, summaries
 
@@ -289,22 +337,21 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
                     ep_size: str | None = None, dry_run: bool = False,
                     chunk_rows: int = DEFAULT_CHUNK_ROWS, show_progress: bool = True,
                     now: _dt.datetime | None = None, strict: bool = False,
-                    lock: DatabaseLock | None = None) -> ParseSummary:
+                    lock: DatabaseLock | None = None,
+                    module_kinds: Sequence[str | Path] = ()) -> ParseSummary:
     """`database`: a version directory, or how to find it from the traces' device. `lock`: the
-    database's lock when the caller holds it (a pytest session)."""
+    database's lock when the caller holds it (a pytest session). `module_kinds`: files of
+    more module kinds than the package's table."""
     known = None if callable(database) else Path(database)
     if known is not None:
         _check_target(known, dry_run)
     operators = TorchOperators(_operator_mappings(known))
     result, notes, traces = aggregate_profiles(profiling_path, chunk_rows=chunk_rows,
                                                show_progress=show_progress, strict=strict,
-                                               operators=operators)
+                                               operators=operators,
+                                               kinds=load_kinds(module_kinds))
+    devices = _one_device(traces, tables=len(result.files) - len(traces))
     if known is None:
-        devices = sorted({t.database_device or "" for t in traces})
-        if len(devices) > 1:
-            raise NpuperfError(f"the traces were taken on {len(devices)} devices "
-                               f"({', '.join(d or 'unnamed' for d in devices)}): parse each "
-                               f"device's traces on its own")
         known = database(devices[0] or None if devices else None)
         _check_target(known, dry_run)
     summary = ParseSummary(database=known, aggregate=result, notes=notes, dry_run=dry_run,
@@ -317,15 +364,19 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
     stamp = (now or _dt.datetime.now()).isoformat(timespec="seconds")
     by_type: dict[str, dict[Signature, RowUpdate]] = defaultdict(dict)
     ep_text = str(ep_size) if ep_size is not None else ""
+    extras: dict = {}
+    for trace in traces:
+        extras.update(trace.extras)
     for kernel in result.kernels:
         identity = dict(kernel.identity)
         sig = kernel.signature
         if kernel.kernel_type == DISPATCH_FFN_COMBINE:
             identity[EP_SIZE] = ep_text
             sig = _ep_signature(kernel, ep_text)
+        values = {**_profiling_values(kernel, stamp),
+                  **extras.get((kernel.kernel_type, kernel.signature), {})}
         by_type[kernel.kernel_type][sig] = RowUpdate(
-            identity=identity, values=_profiling_values(kernel, stamp),
-            fill_empty=kernel.runtime)
+            identity=identity, values=values, fill_empty=kernel.runtime)
     _check_file_names(by_type)
     _check_type_count(by_type)
     if DISPATCH_FFN_COMBINE in by_type and ep_size is None:
@@ -335,9 +386,12 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
     _place_in_alternates(db, by_type, traces)
     with (db.transaction("npuperf parse", lock=lock or True) if not dry_run
           else contextlib.nullcontext()) as tx:
+        untrusted = [t.trust for t in traces if t.trust and t.trust != TRUST_OK]
         for kernel_type in sorted(by_type):
             table = db.get_or_new(kernel_type)
             table.check_matchable("npuperf parse")
+            if untrusted:
+                summary.notes += _keeping_trusted(table, by_type[kernel_type], untrusted[0])
             summary.notes += _replaced_profiles(table, by_type[kernel_type])
             updates = _clearing_stale_counters(table.frame, by_type[kernel_type])
             merged = apply_updates(table.frame, kernel_type, updates, add_new=True,
@@ -352,9 +406,29 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
                 db.stage(tx, table, merged.frame)
         if tx is not None:
             summary.op_mapping = ensure_op_mapping(tx, database)
+            stage_provenance(tx, database, collection=collection_entry(
+                database, "parse", {c.path.stem: c.added for c in summary.changes},
+                version=__version__, when=now, profiles=_sources_text(
+                    sorted({s for k in result.kernels for s in k.sources}))))
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes
     return summary
+
+
+def _one_device(traces: list[TraceSummary], tables: int) -> list[str]:
+    """The database devices the traces name (at most one); an error when the profile mixes
+    devices: one database holds one device's numbers, and two devices' calls of a shape
+    would be averaged into one row. Kernel tables are torch_npu's (an NPU)."""
+    kinds = {t.device.kind for t in traces} | ({KIND_NPU} if tables else set())
+    named = {t.database_device for t in traces if t.database_device}
+    if len(kinds) > 1 or len(named) > 1:
+        seen = sorted({t.database_device or t.device.kind for t in traces}
+                      | ({f"{KIND_NPU} (kernel tables)"} if tables else set()))
+        raise NpuperfError(f"the profile was taken on {len(seen)} devices ({', '.join(seen)}): "
+                           f"one database holds one device's numbers; parse each device's "
+                           f"profile on its own")
+    devices = sorted({t.database_device or "" for t in traces})
+    return devices
 
 
 def _check_target(database: Path, dry_run: bool) -> None:

@@ -15,6 +15,7 @@ from ..db.columns import (
     INPUT_DTYPES,
     INPUT_FORMATS,
     INPUT_SHAPES,
+    INPUT_STRIDES,
     OUTPUT_DTYPES,
     OUTPUT_FORMATS,
     OUTPUT_SHAPES,
@@ -77,6 +78,12 @@ class KernelCase:
     ep_size: str = ""
     file: str = ""
     row: int | None = None
+    # Per input slot, the strides the model's tensor had where it was a view that is not
+    # contiguous (`Input Strides`); () or None: contiguous.
+    strides: tuple[tuple[int, ...] | None, ...] = ()
+
+    def input_strides(self, index: int) -> tuple[int, ...] | None:
+        return self.strides[index] if index < len(self.strides) else None
 
     def input(self, index: int) -> TensorSlot:
         """Slot `index`, or an absent slot when the row lists fewer."""
@@ -139,4 +146,29 @@ def case_from_row(kernel_type: str, row: Mapping[str, str], *, file: str = "",
     runtime = {f: str(row.get(runtime_column(f), "") or "").strip() for f in FIA_RUNTIME_FIELDS
                if str(row.get(runtime_column(f), "") or "").strip()}
     return KernelCase(kernel_type=kernel_type, inputs=inputs, outputs=outputs, runtime=runtime,
-                      ep_size=str(row.get(EP_SIZE, "") or "").strip(), file=file, row=row_number)
+                      ep_size=str(row.get(EP_SIZE, "") or "").strip(), file=file, row=row_number,
+                      strides=_strides(row, inputs, file, row_number))
+
+
+def _strides(row: Mapping[str, str], inputs: tuple[TensorSlot, ...], file: str,
+             row_number: int | None) -> tuple[tuple[int, ...] | None, ...]:
+    """The `Input Strides` cell: per slot, strides as many as the slot's dims, or empty."""
+    text = strip_cell(row.get(INPUT_STRIDES, "") or "")
+    if not text:
+        return ()
+    found: list[tuple[int, ...] | None] = []
+    for i, token in enumerate(text.split(";")):
+        token = token.strip()
+        if not token:
+            found.append(None)
+            continue
+        try:
+            strides = tuple(int(v) for v in token.split(","))
+        except ValueError:
+            strides = ()
+        dims = inputs[i].dims if i < len(inputs) else ()
+        if len(strides) != len(dims) or any(v < 0 for v in strides):
+            raise CellError(f"slot {i}: strides {token!r} do not fit the shape {dims}",
+                            column=INPUT_STRIDES, row=row_number, path=file or None)
+        found.append(strides)
+    return tuple(found)

@@ -11,8 +11,13 @@ Two kinds of mappings (the simulator, msmodeling's `ProfilingDataSource`, reads 
 - the simulator's own operators (`aten.mm.default`, `tensor_cast.attention.default`, ...)
   that lower to a catalog kernel on the NPU: which operator lowers to which kernel, its
   alternates and query mode are facts read from the reference database's op_mapping.yaml
-  (vLLM-Ascend 0.18 / CANN 8.5), kept to the catalog's kernel types. Collective operators are
-  mapped to the `hcom_*` tables found beside the database.
+  (vLLM-Ascend 0.18 / CANN 8.5), kept to the catalog's kernel types and, for kernels outside
+  the catalog (ConcatD, LayerNormV3), to the tables the directory has. Collective operators
+  are mapped to the `hcom_*` tables found beside the database.
+- the operators the reference costs at zero (`zero_cost: true`: views, steps the NPU fuses
+  into another kernel), and its interpolation policy (`interpolation_policy`: 1-D only for
+  GEMMs, the square root of the sequence for FusedInferAttentionScore, the output's element
+  count for GatherV2 / Index / ConcatD) for the kernel types the database has.
 
 Writers call `ensure_op_mapping(tx, version_dir, source=None, hccl_dir=None)` in the
 transaction that writes their tables (see `db.op_mapping` for what it keeps and when).
@@ -20,6 +25,7 @@ transaction that writes their tables (see `db.op_mapping` for what it keeps and 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from ..db.op_mapping import MappingContext, render_generated, stage_op_mapping
@@ -44,10 +50,15 @@ SIMULATOR_OPERATORS: dict[str, dict] = {
     "aten.add.Tensor": {"kernel_type": "Add", "query_mode": "elementwise"},
     "tensor_cast.static_quant_linear.default": {"kernel_type": "QuantBatchMatmulV3",
                                                 "tc_input_count": 2},
-    "tensor_cast.grouped_matmul.default": {"kernel_type": "GroupedMatmul"},
-    "tensor_cast.grouped_matmul_quant.default": {"kernel_type": "GroupedMatmul"},
-    "tensor_cast.grouped_matmul_swiglu.default": {"kernel_type": "GroupedMatmul"},
-    "tensor_cast.grouped_matmul_quant_swiglu.default": {"kernel_type": "GroupedMatmulSwigluQuant"},
+    # Grouped GEMMs: the simulator flattens the operator's tensor lists (x, w, scales, ...)
+    # while the kernel table lists x, weight, then optional slots (bias, scales, ...,
+    # group_list): only the first two compare.
+    **{f"tensor_cast.grouped_matmul{v}.default": {"kernel_type": "GroupedMatmul",
+                                                  "tc_input_count": 2}
+       for v in ("", "_quant", "_quant_int4", "_fp8", "_mxfp4", "_swiglu")},
+    **{f"tensor_cast.grouped_matmul{v}_swiglu.default": {"kernel_type": "GroupedMatmulSwigluQuant",
+                                                         "tc_input_count": 2}
+       for v in ("_quant", "_quant_int4", "_fp8", "_mxfp4")},
     "tensor_cast.dispatch_ffn_combine.default": {"kernel_type": "DispatchFFNCombine", **_MOE_FUSED},
     "tensor_cast.dispatch_ffn_combine_quant.default": {"kernel_type": "DispatchFFNCombine",
                                                        **_MOE_FUSED},
@@ -78,6 +89,56 @@ SIMULATOR_OPERATORS: dict[str, dict] = {
                                        "alternate_kernel_types": ["InterleaveRope"],
                                        "tc_input_count": 2},
 }
+# Simulator operators of kernel types outside the catalog, mapped when the directory has the
+# table (a profile parsed into it): facts of the reference mapping, which maps aten.cat to
+# ConcatD because its database ships ConcatD.csv.
+TABLE_OPERATORS: dict[str, dict] = {
+    "aten.cat.default": {"kernel_type": "ConcatD"},
+    "tensor_cast.cat.default": {"kernel_type": "ConcatD"},
+    # input, weight, bias: normalized_shape and eps are not tensors of the kernel table.
+    "aten.native_layer_norm.default": {"kernel_type": "LayerNormV3",
+                                       "alternate_kernel_types": ["LayerNormV3WithImplMode"],
+                                       "tc_input_count": 3},
+}
+_VIEW = "shape-only (a view): no kernel runs on the NPU"
+_MOE_ROUTING = "MoE routing step the NPU fuses into MoeGatingTopK / DispatchFFNCombine"
+_EMBEDDING_MASK = "row-parallel embedding mask the NPU fuses into the lookup"
+# Operators the reference mapping (vLLM-Ascend 0.18, CANN 8.5) costs at zero: nothing of
+# their own runs on the NPU, so the simulator adds 0 instead of an analytic guess.
+ZERO_COST_OPERATORS: dict[str, str] = {
+    **dict.fromkeys(("aten.view.default", "aten.permute.default", "aten.t.default",
+                     "aten.transpose.int", "aten._unsafe_view.default",
+                     "aten.unsqueeze.default", "aten.split.Tensor",
+                     "aten.split_with_sizes.default", "aten.select.int", "aten.slice.Tensor",
+                     "aten.expand.default", "aten.detach.default", "aten.alias.default"), _VIEW),
+    **dict.fromkeys(("aten.div.Tensor", "aten.sigmoid.default", "aten.topk.default",
+                     "aten.where.self", "aten.gather.default", "aten.scatter.value",
+                     "aten.sum.dim_IntList", "aten.clone.default", "aten.bitwise_not.default"),
+                    _MOE_ROUTING),
+    **dict.fromkeys(("aten.ge.Scalar", "aten.lt.Scalar", "aten.bitwise_and.Tensor",
+                     "aten.sub.Tensor"), _EMBEDDING_MASK),
+    "aten.copy_.default": "a copy of the Python layer; the NPU's TensorMove kernels come from "
+                          "the runtime, and graph mode removes them",
+    "aten.copy.default": "a copy of the Python layer; the NPU's TensorMove kernels come from "
+                         "the runtime, and graph mode removes them",
+    "prims.convert_element_type.default": "a dtype conversion done at dispatch",
+    "aten.full.default": "a filled tensor's creation: negligible",
+    "aten.arange.start": "index generation: negligible",
+    "tensor_cast.shift_and_update_input_ids.default": "MTP state update: lowered into sampling "
+                                                      "and control flow, no kernel of its own",
+}
+_ZERO_COST_CAT = ("no ConcatD table in this database: a contiguous concat is a view on the NPU "
+                  "(parse a profile with ConcatD rows to cost it)")
+# The reference mapping's interpolation policy, for the kernel types this database has.
+INTERPOLATION_POLICY: dict[str, dict] = {
+    **{key: {"max_interpolation_dim": 1}
+       for key in ("MatMulV2", "MatMulV3", "MatMulCommon", "QuantBatchMatmulV3")},
+    "FusedInferAttentionScore": {"axis_transform": "sqrt_seq"},
+    "SparseFlashAttention": {"axis_transform": "linear"},
+    **{key: {"generic_compute": {"axis": "output_numel"}}
+       for key in ("GatherV2", "Index", "ConcatD")},
+}
+
 # Which simulator operator is costed from which collective table (CONTRACT.md §1, §7).
 COLLECTIVE_OPERATORS: dict[str, tuple[str, ...]] = {
     "tensor_cast.all_reduce.default": ("hcom_allReduce_",),
@@ -108,13 +169,25 @@ def _profiling_entry(kernel_type: str) -> dict:
     return out
 
 
-def _simulator_operators(types: set[str]) -> dict[str, dict]:
+def _simulator_operators(types: set[str], tables: set[str]) -> dict[str, dict]:
     out = {}
     for op, mapping in SIMULATOR_OPERATORS.items():
         primary = mapping.get("kernel_type") or mapping.get("primary_kernel_type")
         needs = [primary] if primary else list(_DECOMPOSED)
         if all(t in types for t in needs):
             out[op] = dict(mapping)
+    for op, mapping in TABLE_OPERATORS.items():
+        if mapping["kernel_type"] in tables:
+            entry = dict(mapping)
+            others = [t for t in entry.pop("alternate_kernel_types", []) if t in tables]
+            if others:
+                entry["alternate_kernel_types"] = others
+            out[op] = {k: entry[k] for k in ("kernel_type", "alternate_kernel_types",
+                                             "tc_input_count") if k in entry}
+        elif mapping["kernel_type"] == "ConcatD":
+            out[op] = {"zero_cost": True, "notes": _ZERO_COST_CAT}
+    for op, note in ZERO_COST_OPERATORS.items():
+        out.setdefault(op, {"zero_cost": True, "notes": note})
     return out
 
 
@@ -145,7 +218,11 @@ def default_op_mapping(context: MappingContext) -> dict:
         doc["communication_fallback"] = "analytic"
     catalog_types = catalog.kernel_types()
     types = set(catalog_types)
-    mappings = _simulator_operators(types)
+    tables = set(context.kernel_types)
+    policy = {t: copy.deepcopy(p) for t, p in INTERPOLATION_POLICY.items() if t in types | tables}
+    if policy:
+        doc["interpolation_policy"] = {"kernel_overrides": policy}
+    mappings = _simulator_operators(types, tables)
     mappings.update(_collective_operators(context))
     extra = [t for t in context.kernel_types if t not in types]
     for kernel_type in sorted(types) + extra:

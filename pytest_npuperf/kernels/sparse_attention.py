@@ -45,10 +45,12 @@ from .attention import (
 from .binding import Variant, bound_call
 from .case import KernelCase
 from .custom_ops import custom_op_environment, operator
+from .sparse_runtime import from_arguments
 from .spec import KernelSpec, api_results, implemented
 from .tensors import torch_dtype
 
 PAGED = "PA_BSND"
+REPLAY_SOURCE = "replay_arguments"
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,11 @@ class LightningIndexer(KernelSpec):
         # row records.
         return api_results(returned, (True, case.output(1).present))
 
+    def runtime_cells(self, case: KernelCase) -> dict[str, str]:
+        plan, count = indexer_plan(case)
+        return from_arguments(case, q_lens=plan.q_lens, kv_lens=plan.kv_lens,
+                              causal=plan.causal, topk=count, source=REPLAY_SOURCE)
+
     def flops(self, case: KernelCase) -> float:
         plan, _ = indexer_plan(case)
         seen = sum(allowed_lengths(plan, "cpu").tolist())
@@ -478,6 +485,11 @@ class SparseFlashAttention(KernelSpec):
         # return_softmax_lse; one tensor from the old `_C_ascend` schema.
         stats = case.output(1).numel > 1
         return api_results(returned, (True, stats, stats))
+
+    def runtime_cells(self, case: KernelCase) -> dict[str, str]:
+        plan, count, _ = flash_plan(case)
+        return from_arguments(case, q_lens=plan.q_lens, kv_lens=plan.kv_lens,
+                              causal=plan.causal, topk=count, source=REPLAY_SOURCE)
 
     def flops(self, case: KernelCase) -> float:
         plan, count, rope = flash_plan(case)

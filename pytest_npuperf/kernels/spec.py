@@ -32,7 +32,7 @@ from .implementations import (
     load_build,
     vendor,
 )
-from .tensors import generator_for, input_tensor
+from .tensors import generator_for, input_tensor, strided_input
 
 __all__ = ["KernelSpec", "NpuOnly", "Prepared", "ReplaySkipped", "SameCall", "SlotLayout",
            "Unsupported", "api_results", "implemented", "present"]
@@ -240,8 +240,18 @@ class KernelSpec(ABC):
                 raise case.error(f"{case.kernel_type}: input slot {i} ({self.inputs[i].name}) "
                                  f"is empty; expected a shape")
 
+    def runtime_cells(self, case: KernelCase) -> dict[str, str]:
+        """`Runtime ...` cells of a row that the replay's own arguments decide (its sequence
+        lengths, scalar arguments), for readers of the database; none by default."""
+        return {}
+
     def tensor(self, case: KernelCase, index: int, backend, generator: torch.Generator,
                **kwargs) -> torch.Tensor:
+        """Input slot `index`, as the model passed it: with the row's `Input Strides` where
+        the model's tensor was a transposed, broadcast or expanded view."""
+        strides = case.input_strides(index)
+        if strides is not None and case.input(index).format in ("ND", "FORMAT_ND"):
+            return strided_input(case.input(index), strides, case, backend, generator, **kwargs)
         return input_tensor(case.input(index), case, backend, generator, **kwargs)
 
     @abstractmethod
@@ -283,19 +293,26 @@ class KernelSpec(ABC):
         return self.bytes_moved(case)
 
 
+UNCHECKED_BYTES = 64 << 20
+
+
 def check_memory(case: KernelCase, backend) -> None:
     """Skip a row whose tensors do not fit in the memory the device has left, before anything
     is allocated: on a host, Linux would hand the memory out and its OOM killer end the whole
     session once the pages are written. Counted: every input and output slot, plus the
-    float32 staging copy of the largest input that random data is drawn in."""
-    available = backend.available_memory()
-    if available is None:
-        return
+    float32 staging copy of the largest input that random data is drawn in. A row of less
+    than UNCHECKED_BYTES is not checked: reading the host's memory took longer than building
+    it (a host without that much left ends the session however small the row)."""
     try:
         needed = case.io_bytes
     except CellError:
         return  # an unknown dtype: building the tensors says so, naming the cell
     needed += max((slot.numel * 4 for slot in case.inputs if slot.present), default=0)
+    if needed < UNCHECKED_BYTES:
+        return
+    available = backend.available_memory()
+    if available is None:
+        return
     if needed > available:
         raise ReplaySkipped(f"{case.kernel_type}: its tensors need {_gib(needed)} and "
                             f"{backend.kind} has {_gib(available)} available; nothing was "

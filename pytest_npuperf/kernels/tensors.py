@@ -105,3 +105,16 @@ def shaped_input(slot: TensorSlot, dims: tuple[int, ...], case: KernelCase, back
     tensor = random_tensor(dims, torch_dtype(slot.dtype, case), backend.device, generator,
                            **kwargs)
     return backend.to_format(tensor, slot.format)
+
+
+def strided_input(slot: TensorSlot, strides: tuple[int, ...], case: KernelCase, backend,
+                  generator: torch.Generator, **kwargs) -> torch.Tensor:
+    """A view of `slot`'s dims with the model's strides (a transposed, broadcast or
+    expanded view) over random storage just large enough to hold it."""
+    dims = slot.dims
+    span = 1 + sum((d - 1) * s for d, s in zip(dims, strides) if d > 0)
+    if any(d == 0 for d in dims):
+        span = 0
+    storage = random_tensor((span,), torch_dtype(slot.dtype, case), backend.device, generator,
+                            **kwargs)
+    return storage.as_strided(dims, strides)

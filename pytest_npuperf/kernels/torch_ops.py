@@ -22,6 +22,7 @@ from ..db.columns import (
     INPUT_DTYPES,
     INPUT_FORMATS,
     INPUT_SHAPES,
+    INPUT_STRIDES,
     OUTPUT_DTYPES,
     OUTPUT_FORMATS,
     OUTPUT_SHAPES,
@@ -45,11 +46,34 @@ class KernelOf:
     alternates: tuple[str, ...] = ()  # tables the row may already be in (one call, one space)
 
 
-Tensor = tuple[tuple[int, ...], str, bool]  # dims as stored, database dtype, transposed view
+# dims as stored, database dtype, transposed view (of a GEMM weight), strides where the model
+# passed a view that is not contiguous (None: contiguous, or not recorded)
+Tensor = tuple[tuple[int, ...], str, bool, tuple[int, ...] | None]
 Slots = tuple[list[Tensor], list[Tensor]]  # inputs, outputs
 
 
-def _tensor(dims, torch_type, strides) -> Tensor | None:
+def contiguous_strides(dims) -> tuple[int, ...]:
+    out, step = [], 1
+    for d in reversed(tuple(dims)):
+        out.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(out))
+
+
+def view_strides(dims, strides) -> tuple[int, ...] | None:
+    """The strides of a view that is not contiguous (dims of size 1 do not count); None for a
+    contiguous tensor or strides that do not fit the dims."""
+    if not isinstance(strides, (list, tuple)) or len(strides) != len(dims) or \
+            not all(isinstance(s, int) and s >= 0 for s in strides):
+        return None
+    plain = contiguous_strides(dims)
+    if all(d == 1 or s == p for d, s, p in zip(dims, strides, plain)):
+        return None
+    return tuple(strides)
+
+
+def tensor_of(dims, torch_type, strides=None) -> Tensor | None:
+    """A traced tensor argument (its dims, profiler type name and strides) as a slot."""
     if not isinstance(dims, list) or not all(isinstance(d, int) for d in dims):
         return None
     dtype = tensor_dtype(torch_type)  # torch.profiler's `Input type`: a c10 type name
@@ -58,8 +82,11 @@ def _tensor(dims, torch_type, strides) -> Tensor | None:
     if len(dims) == 2 and strides == [1, dims[0]] and dims[0] > 1:
         # The transposed view of a row-major (N, K) weight, as `x @ w.t()` passes it: the
         # kernel tables list the weight as stored, (N, K).
-        return (dims[1], dims[0]), dtype, True
-    return tuple(dims), dtype, False
+        return (dims[1], dims[0]), dtype, True, None
+    return tuple(dims), dtype, False, view_strides(dims, strides)
+
+
+_tensor = tensor_of
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -72,13 +99,13 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None
 
 
 def _mm(t: list[Tensor]) -> Slots | None:
-    (a, da, ta), (b, _, tb) = t[0], t[1]
+    (a, da, ta, _), (b, _, tb, _) = t[0], t[1]
     if len(a) != 2 or len(b) != 2 or ta:
         return None
     k, n = (b[1], b[0]) if tb else b
     if a[1] != k:
         return None
-    return [t[0], t[1]], [((a[0], n), da, False)]
+    return [t[0], t[1]], [((a[0], n), da, False, None)]
 
 
 def _addmm(t: list[Tensor]) -> Slots | None:
@@ -87,46 +114,57 @@ def _addmm(t: list[Tensor]) -> Slots | None:
 
 
 def _bmm(t: list[Tensor]) -> Slots | None:
-    (a, da, _), (b, _, _) = t[0], t[1]
+    (a, da, _, _), (b, _, _, _) = t[0], t[1]
     if len(a) != 3 or len(b) != 3 or a[0] != b[0] or a[2] != b[1]:
         return None
-    return [t[0], t[1]], [((a[0], a[1], b[2]), da, False)]
+    return [t[0], t[1]], [((a[0], a[1], b[2]), da, False, None)]
 
 
 def _embedding(t: list[Tensor]) -> Slots | None:
-    (weight, dw, _), (indices, _, _) = t[0], t[1]
+    (weight, dw, _, _), (indices, _, _, _) = t[0], t[1]
     if len(weight) != 2:
         return None
     # The kernel (GatherV2) takes the axis as a third input, as the NPU's tables list it.
-    return [t[0], t[1], ((1,), "INT64", False)], [((*indices, weight[1]), dw, False)]
+    return [t[0], t[1], ((1,), "INT64", False, None)], [((*indices, weight[1]), dw, False, None)]
 
 
 def _add(t: list[Tensor]) -> Slots | None:
     # `x + 1`: the number arrives as a 0-dim tensor, an input slot of the kernel like any
     # other (empty shape, its own dtype); the result keeps x's dtype.
     out = _broadcast(t[0][0], t[1][0])
-    return None if out is None or not t[0][0] else ([t[0], t[1]], [(out, t[0][1], False)])
+    return None if out is None or not t[0][0] else ([t[0], t[1]], [(out, t[0][1], False, None)])
 
 
 def _same(t: list[Tensor]) -> Slots | None:
-    return [t[0]], [t[0]]
+    return [t[0]], [plain(t[0])]
 
 
-def _rms_norm(t: list[Tensor]) -> Slots | None:
+def plain(t: Tensor) -> Tensor:
+    """A slot like `t`, contiguous: what a kernel writes."""
+    return t[0], t[1], False, None
+
+
+def rms_norm_slots(t: list[Tensor]) -> Slots | None:
+    """x and the gamma of its last dim -> y (x's dtype) and rstd (float32, last dim 1)."""
+    if not t:
+        return None
     x = t[0][0]
     gamma = next((g for g in t[1:] if g[0] and g[0] == x[-1:]), None)
     if not x or gamma is None:
         return None
-    return [t[0], gamma], [t[0], ((*x[:-1], 1), "FLOAT", False)]
+    return [t[0], gamma], [plain(t[0]), ((*x[:-1], 1), "FLOAT", False, None)]
+
+
+_rms_norm = rms_norm_slots
 
 
 def _sort(t: list[Tensor]) -> Slots | None:
-    return [t[0]], [t[0], (t[0][0], "INT64", False)]
+    return [t[0]], [plain(t[0]), (t[0][0], "INT64", False, None)]
 
 
 def _argmax(t: list[Tensor]) -> Slots | None:
     x = t[0][0]
-    return ([t[0]], [(x[:-1], "INT64", False)]) if x else None
+    return ([t[0]], [(x[:-1], "INT64", False, None)]) if x else None
 
 
 # aten operator (base name) -> (tensor inputs it needs, conversion)
@@ -137,14 +175,29 @@ _CONVERSIONS: dict[str, tuple[int, Callable[[list[Tensor]], Slots | None]]] = {
 }
 
 
-def _cells(kernel_type: str, inputs: list[Tensor], outputs: list[Tensor]) -> dict[str, str]:
-    return {"Type": kernel_type,
-            INPUT_SHAPES: format_shapes([t[0] for t in inputs]),
-            INPUT_DTYPES: dtype_cell([t[1] for t in inputs]),
-            INPUT_FORMATS: ";".join("ND" for _ in inputs),
-            OUTPUT_SHAPES: format_shapes([t[0] for t in outputs]),
-            OUTPUT_DTYPES: dtype_cell([t[1] for t in outputs]),
-            OUTPUT_FORMATS: ";".join("ND" for _ in outputs)}
+def strides_cell(inputs: list[Tensor | None]) -> str:
+    """The `Input Strides` cell: each slot's view strides, empty where contiguous."""
+    slots = [",".join(map(str, t[3])) if t is not None and t[3] is not None else ""
+             for t in inputs]
+    return ";".join(slots) if any(slots) else ""
+
+
+def row_cells(kernel_type: str, inputs: list[Tensor | None], outputs: list[Tensor | None]
+              ) -> dict[str, str]:
+    """The identity cells of a row (an absent slot: empty, DT_UNDEFINED, NULL) and its
+    `Input Strides`."""
+    def side(slots):
+        return (format_shapes([None if t is None else t[0] for t in slots]),
+                dtype_cell(["" if t is None else t[1] for t in slots]),
+                ";".join("NULL" if t is None else "ND" for t in slots))
+    shapes, dtypes, formats = side(inputs)
+    out_shapes, out_dtypes, out_formats = side(outputs)
+    return {"Type": kernel_type, INPUT_SHAPES: shapes, INPUT_DTYPES: dtypes,
+            INPUT_FORMATS: formats, OUTPUT_SHAPES: out_shapes, OUTPUT_DTYPES: out_dtypes,
+            OUTPUT_FORMATS: out_formats, INPUT_STRIDES: strides_cell(inputs)}
+
+
+_cells = row_cells
 
 
 class TorchOperators:
@@ -153,6 +206,7 @@ class TorchOperators:
     def __init__(self, operator_mappings: Mapping[str, Mapping] | None = None) -> None:
         mappings = {**_CATALOG_OPERATORS, **(operator_mappings or SIMULATOR_OPERATORS)}
         self._kernels: dict[str, KernelOf] = {}
+        self._rows: dict[tuple, dict[str, str] | None] = {}
         for key, mapping in mappings.items():
             parts = str(key).split(".")
             kernel_type = mapping.get("kernel_type") if isinstance(mapping, Mapping) else None
@@ -173,7 +227,16 @@ class TorchOperators:
     def row(self, operator: str, dims: list, types: list, strides: list = ()
             ) -> dict[str, str] | None:
         """The identity cells of the kernel row of one call (None: inputs this conversion
-        does not recognise, e.g. a scalar where a tensor belongs)."""
+        does not recognise, e.g. a scalar where a tensor belongs). A model calls the same
+        operator on the same shapes once per layer: each distinct call is converted once."""
+        key = (operator, repr(dims), repr(types), repr(strides))
+        if key not in self._rows:
+            self._rows[key] = self._row(operator, dims, types, strides)
+        cells = self._rows[key]
+        return None if cells is None else dict(cells)
+
+    def _row(self, operator: str, dims: list, types: list, strides: list = ()
+             ) -> dict[str, str] | None:
         kernel = self._kernels.get(operator)
         if kernel is None:
             return None

@@ -10,7 +10,7 @@ import torch
 from .binding import torch_npu_call
 from .case import KernelCase
 from .spec import KernelSpec
-from .tensors import broadcast_shape, input_tensor, random_tensor, torch_dtype
+from .tensors import broadcast_shape, random_tensor, torch_dtype
 
 RMS_NORM_EPS = 1e-6
 
@@ -122,7 +122,7 @@ class Add(KernelSpec):
         for i, name in enumerate(("a", "b")):
             slot = case.input(i)
             if slot.present:
-                tensors[name] = input_tensor(slot, case, backend, generator)
+                tensors[name] = self.tensor(case, i, backend, generator)
             else:
                 tensors[name] = random_tensor((), torch_dtype(slot.dtype, case), backend.device,
                                               generator)

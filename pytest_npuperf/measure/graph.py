@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 
 from ..devices.base import DeviceGraphs, GraphReplay, Timer
@@ -95,12 +96,15 @@ def sample_graph(call: Callable[[], object], graphs: DeviceGraphs, policy: Sampl
                  ) -> tuple[SamplingRun, int]:
     """Adaptive sampling of graph replays; the run and the calls per replay. Raises the
     device's CaptureError when the call cannot be captured (the caller falls back)."""
+    start = time.perf_counter()
     graph = capture_batch(call, graphs, estimate_us=estimate_us, min_calls=min_calls)
+    captured = time.perf_counter() - start
     # The caller warmed the call up eagerly; one replay warms the graph itself (its first
     # launch uploads it to the device).
     replays = dataclasses.replace(policy, warmup=1, flush_l2=False)
     run = sample(_unused, ReplayTimer(graph), replays, deadline=deadline,
                  calls_per_sample=graph.calls, device_time=True, budget_end=budget_end)
+    run.capture_s = captured
     return run, graph.calls
 
 

@@ -112,6 +112,8 @@ class CaseResult:
     # out, or with --npuperf-preempted keep kept among the samples (`preempted_kept`).
     preempted: int = 0
     preempted_kept: bool = False
+    # Where the case's time beyond its timed calls went (measure/overhead.py): part -> s.
+    overhead_s: dict[str, float] | None = None
 
     @property
     def measured(self) -> bool:

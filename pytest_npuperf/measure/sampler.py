@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..devices.base import Timer
 from .policy import STATISTICS as STATISTICS
 from .policy import SamplingPolicy
-from .stats import relative_precision
+from .stats import relative_precision, sorted_median_precision
 
 STOP_PRECISION, STOP_BUDGET, STOP_MAX_SAMPLES = "precision reached", "time budget", "max samples"
 # Aim for a stopping-rule check about this often (seconds of calls per batch).
@@ -33,6 +33,8 @@ class SamplingRun:
     preempted: int = 0  # samples left out: the host ran other work during them
     warmup: int = 0
     time_in_calls_s: float = 0.0  # wall time spent inside timed calls
+    warmup_s: float = 0.0  # wall time of the warmup calls (overhead: measure/overhead.py)
+    capture_s: float = 0.0  # graph method: capturing and sizing the replayed batch (overhead)
     precision: float = math.inf  # relative CI half-width reached
     stop_reason: str = ""
 
@@ -84,7 +86,9 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
     """
     run = SamplingRun()
     before = flush if policy.flush_l2 else None
+    clock = time.perf_counter()
     warm = warm_up(call, timer, policy, before, budget_end=budget_end)
+    run.warmup_s = time.perf_counter() - clock
     run.warmup = len(warm)
     estimate = min(warm) if warm else 0.0
     # The wall time a sample takes, preempted ones included: what a batch is sized by. The
@@ -147,6 +151,6 @@ def sample(call: Callable[[], object], timer: Timer, policy: SamplingPolicy, *,
 def _precision(run: SamplingRun, ordered: list[float], policy: SamplingPolicy) -> float:
     """The relative precision of the samples so far, into `run.precision`; the median's
     does not depend on the order, so it reads the sorted copy."""
-    values = run.samples if policy.statistic == "mean" else ordered
-    run.precision = relative_precision(values, policy.statistic)
+    run.precision = relative_precision(run.samples, "mean") if policy.statistic == "mean" \
+        else sorted_median_precision(ordered)
     return run.precision

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ..measure.clock import RUN_ID_ENV
+from .child import forward_stop_signals, restore
 from .handoff import HANDOFF_NAME, Handoff
 from .mode import CHILD_ENV
 from .msprof import msprof_command
@@ -39,27 +39,15 @@ def run_child(msprof: str, run_dir: Path, run_id: str, arguments: list[str], cwd
     env = {**os.environ, CHILD_ENV: str(run_dir / HANDOFF_NAME), RUN_ID_ENV: run_id}
     say(f"npuperf: measuring under msprof: {shlex.join(command)}")
     process = subprocess.Popen(command, cwd=str(cwd), env=env)
-    forwarded = _forward_stop_signals(process)
+    forwarded = forward_stop_signals(process)  # the child ends its session as any stopped
+    # session does (its finished cases handed over); the parent then writes
     try:
         return process.wait()
     except KeyboardInterrupt:
         process.wait()
         return None
     finally:
-        for number, handler in forwarded.items():
-            signal.signal(number, handler)
-
-
-def _forward_stop_signals(process: subprocess.Popen) -> dict:
-    """SIGTERM / SIGHUP to the parent (a CI timeout) go to the child, which ends its session
-    as any stopped session does (its finished cases handed over); the parent then writes."""
-    previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is not None:
-            previous[number] = signal.signal(
-                number, lambda signum, frame: process.send_signal(signum))
-    return previous
+        restore(forwarded)
 
 
 class ParentRun:

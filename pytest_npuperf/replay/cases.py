@@ -107,6 +107,10 @@ class DatabaseCases:
     def read(self) -> bool:
         return self._catalog is not None
 
+    def release(self) -> None:
+        """Forget the catalog (its tables go once nothing else holds them)."""
+        self._catalog = None
+
 
 class CaseCatalog:
     """The rows of one database version directory, and the cases they become.

@@ -85,6 +85,12 @@ class BackfillOutcome:
     # Per kernel type, the profiled model's device time in the database written (calls x
     # mean over every row with profiling values): the denominator of each gap's share.
     model_us: dict[str, float] = field(default_factory=dict)
+    # Rows left out of the gap: their in-model times' trust mark -> rows.
+    untrusted: dict[str, int] = field(default_factory=dict)
+    # Compared rows profiled with another thread count: (profiled, replayed) -> rows.
+    thread_mismatch: dict[tuple[str, str], int] = field(default_factory=dict)
+    # The model-level prediction of each trace kept with the database (ingest/prediction.py).
+    predictions: list[Any] = field(default_factory=list)
 
     @property
     def model_total_us(self) -> float:
@@ -120,3 +126,8 @@ class SessionInfo:
     cores: int | None = None  # cores available to the session's process
     load_at_start: float | None = None  # 1-minute load average when the session began
     threads: int | None = None  # torch intra-op threads per measuring process (cpu)
+    # Where the session's own time went (measure/overhead.py): part -> seconds of wall time.
+    parts: dict[str, float] = field(default_factory=dict)
+    # Whether the cases' timed calls ran within `wall_s` (False: `npuperf backfill` of a run
+    # that measured them earlier, elsewhere: all of its time is overhead).
+    timed_here: bool = True

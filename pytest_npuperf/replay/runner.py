@@ -29,6 +29,14 @@ from ..measure.floor import Floor, latency_floor
 from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
 from ..measure.noise import noise_reason
+from ..measure.overhead import (
+    CAPTURE,
+    INPUTS,
+    REFERENCES,
+    VERIFICATION,
+    WARMUP,
+    PartClock,
+)
 from ..measure.profiler import ProfilerSession
 from ..measure.reference import memory_sample, reference_samples, reference_us
 from ..measure.result import (
@@ -139,8 +147,10 @@ class CaseRunner:
         self._floor: Floor | None = None
         # When the current case's first measurement started (perf_counter).
         self._first_measured: float | None = None
+        self._probed = 0.0  # the current case's host probes before its first measurement (s)
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
+        self._clock = PartClock()  # where the current case's time beyond its calls goes
 
     # -- session-scoped resources -----------------------------------------------------------
     @property
@@ -177,6 +187,8 @@ class CaseRunner:
                             stack=self.stack, statistic=self.options.policy.statistic,
                             threads=torch.get_num_threads())
         self._check_load(result)
+        self._clock, self._probed = PartClock(), 0.0
+        result.overhead_s = self._clock.parts
         spec = spec_for(ref.kernel_type)
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
@@ -187,14 +199,17 @@ class CaseRunner:
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                before = reference_samples() if self.backend.kind == "cpu" else None
-                memory = memory_sample() if before is not None else None
+                before = self._references() if self.backend.kind == "cpu" else None
+                # The host's probes are the tool's time, not the case's: they take none of
+                # its budget (a memory copy takes 0.1 s on a busy host).
+                self._probed = self._clock.parts.get(REFERENCES, 0.0)
                 prepared, measured = self._measure_implementations(
                     ref, spec, case, deadline, result,
-                    budget_end=started + self.options.policy.budget_s)
+                    budget_end=started + self._probed + self.options.policy.budget_s)
                 if before is not None:
-                    result.reference_us = reference_us(before, reference_samples())
-                    result.reference_memory_us = (memory + memory_sample()) / 2
+                    after = self._references()
+                    result.reference_us = reference_us(before[0], after[0])
+                    result.reference_memory_us = (before[1] + after[1]) / 2
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             self._record(result, measured)
@@ -240,8 +255,9 @@ class CaseRunner:
                          f"{names[0]} measured")
             names = names[:1]
         compared = choice.fastest and len(names) > 1
-        base = spec.prepare(case, self.backend, cache=self.options.cache,
-                            impl=default_name(device), arena=self._arena)
+        with self._clock.part(INPUTS):
+            base = spec.prepare(case, self.backend, cache=self.options.cache,
+                                impl=default_name(device), arena=self._arena)
         result.flops, result.bytes = base.flops, base.bytes
         result.cache = base.rotation.describe()
         result.cold_bytes = base.rotation.cold_bytes
@@ -251,8 +267,9 @@ class CaseRunner:
             if compared and (ref.kernel_type, name) in self.rejected:
                 continue
             try:
-                prepared = base if name == base.impl else spec.implement(base, name, case,
-                                                                         self.backend)
+                with self._clock.part(INPUTS):
+                    prepared = base if name == base.impl else spec.implement(base, name, case,
+                                                                             self.backend)
             except Unsupported as exc:
                 notes.append(f"{name}: {exc}")
                 continue
@@ -261,7 +278,8 @@ class CaseRunner:
             if compared and prepared.impl != name:
                 continue  # compiled fell back to eager: measured as itself already
             try:
-                verified = self._verify(spec, case, prepared, compared=compared)
+                with self._clock.part(VERIFICATION):
+                    verified = self._verify(spec, case, prepared, compared=compared)
             except VerifyError as exc:
                 if not compared:
                     raise
@@ -275,6 +293,8 @@ class CaseRunner:
                 self._first_measured = now
             measured = self.measure_call(ref.case_id, prepared.call, deadline,
                                          cycle=prepared.rotation.copies, budget_end=share)
+            self._clock.add(WARMUP, measured.run.warmup_s)
+            self._clock.add(CAPTURE, measured.run.capture_s)
             done.append((prepared, measured, verified))
             if not choice.fastest:
                 break
@@ -360,8 +380,9 @@ class CaseRunner:
         if graphs is None:
             raise RuntimeError(f"{self.backend.kind} has no device graphs")
         # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        warm = warm_up(call, self.timer, self.options.policy, at_least=1,
-                       budget_end=budget_end)
+        with self._clock.part(WARMUP):
+            warm = warm_up(call, self.timer, self.options.policy, at_least=1,
+                           budget_end=budget_end)
         try:
             with self.backend.named_range(name):
                 run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
@@ -400,6 +421,11 @@ class CaseRunner:
         finally:
             profiler.stop()
 
+    def _references(self) -> tuple[list[float], float]:
+        """The host's probes: the reference loop's samples and a memory copy's time."""
+        with self._clock.part(REFERENCES):
+            return reference_samples(), memory_sample()
+
     def _record(self, result: CaseResult, measured: Measured) -> None:
         result.method, result.fallback = measured.method, measured.fallback
         result.warmup, result.time_in_calls_s = measured.run.warmup, measured.run.time_in_calls_s
@@ -417,10 +443,11 @@ class CaseRunner:
         before its first measurement (inputs, verification, compilation) cannot be cut
         short; the sampling stopped at the minimum of samples."""
         budget = self.options.policy.budget_s
-        wall = time.perf_counter() - started
+        probed = self._clock.parts.get(REFERENCES, 0.0)  # the host's probes: not the case's
+        wall = time.perf_counter() - started - probed
         if wall <= max(budget * OVER_BUDGET, budget + OVER_BUDGET_S):
             return
-        before = (self._first_measured or started) - started
+        before = (self._first_measured or started) - started - self._probed
         taken = result.stats.samples if result.stats is not None else 0
         over = (f"over its {budget:g} s budget: {wall:.3g} s, {before:.3g} s of it before "
                 f"the first measurement (inputs, checks, compilation); {taken} samples")

@@ -7,7 +7,9 @@
   the median by default, named in `MicroBench Statistic`) and this project's MicroBench
   columns (median, mean, std, min, samples, precision reached, stop reason, outliers, method,
   status, device, stack, run id, time).
-- A case that failed leaves its durations alone and gets the error in its status.
+- A case that failed leaves its durations alone and gets the error in its status; so does a
+  row the replay could not run here (larger than the host's memory, a kernel of another
+  device, no replay yet): `skipped: <why>`. A case pytest skipped (a mark) leaves it alone.
 - A result faster than the physical bound (`suspect`) or whose samples are inconsistent with a
   quiet machine (`noisy`) is flagged: its statistics are kept in the MicroBench columns with
   the status and its reason, but not put in `Average Duration(us)`, which readers take as the
@@ -22,7 +24,12 @@
   in that type's file if it holds the signature; replays never add rows.
 - Device isolation: a database of another device is never written; the measuring device
   gets its own copy (same files and rows, measurement columns cleared) under the output
-  directory, updated on every run.
+  directory, updated on every run. Profiling values the source holds from this very device
+  (its `Profiling Device`: a flat database parsed from a profile taken here) are carried into
+  the copy, so that they are compared with this device's replays.
+- The gap (replay / in-model) leaves out rows whose in-model times are marked untrusted (an
+  oversubscribed or preempting host), and says when a row was profiled with another thread
+  count than the replay ran with.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from ..db.columns import (
     AVERAGE_DURATION,
     COUNTERS,
     INPUT_SHAPES,
+    INPUT_STRIDES,
     MICROBENCH_CACHE,
     MICROBENCH_DEVICE,
     MICROBENCH_IMPLEMENTATION,
@@ -62,13 +70,19 @@ from ..db.columns import (
     OUTPUT_SHAPES,
     PROFILING_AVERAGE_DURATION,
     PROFILING_COUNT,
+    PROFILING_DEVICE,
     PROFILING_STD_DURATION,
+    PROFILING_THREADS,
+    PROFILING_TRUST,
+    PROFILING_UPDATED,
     ROOFLINE_COLUMNS,
     microbench_counter,
     parse_duration,
+    trusted_profile,
 )
 from ..db.database import Database, Table
-from ..db.layout import device_of
+from ..db.errors import NpuperfError
+from ..db.layout import PROFILES_DIR, device_of
 from ..db.lock import DatabaseLock
 from ..db.measured_stack import MEASURED_STACK_FILE, read_measured_stack, updated_measured_stack
 from ..db.merge import (
@@ -304,7 +318,52 @@ def _load_targets(snapshot: Database, target: Path | None, native: bool,
                   own: Database | None) -> dict[str, _Target]:
     """The tables to update. Native: the snapshot's, read again only where the file changed
     since (the lock is held by now). Otherwise this device's copy, grown by new source rows,
-    or seeded from the source where it has no such file yet."""
+    or seeded from the source where it has no such file yet, with the source's profiling
+    values taken on this device."""
+    device = device_of(target) if target is not None and not native else None
+    targets = _targets(snapshot, target, native, own)
+    if device:
+        for name, target_file in targets.items():
+            if _carry_own_profiles(snapshot.tables[name], target_file.table, device):
+                target_file.changed = True
+    return targets
+
+
+_CARRIED = (INPUT_STRIDES,)
+
+
+def _carry_own_profiles(source: Table, own: Table, device: str) -> int:
+    """Copy into this device's table the profiling columns (and the model's input strides)
+    of the source rows profiled on `device`; returns the rows changed."""
+    frame = source.frame
+    if PROFILING_DEVICE not in frame.columns:
+        return 0
+    devices = frame[PROFILING_DEVICE].tolist()
+    rows = [i for i, d in enumerate(devices) if str(d).strip() == device
+            and source.signatures[i] is not None]
+    if not rows:
+        return 0
+    columns = [c for c in frame.columns if c.startswith("Profiling ") or c in _CARRIED]
+    positions = own.positions()
+    target = ensure_columns(own.frame, own.kernel_type, columns)
+    changed = 0
+    updated = columns.index(PROFILING_UPDATED) if PROFILING_UPDATED in columns else None
+    for i in rows:
+        values = [str(frame.iat[i, frame.columns.get_loc(c)]) for c in columns]
+        for position in positions.get(source.signatures[i], ()):
+            current = [str(target.iat[position, target.columns.get_loc(c)]) for c in columns]
+            # A profile parsed into this copy after the source's stays (ISO times compare).
+            newer = updated is not None and current[updated].strip() > values[updated].strip()
+            if current != values and not newer:
+                for column, value in zip(columns, values):
+                    target.iat[position, target.columns.get_loc(column)] = value
+                changed += 1
+    own.frame = target
+    return changed
+
+
+def _targets(snapshot: Database, target: Path | None, native: bool,
+             own: Database | None) -> dict[str, _Target]:
     targets = {}
     for name in snapshot.tables:
         if native:
@@ -378,8 +437,8 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
     routes: dict[str, _Routes] = defaultdict(_Routes)
     stale = 0
     for result in results:
-        if result.status == STATUS_SKIPPED:
-            continue  # nothing was attempted: the row is left exactly as it was
+        if result.status == STATUS_SKIPPED and not result.method:
+            continue  # skipped by pytest (a mark, -m): the row is left exactly as it was
         source = collected.get(result.file)
         position = (result.row or 0) - 1
         if source is None or not 0 <= position < len(source.signatures):
@@ -489,13 +548,19 @@ def _numbers(frame: pd.DataFrame, column: str) -> list[float | None]:
     return [parsed[text] for text in cells]
 
 
-def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signature],
+def _column(frame: pd.DataFrame, column: str) -> list[str]:
+    return ([str(v).strip() for v in frame[column].tolist()] if column in frame.columns
+            else [""] * len(frame))
+
+
+def _summarize(target: _Target, outcome: FileOutcome, updated: dict[Signature, CaseResult],
                run: BackfillOutcome) -> None:
     table = target.table
     frame = table.frame
     outcome.rows = len(frame)
     mb, prof = _durations(frame, AVERAGE_DURATION), _durations(frame, PROFILING_AVERAGE_DURATION)
     counts, stds = _numbers(frame, PROFILING_COUNT), _numbers(frame, PROFILING_STD_DURATION)
+    trust, profile_threads = _column(frame, PROFILING_TRUST), _column(frame, PROFILING_THREADS)
     seen: set[Signature | None] = set()
     for position, sig in enumerate(table.signatures):
         if sig is not None and sig in seen:
@@ -513,7 +578,15 @@ def _summarize(target: _Target, outcome: FileOutcome, updated_sigs: set[Signatur
             missing = outcome.examples.setdefault("missing", [])
             if len(missing) < _EXAMPLES:
                 missing.append(_shape_text(frame, position))
-        if sig in updated_sigs and mb[position] is not None and prof[position] is not None:
+        if sig in updated and mb[position] is not None and prof[position] is not None:
+            if not trusted_profile(trust[position]):
+                run.untrusted[trust[position]] = run.untrusted.get(trust[position], 0) + 1
+                continue
+            replayed = updated[sig].threads
+            if profile_threads[position] and replayed and \
+                    profile_threads[position] != str(replayed):
+                key = (profile_threads[position], str(replayed))
+                run.thread_mismatch[key] = run.thread_mismatch.get(key, 0) + 1
             std = stds[position]
             run.gaps.append(GapRow(target.kernel_type, target.name, mb[position], prof[position],
                                    _shape_text(frame, position), int(counts[position] or 0),
@@ -545,7 +618,8 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
         if not native and own is None and target is not None and target.is_dir():
             own = Database(target)
         collected = dict(snapshot.tables)  # as the cases saw them (refresh may replace them)
-        if not native and _profiled(snapshot):
+        here = device_of(target) if target is not None else None
+        if not native and _profiled(snapshot, here):
             outcome.notes.append(
                 f"the source database's profiling values were measured on "
                 f"{device_of(source) or 'another device'}: they are not compared with this "
@@ -556,18 +630,56 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
         for name, target_file in targets.items():
             _update(target_file, routes.get(name) or _Routes(), outcome, run_id=run_id,
                     prune_empty=prune_empty)
+        if target is not None:
+            _predict_kept_profiles(target, targets, outcome)
         if tx is not None:
             _stage(tx, source, target, native, targets)  # type: ignore[arg-type]
             if not native:
                 outcome.notes += _record_stack(tx, source, target, results, run_id)  # type: ignore[arg-type]
             outcome.notes[:0] = tx.notes
+    outcome.notes += _conditions_notes(outcome)
     return outcome
 
 
-def _profiled(database: Database) -> bool:
-    """Whether any table holds a profiled (in-model) duration."""
-    return any(v is not None for t in database.tables.values()
-               for v in _durations(t.frame, PROFILING_AVERAGE_DURATION))
+def _predict_kept_profiles(target: Path, targets: dict[str, _Target],
+                           outcome: BackfillOutcome) -> None:
+    """The model-level prediction of each trace kept in the database's profiles/ (the demo
+    model's), from the database as this run leaves it."""
+    kept = sorted((target / PROFILES_DIR).glob("*.json")) if (target / PROFILES_DIR).is_dir() \
+        else []
+    if not kept:
+        return
+    from ..ingest.prediction import predict_tables
+
+    tables = {name: t.table for name, t in targets.items()}
+    for trace in kept:
+        try:
+            outcome.predictions.append(predict_tables(trace, tables, target))
+        except NpuperfError as exc:
+            outcome.notes.append(f"no model prediction for {trace}: {exc}")
+
+
+def _conditions_notes(outcome: BackfillOutcome) -> list[str]:
+    notes = [f"{n} row(s) were not compared with the model: their in-model times are {why} "
+             f"(profile the model again on a quiet host)"
+             for why, n in sorted(outcome.untrusted.items())]
+    notes += [f"{n} compared row(s) were profiled with {profiled} thread(s) and replayed with "
+              f"{replayed}: their ratios compare different conditions (--npuperf-threads "
+              f"{profiled} replays them as profiled)"
+              for (profiled, replayed), n in sorted(outcome.thread_mismatch.items())]
+    return notes
+
+
+def _profiled(database: Database, here: str | None = None) -> bool:
+    """Whether any table holds a profiled (in-model) duration taken on another device than
+    `here` (rows that do not say where were taken elsewhere)."""
+    for table in database.tables.values():
+        devices = (table.frame[PROFILING_DEVICE].tolist()
+                   if PROFILING_DEVICE in table.frame.columns else [""] * len(table.frame))
+        for value, device in zip(_durations(table.frame, PROFILING_AVERAGE_DURATION), devices):
+            if value is not None and (here is None or str(device).strip() != here):
+                return True
+    return False
 
 
 def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_id: str,
@@ -579,7 +691,7 @@ def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_i
         outcome.notes.append(f"{table.name}: {target.grew} row(s) new in the source database "
                              f"were added to this device's copy")
     empty_before = _empty_rows(table.frame) if prune_empty else []
-    updated_sigs = {sig for sig, r in routes.best.items() if r.status == STATUS_OK}
+    updated = {sig: r for sig, r in routes.best.items() if r.status == STATUS_OK}
     groups = routes.groups(table.positions())
     for result, rows in groups:
         if result.status == STATUS_OK:
@@ -604,7 +716,7 @@ def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_i
         measured = {sig for sig, r in routes.best.items() if r.status not in FAILING_STATUSES}
         failed = {p for p, r in routes.own.items() if r.status in FAILING_STATUSES}
         _prune(target, file_outcome, measured, empty_before, outcome.notes, failed)
-    _summarize(target, file_outcome, updated_sigs, outcome)
+    _summarize(target, file_outcome, updated, outcome)
     outcome.files.append(file_outcome)
 
 

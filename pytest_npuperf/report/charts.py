@@ -5,8 +5,9 @@
 A Figure holds panels in a grid (1x1, 1x2, Nx2) under an optional title; each panel (Axes) has
 linear or log axes (base 2 or 10) with round ticks and plain labels, axis labels, a title, a
 light grid, and what is drawn on it in call order: lines with markers, scatters (one colour or
-one per point), horizontal / vertical reference lines, a shaded vertical band, a histogram,
-small annotations, and a legend at the corner that hides the fewest points. Values a log axis
+one per point), densities (a scatter too large to draw point by point), horizontal / vertical
+reference lines, a shaded vertical band, a histogram, small annotations, and a legend at the
+corner that hides the fewest points. Values a log axis
 cannot show (zero, negative, not finite) are dropped. The same input gives the same bytes.
 """
 
@@ -28,6 +29,8 @@ INK, MUTED, GRID = "#24292f", "#57606a", "#d0d7de"
 DASHED, DOTTED = "5,3", "1.5,2.5"
 TICK_FONT, LABEL_FONT, TITLE_FONT, FIGURE_FONT, LEGEND_FONT, NOTE_FONT = 10, 10, 11.5, 13, 9, 8
 TICK = 4.0  # tick mark length
+DENSITY_CELL = 5.0  # a density's squares (drawing units)
+_DENSITY_LEVELS = (0.2, 0.35, 0.5, 0.7, 0.9)  # its opacities, from one point to the most
 
 
 def _num(value: float) -> str:
@@ -42,7 +45,7 @@ def _attr(text: str) -> str:
 
 @dataclass
 class _Mark:
-    """One thing drawn on a panel. kind: line, scatter, hline, vline, band, bars, text."""
+    """One thing drawn on a panel. kind: line, scatter, density, hline, vline, band, bars, text."""
 
     kind: str
     xs: list[float] = field(default_factory=list)
@@ -89,6 +92,13 @@ class Axes:
         colors = [color] * max(len(xs), 1) if isinstance(color, str) else list(color)
         self.marks.append(_Mark("scatter", list(xs), list(ys), colors, label, radius=radius,
                                 titles=list(titles), hollow=hollow))
+
+    def density(self, xs: Sequence[float], ys: Sequence[float], *, color: str,
+                label: str = "", cell: float = DENSITY_CELL) -> None:
+        """Many points as their density: squares of `cell` units, darker where more points
+        fall (what a scatter of 10^5 points becomes: its size bounded by the panel's, not the
+        points')."""
+        self.marks.append(_Mark("density", list(xs), list(ys), [color], label, radius=cell))
 
     def hline(self, y: float, *, color: str = INK, width: float = 1.3, dash: str = "",
               label: str = "") -> None:
@@ -141,7 +151,7 @@ class Axes:
         ys: list[float] = []
         floor = None
         for mark in self.marks:
-            if mark.kind in ("line", "scatter", "text"):
+            if mark.kind in ("line", "scatter", "text", "density"):
                 for x, y in zip(mark.xs, mark.ys):
                     if self.xscale.valid(x) and self.yscale.valid(y):
                         xs.append(x)
@@ -237,6 +247,8 @@ def _draw(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, flo
     xok, yok = x_axis.scale.valid, y_axis.scale.valid
     if mark.kind == "scatter" and (mark.titles or mark.hollow):
         return _points(mark, x_axis, y_axis, points)
+    if mark.kind == "density":
+        return _density(mark, x_axis, y_axis, points)
     if mark.kind in ("line", "scatter"):
         kept = [(x_axis.to_px(x), y_axis.to_px(y), c) for x, y, c in
                 zip(mark.xs, mark.ys, mark.colors * len(mark.xs) if len(mark.colors) == 1
@@ -282,6 +294,31 @@ def _draw(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, flo
     return ""
 
 
+def _density(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, float]]) -> str:
+    """The points counted per square of the grid, a square's opacity rising with the log of
+    its count."""
+    cell = mark.radius or DENSITY_CELL
+    xok, yok = x_axis.scale.valid, y_axis.scale.valid
+    counts: dict[tuple[int, int], int] = {}
+    for x, y in zip(mark.xs, mark.ys):
+        if xok(x) and yok(y):
+            key = (math.floor(x_axis.to_px(x) / cell), math.floor(y_axis.to_px(y) / cell))
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ""
+    most = math.log1p(max(counts.values()))
+    levels: dict[float, list[str]] = {}
+    for (i, j), count in sorted(counts.items()):
+        level = _DENSITY_LEVELS[min(int(math.log1p(count) / most * len(_DENSITY_LEVELS)),
+                                    len(_DENSITY_LEVELS) - 1)] if most else _DENSITY_LEVELS[0]
+        points.append(((i + 0.5) * cell, (j + 0.5) * cell))
+        levels.setdefault(level, []).append(f'<rect x="{_num(i * cell)}" y="{_num(j * cell)}" '
+                                            f'width="{_num(cell)}" height="{_num(cell)}"/>')
+    color = mark.colors[0] if mark.colors else INK
+    return "".join(f'<g fill="{color}" fill-opacity="{level:g}">{"".join(rects)}</g>'
+                   for level, rects in sorted(levels.items()))
+
+
 def _points(mark: _Mark, x_axis: Axis, y_axis: Axis, points: list[tuple[float, float]]) -> str:
     """A scatter drawn point by point: rings (`hollow`), each with its hover text."""
     colors = mark.colors * len(mark.xs) if len(mark.colors) == 1 else mark.colors
@@ -322,7 +359,7 @@ def _annotation(mark: _Mark, x_axis: Axis, y_axis: Axis,
 def _swatch(mark: _Mark, x: float, y: float) -> str:
     """The legend's sample of `mark`, 18 units wide, centred on y."""
     color = mark.colors[0] if mark.colors else INK
-    if mark.kind in ("band", "bars"):
+    if mark.kind in ("band", "bars", "density"):
         return (f'<rect x="{_num(x)}" y="{_num(y - 4)}" width="18" height="8" fill="{color}" '
                 f'fill-opacity="{max(mark.opacity, 0.3):g}"/>')
     if mark.kind == "scatter" and mark.hollow:

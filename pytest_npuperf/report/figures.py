@@ -27,6 +27,9 @@ from .charts import DASHED, DOTTED, INK, MUTED, Figure
 from .regression import Judged, judged
 
 MAX_SERIES = 12  # lines in one plot before it stops being readable
+# Points a scatter draws one by one (each a circle with its hover text): a run of 10^5 cases
+# draws its worst this way and the rest as a density (`_scatter`).
+MAX_DRAWN = 1_000
 _GEMM_ID = re.compile(r"^(?P<type>[A-Za-z0-9_]+)-(?P<m>\d+)x(?P<k>\d+)x(?P<n>\d+)-(?P<dtype>[A-Z0-9_]+)-")
 VERDICT_COLORS = {SLOWER: "#d1242f", FASTER: "#1a7f37", SAME: "#57606a", UNCERTAIN: "#bf8700",
                   NEW: "#8250df"}
@@ -34,6 +37,33 @@ BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "latency": "#8250df",
 SUSPECT_COLOR, NOISY_COLOR = "#d1242f", "#bf8700"
 MARKER, LINE_WIDTH = 2.0, 1.6  # series: dot radius and line width (drawing units)
 FLAGGED = (STATUS_NOISY, STATUS_SUSPECT)  # measured, never the row's stored value
+
+
+def _scatter(ax, xs: list[float], ys: list[float], *, color: str, label: str,
+             titles: list[str] | None = None, rank: list[float] | None = None,
+             hollow: bool = False, radius: float = 2.3) -> int:
+    """A scatter of at most MAX_DRAWN points: of a larger one the MAX_DRAWN that rank
+    highest (`rank`: how far from agreement, the worst first; by default those first given)
+    are drawn one by one, with their hover text, and all of them as a density beneath: the
+    figure's size is bounded, a large run's outliers still stand out, and every case stays
+    in the run JSON and the tables. Returns how many points were drawn one by one."""
+    if len(xs) <= MAX_DRAWN:
+        ax.scatter(xs, ys, color=color, label=label, titles=titles or (), hollow=hollow,
+                   radius=radius)
+        return len(xs)
+    ax.density(xs, ys, color=color)
+    chosen = sorted(range(len(xs)), key=lambda i: -rank[i])[:MAX_DRAWN] if rank is not None \
+        else list(range(MAX_DRAWN))
+    ax.scatter([xs[i] for i in chosen], [ys[i] for i in chosen], color=color, label=label,
+               titles=[titles[i] for i in chosen] if titles else (), hollow=hollow,
+               radius=radius)
+    return MAX_DRAWN
+
+
+def _drawn_note(drawn: int, total: int) -> str:
+    """What a title says of a large run's scatter (empty when every point was drawn)."""
+    return "" if drawn >= total else (f"; the {drawn:,} farthest of {total:,} drawn one by "
+                                      f"one, all as density")
 
 
 def _measured(results: list[CaseResult]) -> list[CaseResult]:
@@ -68,9 +98,9 @@ def gemm_latency(results: list[CaseResult]) -> str | None:
                 width=LINE_WIDTH, label=f"N={n} K={k} {dtype}")
         if flagged:
             flagged_any = True
-            ax.scatter([p[0] for p in flagged], [p[1] for p in flagged], color=color,
-                       radius=3.2, hollow=True,
-                       titles=[f"{p[2].case_id}: {p[2].status_text}" for p in flagged])
+            _scatter(ax, [p[0] for p in flagged], [p[1] for p in flagged], color=color,
+                     label="", radius=3.2, hollow=True,
+                     titles=[f"{p[2].case_id}: {p[2].status_text}" for p in flagged])
     if flagged_any:
         ax.scatter([], [], color=MUTED, radius=3.2, hollow=True,
                    label="ring: noisy or suspect, off the line")
@@ -142,8 +172,10 @@ def roofline(results: list[CaseResult]) -> str | None:
         for bound_by in ("compute", "memory", "latency"):
             chosen = [(x, r) for x, r in zip(intensity, with_flops) if r.bound_by == bound_by]
             if chosen:
-                left.scatter([x for x, _ in chosen], [r.achieved_tflops for _, r in chosen],
-                             color=BOUND_COLORS[bound_by], label=f"{bound_by}-bound")
+                # The worst: those furthest below the ceiling they are bound by.
+                _scatter(left, [x for x, _ in chosen], [r.achieved_tflops for _, r in chosen],
+                         color=BOUND_COLORS[bound_by], label=f"{bound_by}-bound",
+                         rank=[r.stats.median / r.bound_us for _, r in chosen])
         left.log()
         left.legend()
     left.xlabel = "arithmetic intensity (FLOP/byte)"
@@ -153,6 +185,7 @@ def roofline(results: list[CaseResult]) -> str | None:
     bounds = [r.bound_us for r in cases]
     lo, hi = min(bounds + times) / 2, max(bounds + times) * 2
     right.line([lo, hi], [lo, hi], color=INK, width=1.3, label="median = bound")
+    drawn = 0
     # Every colour of the panel in its legend: the kind of bound, and the flagged cases.
     for label, color, chosen, hollow in (
             ("compute-bound", BOUND_COLORS["compute"],
@@ -167,16 +200,19 @@ def roofline(results: list[CaseResult]) -> str | None:
             ("noisy (not stored)", NOISY_COLOR,
              [r for r in cases if r.status == STATUS_NOISY], True)):
         if chosen:
-            right.scatter([r.bound_us for r in chosen], [r.stats.median for r in chosen],
-                          color=color, hollow=hollow, radius=2.6 if hollow else 2.3,
-                          label=f"{label} ({len(chosen)})",
-                          titles=[f"{r.case_id}: median {r.stats.median:.4g} us, bound "
-                                  f"{r.bound_us:.4g} us ({r.bound_by or 'unknown'})"
-                                  for r in chosen])
+            # The worst: furthest from their bound, either way (below it: suspect).
+            drawn += _scatter(
+                right, [r.bound_us for r in chosen], [r.stats.median for r in chosen],
+                color=color, hollow=hollow, radius=2.6 if hollow else 2.3,
+                label=f"{label} ({len(chosen)})",
+                titles=[f"{r.case_id}: median {r.stats.median:.4g} us, bound "
+                        f"{r.bound_us:.4g} us ({r.bound_by or 'unknown'})" for r in chosen],
+                rank=[max(r.stats.median / r.bound_us, r.bound_us / r.stats.median)
+                      for r in chosen])
     right.log()
     right.xlabel = "bound (us): compute, memory or the latency floor, the largest"
     right.ylabel = "median (us)"
-    right.title = "Achieved vs bound"
+    right.title = "Achieved vs bound" + _drawn_note(drawn, len(cases))
     right.legend()
     return fig.svg()
 
@@ -218,13 +254,16 @@ def replay_vs_model(outcome: BackfillOutcome | None) -> str | None:
     for factor in (GAP_LOW, GAP_HIGH):
         ax.line([low, high], [low * factor, high * factor], color=MUTED, width=1.0, dash=DOTTED,
                 label=f"{GAP_LOW:g}x and {GAP_HIGH:g}x" if factor == GAP_LOW else "")
+    drawn = 0
     for kind in sorted({g.operator for g in gaps}):
         chosen = [g for g in gaps if g.operator == kind]
-        ax.scatter([g.profiling_us for g in chosen], [g.microbench_us for g in chosen],
-                   radius=3.0, color=ax.next_color(), label=f"{kind} ({len(chosen)})")
+        drawn += _scatter(ax, [g.profiling_us for g in chosen],
+                          [g.microbench_us for g in chosen], radius=3.0,
+                          color=ax.next_color(), label=f"{kind} ({len(chosen)})",
+                          rank=[g.severity for g in chosen])
     ax.xlabel = "in-model device time (us, profiled)"
     ax.ylabel = "replay (us)"
-    ax.title = f"Replay vs in-model ({len(gaps)} rows)"
+    ax.title = f"Replay vs in-model ({len(gaps)} rows{_drawn_note(drawn, len(gaps))})"
     ax.legend()
     return fig.svg()
 
@@ -236,12 +275,14 @@ def regression_ratios(results: list[CaseResult]) -> str | None:
     threshold = items[0].comparison.threshold
     fig = Figure(720, 385)
     ax = fig.axes[0]
+    drawn = 0
     for verdict in (SAME, UNCERTAIN, FASTER, SLOWER):
         chosen = [i for i in items if i.comparison.verdict == verdict]
         if chosen:
-            ax.scatter([i.comparison.ratio for i in chosen], [_significance(i) for i in chosen],
-                       radius=2.5, color=VERDICT_COLORS[verdict],
-                       label=f"{verdict} ({len(chosen)})")
+            drawn += _scatter(ax, [i.comparison.ratio for i in chosen],
+                              [_significance(i) for i in chosen], radius=2.5,
+                              color=VERDICT_COLORS[verdict], label=f"{verdict} ({len(chosen)})",
+                              rank=[i.comparison.severity for i in chosen])
     for x in (1 + threshold, 1 / (1 + threshold)):
         ax.vline(x, color=MUTED, width=1.1, dash=DASHED)
     ax.hline(-math.log10(ALPHA), color=MUTED, width=1.1, dash=DOTTED, label=f"p = {ALPHA:g}")
@@ -256,7 +297,7 @@ def regression_ratios(results: list[CaseResult]) -> str | None:
     ax.log("x")
     ax.xlabel = "median / baseline median (log scale; dashed: the minimum effect)"
     ax.ylabel = "-log10 p (Mann-Whitney U)"
-    ax.title = "Change against the baseline per case"
+    ax.title = "Change against the baseline per case" + _drawn_note(drawn, len(items))
     ax.legend()
     return fig.svg()
 

@@ -130,11 +130,13 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
     `baseline`, when given: the standalone page shows those in sections of its own)."""
     counts = S.status_counts(results)
     duty = S.duty_line(results, session)
+    spent = S.overhead_line(results, session)
     items = [
         f"Run <code>{escape(outcome.run_id)}</code> on {escape(S.device_line(session))}",
         escape(S.status_phrase(counts)),
         *filter(None, [no_value.html_item(results)]),
         *([escape(duty[:1].upper() + duty[1:])] if duty else []),
+        *([escape(spent[:1].upper() + spent[1:])] if spent else []),
         *(escape(f"Warning: {w}") for w in S.host_warnings(results, session)),
         f"Source database: <code>{escape(str(outcome.source))}</code>",
         ("Dry run: nothing written" if outcome.dry_run or outcome.target is None

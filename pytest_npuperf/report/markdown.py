@@ -68,6 +68,7 @@ def _header(outcome: BackfillOutcome, results: list[CaseResult], session: Sessio
         f"- Native: {native}",
         f"- Dry run: {'yes' if outcome.dry_run else 'no'}",
         f"- Time: {time_line}",
+        f"- Overhead: {S.overhead_line(results, session) or '-'}",
         *(f"- Warning: {w}" for w in S.host_warnings(results, session)),
     ]
     return "\n".join(lines)

@@ -50,7 +50,15 @@ def _share(value: float) -> str:
     return S.fmt_pct(value) if value == value else "-"
 
 
+def prediction_lines(outcome: BackfillOutcome) -> list[str]:
+    return [line for prediction in outcome.predictions for line in prediction.lines()]
+
+
 def terminal_lines(outcome: BackfillOutcome) -> list[str]:
+    return _gap_lines(outcome) + prediction_lines(outcome)
+
+
+def _gap_lines(outcome: BackfillOutcome) -> list[str]:
     types = type_gaps(outcome)
     if not types:
         return []
@@ -79,6 +87,11 @@ _TYPE_HEADER = ["Operator", "Rows", "Median ratio", "Range", "Share of model tim
 
 
 def markdown_section(outcome: BackfillOutcome) -> str:
+    predicted = "".join(f"\n\nModel prediction: {p.markdown()}" for p in outcome.predictions)
+    return _gap_markdown(outcome) + predicted
+
+
+def _gap_markdown(outcome: BackfillOutcome) -> str:
     types = type_gaps(outcome)
     if not types:
         return ("No row has both a replay and an in-model time on this device: profile the model "
@@ -104,6 +117,12 @@ def _html_table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def html_section(outcome: BackfillOutcome) -> str:
+    predicted = "".join(f"<h3>Model prediction</h3><pre>{escape(chr(10).join(p.lines()))}</pre>"
+                        for p in outcome.predictions)
+    return _gap_html(outcome) + predicted
+
+
+def _gap_html(outcome: BackfillOutcome) -> str:
     types = type_gaps(outcome)
     title = "<h3>Replay vs the model</h3>"
     if not types:

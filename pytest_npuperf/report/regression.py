@@ -3,6 +3,7 @@ regressions and improvements worst first, each with its ratio and p-value."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from html import escape
 
@@ -30,8 +31,20 @@ class Judged:
 
 
 def judged(results: list[CaseResult]) -> list[Judged]:
-    return [Judged(r.case_id, r.kernel_type, Comparison.from_dict(r.regression))
-            for r in results if r.regression]
+    """The cases compared with the baseline. The reports and figures of one run each ask for
+    them (10^5 verdicts, rebuilt each time: seconds): the last run's are kept, reused while
+    the same results hold the same verdicts."""
+    verdicts = [r.regression for r in results]  # held: no id of theirs is reused meanwhile
+    if _last and _last[0] is results and len(_last[1]) == len(verdicts) \
+            and all(map(operator.is_, _last[1], verdicts)):
+        return list(_last[2])
+    found = [Judged(r.case_id, r.kernel_type, Comparison.from_dict(r.regression))
+             for r in results if r.regression]
+    _last[:] = [results, verdicts, found]
+    return list(found)
+
+
+_last: list = []  # [results, each one's verdict dict, what judged() made of them]
 
 
 def counts(items: list[Judged]) -> dict[str, int]:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import socket
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 from ..db.samples import samples_text
+from ..measure.overhead import DEFINITION as OVERHEAD_DEFINITION
 from ..measure.result import CaseResult
 from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
 from . import summary as S
@@ -19,8 +22,12 @@ SCHEMA = "npuperf-run/1"
 
 
 def run_json(outcome: BackfillOutcome, results: list[CaseResult],
-             session: SessionInfo, *, baseline: str = "") -> dict[str, Any]:
-    in_calls = S.time_in_calls(results)
+             session: SessionInfo, *, baseline: str = "", cases: bool = True
+             ) -> dict[str, Any]:
+    """The run JSON as a dict; `cases=False` leaves the case list out (`case_lines` renders
+    it apart, `dumps_run_json` puts it in place)."""
+    in_calls = S.session_calls_s(results, session)
+    overhead = S.overhead(results, session)
     return {
         "schema": SCHEMA,
         "run_id": outcome.run_id,
@@ -47,11 +54,15 @@ def run_json(outcome: BackfillOutcome, results: list[CaseResult],
         "totals": {
             "cases": len(results),
             "session_wall_s": _num(session.wall_s),
-            "time_in_calls_s": _num(in_calls),
+            "time_in_calls_s": _num(S.time_in_calls(results)),
             "cases_wall_s": _num(math.fsum(r.wall_s for r in results if S.finite(r.wall_s))),
-            "duty_cycle": _num(S.duty_cycle(in_calls, session)),
+            "duty_cycle": _num(S.duty_cycle(in_calls, session)) if session.timed_here else None,
             "per_case_overhead_s": _num(S.per_case_overhead(in_calls, session, len(results))),
             "duty_cycle_definition": S.DUTY_CYCLE_DEFINITION,
+            "overhead_s": None if overhead is None else _num(overhead[0]),
+            "overhead_parts_s": {} if overhead is None else
+            {name: _num(seconds) for name, seconds in overhead[1].items()},
+            "overhead_definition": OVERHEAD_DEFINITION,
             "by_status": S.status_counts(results),
             "preempted": S.preemption(results),
             "by_kernel_type": S.kernel_type_counts(results),
@@ -64,7 +75,7 @@ def run_json(outcome: BackfillOutcome, results: list[CaseResult],
             "gap_band": [GAP_LOW, GAP_HIGH],
             "notes": list(outcome.notes),
         },
-        "cases": [case_json(r) for r in results],
+        **({"cases": [case_json(r) for r in results]} if cases else {}),
     }
 
 
@@ -127,7 +138,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "achieved_gbps": _num(gbps),
         "mfu": _num(result.mfu),
         "mbu": _num(result.mbu),
-        "regression": jsonable(result.regression) if result.regression else None,
+        "regression": _flat_jsonable(result.regression) if result.regression else None,
         "timestamp": result.timestamp,
         "samples_z": samples_text(result.samples),
     }
@@ -148,18 +159,76 @@ def case_result(entry: dict[str, Any]) -> CaseResult:
     return result
 
 
-def dumps_run_json(data: dict[str, Any]) -> str:
-    """Indented, except one line per case: 10^5 cases stay compact and grep-able."""
+CASES_PER_PIECE = 5_000  # case lines per piece of a run JSON's text (case_pieces)
+
+
+def case_pieces(cases: Sequence[dict[str, Any]] | Sequence[CaseResult]) -> list[str]:
+    """The case list's lines as the run JSON holds them (case dicts, or results: `case_json`
+    of each), one line per case, in pieces of CASES_PER_PIECE lines: 10^5 cases make
+    hundreds of MB of text, which is never joined into one string (`run_json_pieces`)."""
     # allow_nan=False: a NaN that slipped through must fail here, not in the reader.
-    cases = data.get("cases")
-    if not isinstance(cases, list) or not cases:
-        return json.dumps(data, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+    encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+    return [",\n".join("  " + encode(c if isinstance(c, dict) else case_json(c))
+                       for c in cases[first:first + CASES_PER_PIECE])
+            for first in range(0, len(cases), CASES_PER_PIECE)]
+
+
+def spool_cases(cases: Sequence[CaseResult], spool: BinaryIO) -> int:
+    """`case_pieces` of the results, written to `spool` (UTF-8) a piece at a time, the pieces
+    joined as the run JSON joins them: a large run's hundreds of MB of case lines wait on
+    disk, not in memory, until the file is written (`spooled_run_json`). Returns the cases."""
+    encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+    for first in range(0, len(cases), CASES_PER_PIECE):
+        if first:
+            spool.write(b",\n")
+        spool.write(",\n".join("  " + encode(case_json(c))
+                               for c in cases[first:first + CASES_PER_PIECE]).encode("utf-8"))
+    return len(cases)
+
+
+def spooled_run_json(data: dict[str, Any], spool: BinaryIO, cases: int
+                     ) -> Callable[[TextIO], None]:
+    """What writes the run JSON (`data` without its cases, the `cases` lines `spool_cases`
+    wrote to `spool`) to a text handle: `dumps_run_json`'s text, the lines copied over."""
+    def fill(handle: TextIO) -> None:
+        if cases:
+            opening, _, closing = run_json_pieces(data, [""])
+        else:
+            (opening,), closing = run_json_pieces(data, []), ""
+        handle.write(opening)
+        if cases:
+            handle.flush()
+            spool.seek(0)
+            shutil.copyfileobj(spool, handle.buffer, 1 << 22)
+        handle.write(closing)
+    return fill
+
+
+def run_json_pieces(data: dict[str, Any], pieces: list[str] | None = None) -> list[str]:
+    """The run JSON's text in pieces (their concatenation is `dumps_run_json`): indented,
+    except one line per case, so that 10^5 cases stay compact and grep-able. `pieces`: the
+    case list rendered already (`case_pieces`; `data` then holds no "cases")."""
+    if pieces is None:
+        cases = data.get("cases")
+        pieces = case_pieces(cases) if isinstance(cases, list) else []
+    if not pieces:
+        whole = {**data, "cases": []} if "cases" not in data else data
+        return [json.dumps(whole, indent=1, allow_nan=False, ensure_ascii=False) + "\n"]
     head = json.dumps({k: v for k, v in data.items() if k != "cases"}, indent=1,
                       allow_nan=False, ensure_ascii=False)
-    encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
-    lines = ",\n".join("  " + encode(c) for c in cases)
     opening = "{\n" if head == "{}" else head[:-2] + ",\n"
-    return f'{opening} "cases": [\n{lines}\n ]\n}}\n'
+    text = [f'{opening} "cases": [\n']
+    for index, piece in enumerate(pieces):
+        if index:
+            text.append(",\n")
+        text.append(piece)
+    text.append("\n ]\n}\n")
+    return text
+
+
+def dumps_run_json(data: dict[str, Any], pieces: list[str] | None = None) -> str:
+    """The run JSON's text (see `run_json_pieces`)."""
+    return "".join(run_json_pieces(data, pieces))
 
 
 def jsonable(value: Any) -> Any:
@@ -181,6 +250,18 @@ def jsonable(value: Any) -> Any:
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
         return jsonable(value.tolist())
     return str(value)
+
+
+_PLAIN = (str, int, bool, type(None))
+
+
+def _flat_jsonable(value: dict) -> Any:
+    """`jsonable` of a dict, its plain values (a verdict's: strings, numbers) passed straight
+    through: 10^5 times at the end of a large run."""
+    if not all(type(k) is str and (type(v) in _PLAIN or (type(v) is float and v - v == 0.0))
+               for k, v in value.items()):
+        return jsonable(value)
+    return dict(value)
 
 
 def _num(value: float | int | None) -> float | int | None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ..db.layout import device_of
 from ..db.measured_stack import MEASURED_STACK_FILE
+from ..measure.overhead import breakdown
 from ..measure.result import (
     FAILING_STATUSES,
     PREEMPTED_REASON,
@@ -74,8 +75,47 @@ def per_case_overhead(in_calls_s: float, session: SessionInfo, cases: int) -> fl
     return (capacity - in_calls_s) / cases
 
 
+def session_calls_s(results: Iterable[CaseResult], session: SessionInfo) -> float:
+    """Time inside the timed calls within the session's wall time (none for a backfill of
+    calls made earlier)."""
+    return time_in_calls(results) if session.timed_here else 0.0
+
+
+def overhead(results: list[CaseResult], session: SessionInfo) -> tuple[float, dict[str, float]] | None:
+    """(seconds, per part) of the session's overhead (measure/overhead.py, the one
+    definition); None when the wall time is unknown."""
+    capacity = _capacity_s(session)
+    if capacity is None:
+        return None
+    total = capacity - session_calls_s(results, session)
+    case_parts: dict[str, float] = {}
+    beyond = 0.0
+    if session.timed_here:
+        for result in results:
+            for name, seconds in (result.overhead_s or {}).items():
+                case_parts[name] = case_parts.get(name, 0.0) + seconds
+            if finite(result.wall_s) and finite(result.time_in_calls_s):
+                beyond += result.wall_s - result.time_in_calls_s
+    return total, breakdown(total, case_parts, beyond, session.parts, session.workers)
+
+
+def overhead_line(results: list[CaseResult], session: SessionInfo) -> str | None:
+    """`overhead 5.08 s (67 ms per case): start-up 2.10 s, ...`: every report's the same."""
+    found = overhead(results, session)
+    if found is None:
+        return None
+    total, parts = found
+    per_case = f" ({1e3 * total / len(results):.1f} ms per case)" if results else ""
+    shown = ", ".join(f"{name} {fmt_s(seconds)}" for name, seconds in parts.items()
+                      if abs(seconds) >= 0.005)
+    return f"overhead {fmt_s(total)}{per_case}" + (f": {shown}" if shown else "")
+
+
 def duty_line(results: list[CaseResult], session: SessionInfo) -> str | None:
-    """The duty cycle sentence every report prints the same way."""
+    """The duty cycle sentence every report prints the same way (None where the session
+    timed no calls itself)."""
+    if not session.timed_here:
+        return None
     in_calls = time_in_calls(results)
     duty = duty_cycle(in_calls, session)
     if duty is None:

@@ -24,6 +24,9 @@ def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session:
     duty = S.duty_line(results, session)
     if duty is not None:
         lines.append(duty)
+    spent = S.overhead_line(results, session)
+    if spent is not None:
+        lines.append(spent)
     lines += [f"warning: {w}" for w in S.host_warnings(results, session)]
     hotspots = outcome.hotspots
     if hotspots:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,10 +30,11 @@ from ..db.layout import HCCL_DIR
 from ..db.transaction import check_inside
 from ..history.compare import DEFAULT_THRESHOLD, SLOWER
 from ..measure.clock import RunIdentity
+from ..measure.overhead import FIGURES, HISTORY, REPORTS, VERDICTS, WRITE, PartClock
+from ..replay.outcome import SessionInfo
 
 if TYPE_CHECKING:
     from ..history.keeper import HistoryKeeper
-    from ..replay.outcome import SessionInfo
     from ..report.names import ReportPaths
 
 
@@ -157,9 +159,9 @@ class _Steps:
         """Cases without a verdict judged now (the durations came after the cases ran); the
         SLOWER ones are named in a note (the run must fail)."""
         end, keeper = self.end, self.keeper
+        if end.facts.baseline:
+            keeper.judge_many([r for r in end.results if r.regression is None])
         for result in end.results:
-            if end.facts.baseline and result.regression is None:
-                keeper.judge(result)
             if (result.regression or {}).get("verdict") == SLOWER:
                 end.slower.append(result)
         if keeper.baseline_error:
@@ -176,12 +178,15 @@ class _Steps:
         from ..history.convert import history_record, run_record
 
         facts = end.facts
-        cases = [history_record(r) for r in [*end.results, *extra]]
+        extra = list(extra)
+        # Made as they are written (history/store.py records a batch at a time): 10^5
+        # records at once were hundreds of MB at a large run's end.
+        cases = map(history_record, itertools.chain(end.results, extra))
         run = run_record(run_id=facts.run_id, started=facts.started,
                          started_iso=facts.started_iso, device=end.info.device,
                          options=facts.options, source=facts.source,
                          target="" if end.outcome.target is None else str(end.outcome.target),
-                         cases=len(cases), exit_status=exit_status,
+                         cases=len(end.results) + len(extra), exit_status=exit_status,
                          baseline=facts.baseline or "", root=facts.root, good=good)
 
         def record() -> None:
@@ -203,17 +208,24 @@ class _Steps:
             end.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
             end.figures = {}
 
-    def write_reports(self, reports_dir: Path, inside: Path | None) -> bool:
+    def write_reports(self, reports_dir: Path, inside: Path | None,
+                      info: Callable[[], SessionInfo]) -> bool:
+        """`info`: the session as the reports state it, asked for once their bulk is
+        rendered (and kept in `end.info`: the terminal summary says the same)."""
         from ..report.writer import write_reports
 
         end = self.end
 
+        def session() -> SessionInfo:
+            end.info = info()
+            return end.info
+
         def write() -> None:
             if inside is not None:
                 check_inside(inside, Path(reports_dir) / "report")
-            end.paths = write_reports(end.outcome, end.results, end.info, Path(reports_dir),
+            end.paths = write_reports(end.outcome, end.results, session, Path(reports_dir),
                                       figures=end.figures, baseline=end.baseline,
-                                      history=end.history_line())
+                                      history=end.history_line)
         return self.attempt(write, "reports not written", "interrupted while writing the "
                                                           "reports: none was written")
 
@@ -244,39 +256,63 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
     end = RunEnd(facts, results, None, notes if notes is not None else [],
                  history=keeper.history if record else None)
     steps = _Steps(end, keeper)
+    clock = PartClock()  # where the end of the run went (measure/overhead.py)
     try:
         if judge:
-            steps.judge()
+            with clock.part(VERDICTS):
+                steps.judge()
 
         def write() -> None:
             end.outcome = target.write(results, facts)
-        if write_errors == "raise":
-            write()
-        elif not steps.attempt(write, target.failed, target.interrupted):
-            end.ok = False
-            return end
+        with clock.part(WRITE):
+            if write_errors == "raise":
+                write()
+            elif not steps.attempt(write, target.failed, target.interrupted):
+                end.ok = False
+                return end
         end.outcome.notes[:0] = end.notes
         end.reported = len(end.notes)
-        end.info = info()
+        end.info = _with_parts(info(), clock)
         if not (record or reports):
             return end
-        entered = time.time()
+        entered = time.perf_counter()
         status = 1 if end.slower else exit_status  # the run fails on a case judged here
-        recorded = steps.record_history(status, extra_cases, good) if record else True
+        # (On a thread beside the figures and reports, the history took longer than both
+        # one after the other: SQLite hands the interpreter back at every row, and waits
+        # for it at every row.)
+        with clock.part(HISTORY):
+            recorded = steps.record_history(status, extra_cases, good) if record else True
         if reports and target.reports_dir is not None and facts.figures:
-            steps.draw_figures()
-        # The duty cycle's wall time runs to the reports (issue 7: one definition): history
-        # and figures count, only the writing of the report files themselves is left out.
-        end.info = dataclasses.replace(end.info, wall_s=end.info.wall_s + time.time() - entered)
+            with clock.part(FIGURES):
+                steps.draw_figures()
         end.baseline = keeper.label
-        written = (steps.write_reports(target.reports_dir, target.inside)
-                   if reports and target.reports_dir is not None else True)
+        if reports and target.reports_dir is not None:
+            rendering = time.perf_counter()
+
+            # The wall time runs to the reports (measure/overhead.py: one definition): the
+            # history, the figures and the bulk of the reports count; what is left is
+            # rendering their summaries and writing the files.
+            def reported() -> SessionInfo:
+                clock.add(REPORTS, time.perf_counter() - rendering)
+                return _with_parts(dataclasses.replace(
+                    end.info, wall_s=end.info.wall_s + time.perf_counter() - entered), clock)
+            written = steps.write_reports(target.reports_dir, target.inside, reported)
+        else:
+            written = True
+        if not (reports and target.reports_dir is not None):
+            end.info = _with_parts(dataclasses.replace(
+                end.info, wall_s=end.info.wall_s + time.perf_counter() - entered), clock)
         end.ok = recorded and written
         return end
     finally:
         end.baseline = keeper.label
         if own_keeper:
             keeper.close()
+
+
+def _with_parts(info: SessionInfo, clock: PartClock) -> SessionInfo:
+    """The session with the end of the run's parts so far."""
+    return dataclasses.replace(info, parts={**info.parts, **clock.parts})
 
 
 def summary_lines(end: RunEnd) -> list[str]:

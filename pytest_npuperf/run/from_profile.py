@@ -34,6 +34,7 @@ from ..kernels.catalog import same_call_types
 from ..measure.clock import mint_run
 from ..measure.counters import CounterMatrix
 from ..measure.groupstats import group_means, group_precision, group_stats
+from ..measure.overhead import ATTRIBUTION, READ, PartClock
 from ..measure.policy import METHOD_MSPROF, METHOD_MSPROF_SIGNATURE
 from ..measure.result import STATUS_OK, CaseResult
 from ..profiling.attribution import kernel_signature_hashes
@@ -185,7 +186,9 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
                       dry_run: bool, statistic: str, reports: bool, finish: FinishOptions
                       ) -> tuple[list[str], int]:
     started = time.time()
+    clock = PartClock()  # where the command's time went (measure/overhead.py)
     notes: list[str] = []
+    reading_started = time.perf_counter()
     sources = _exported(Path(prof_path), notes)
     handoffs = find_handoffs(prof_path)
     with ThreadPoolExecutor(1) as pool, ExitStack() as reading:
@@ -206,15 +209,21 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
             _ = database.catalog  # the kernels are in the child: the database is read meanwhile
         if kernels is not None:
             # The kernels are freed on return, before the database is read.
-            outcome = attribute_results(results, sources, markers=markers,
-                                        kernels=kernels.result(), prepared=prepared)
+            table = kernels.result()
             kernels = None
+            clock.add(READ, time.perf_counter() - reading_started)
+            with clock.part(ATTRIBUTION):
+                outcome = attribute_results(results, sources, markers=markers, kernels=table,
+                                            prepared=prepared)
+            reading_started = time.perf_counter()
+            table = None
             notes += outcome.notes
             notes.append(f"{outcome.attributed} case(s) attributed, {outcome.unattributed} "
                          f"unattributed; {outcome.kernels:,} kernel launch(es), "
                          f"{outcome.markers:,} marker(s)")
     notes.insert(0, f"matched by {how}; {len(results)} case(s) from {prof_path}")
     catalog = database.catalog
+    clock.add(READ, time.perf_counter() - reading_started)
     if update_mode == "missing-only":
         done = catalog.measured()
         keep = []
@@ -236,13 +245,15 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
     target = DatabaseTarget(path, path, native=True, reports_dir=path / REPORTS_DIR,
                             prune_empty=prune_empty, dry_run=dry_run, snapshot=catalog.database,
                             purpose="npuperf backfill")
+    catalog = None
+    database.release()  # the target has the tables now, and lets them go once written
 
     def info() -> SessionInfo:
         return SessionInfo(run_id=facts.run_id, started=facts.started_iso,
                            wall_s=time.time() - started, wall_from="command start",
                            device={"kind": "npu", "name": f"profile {prof_path}",
                                    "database_device": database.device or None},
-                           options=options)
+                           options=options, parts=dict(clock.parts), timed_here=False)
     keep = reports and not dry_run
     end = finish_run(facts, results, target, info=info, notes=notes, judge=True, record=keep,
                      reports=keep, exit_status=0, device=lambda: database.device,
@@ -251,12 +262,16 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
 
 
 def finish_handoff(session: dict, results: list[CaseResult], notes: list[str], wall_s: float,
-                   exit_status: int | None = None) -> RunEnd:
+                   exit_status: int | None = None, parts: dict[str, float] | None = None
+                   ) -> RunEnd:
     """The end of a wrapped run, in its parent: the child's results (their kernels attributed)
     written to the database the child chose, then judged, recorded and reported as every run
-    is (see finish.py)."""
+    is (see finish.py). `parts`: the parent's own overhead so far (its attribution), beside
+    the child's."""
     info = SessionInfo(**{k: v for k, v in (session.get("info") or {}).items()
                           if k in SessionInfo.__dataclass_fields__})
+    if parts:
+        info = dataclasses.replace(info, parts={**info.parts, **parts})
     entered = time.time()
     facts = RunFacts.from_handoff(session, info)
     partial = str(session.get("partial") or "")

@@ -40,11 +40,14 @@ class DatabaseTarget:
     def write(self, results: list, facts: RunFacts) -> BackfillOutcome:
         from ..replay.writeback import backfill
 
+        snapshot, own = self.snapshot, self.own
+        # Written once: the tables are not kept through the history and the reports (a
+        # database of 10^5 rows is hundreds of MB).
+        self.snapshot = self.own = None
         return backfill(self.source, self.target, results, native=self.native,
                         prune_empty=self.prune_empty, dry_run=self.dry_run,
-                        run_id=facts.run_id, stamp=facts.stamp, snapshot=self.snapshot,
-                        own=self.own, lock=self.lock,
-                        purpose=self.purpose or f"run {facts.run_id}")
+                        run_id=facts.run_id, stamp=facts.stamp, snapshot=snapshot,
+                        own=own, lock=self.lock, purpose=self.purpose or f"run {facts.run_id}")
 
 
 @dataclass
