@@ -24,6 +24,10 @@ on this CPU; the injected 1.25x found in at least 4 of 5 quiet sessions.
     python benchmarks/bench_verdicts.py --no-busy -- --npuperf-threads 1
 
 CPU only: the injected slowdown spins on the host (a GPU's device time would not see it).
+Runtime: SEEDS + 3 x SESSIONS sessions (17 by default) of the selection, each 1-2 minutes
+for `-k MatMul` on the 2-core CPU (longer on a busy host, every SLOWER at first measured
+again in fresh processes): about half an hour. `--sessions 2 --seeds 2` takes a third of it;
+the goals then scale (found in at least 4/5 of the sessions).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from replay_runs import run_bench, write_out
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"-k {args.keyword!r}, {args.sessions} session(s) per step after {args.seeds} seed "
           f"session(s); load {load()}", flush=True)
     rows: dict[str, list[dict]] = {"quiet": [], "injected": [], "busy": []}
+    started = time.perf_counter()
     try:
         print("seed:")
         for i in range(args.seeds):
@@ -187,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{time.perf_counter() - started:.0f} s in all; load at the end {load()}")
     return report(rows, args)
 
 

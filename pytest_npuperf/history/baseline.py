@@ -31,7 +31,7 @@ from .compare import NEW, Comparison, Probes, compare_many, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
 from .spread import Spread, SpreadSource
-from .store import HistoryStore, is_history_file
+from .store import HistoryStore, Prefetched, is_history_file
 
 LAST, LAST_GOOD = "last", "last-good"
 DEPTH = 3  # `last`: the fastest of a case's newest DEPTH measurements
@@ -77,27 +77,22 @@ class HistoryBaseline(Baseline):
         self.exclude = tuple(exclude)
         self.spreads = SpreadSource(store, device=device, before=before,
                                     passed_only=passed_only, exclude=self.exclude)
-        self._prefetched: tuple[str, set[str], dict[str, list[CaseRecord]]] | None = None
+        self._newest: Prefetched[CaseRecord] = Prefetched()
         which = "passed runs" if passed_only else "runs"
         where = f" on {device}" if device else ""
         self.label = (f"{ref}: per case the fastest of its {DEPTH} newest measurements in the "
                       f"{which}{where} of {store.path}")
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
-        self._prefetched = None  # the previous batch's records freed before the next is read
-        self._prefetched = (kind, set(keys), self.store.latest_cases_many(
+        self._newest.load(kind, keys, lambda kind, keys: self.store.latest_cases_many(
             kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
             exclude=self.exclude, limit=DEPTH))
         self.spreads.prefetch(kind, keys)
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
-        known = self._prefetched
-        if known is not None and known[0] == kind and key in known[1]:
-            found = known[2].get(key, [])
-        else:
-            found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
-                                            passed_only=self.passed_only,
-                                            exclude=self.exclude, limit=DEPTH)
+        found = self._newest.get(kind, key, lambda kind, key: self.store.latest_cases(
+            kind, key, device=self.device, before=self.before, passed_only=self.passed_only,
+            exclude=self.exclude, limit=DEPTH))
         trusted = [c for c in found if c.status == "ok" and c.samples and c.median_us]
         if not trusted:
             return found[0] if found else None
@@ -106,7 +101,7 @@ class HistoryBaseline(Baseline):
         return best
 
     def close(self) -> None:
-        self._prefetched = None
+        self._newest = Prefetched()
         self.store.close()
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .records import CaseRecord
-from .store import HistoryStore
+from .store import HistoryStore, Prefetched
 
 SPREAD_RUNS = 5
 READ_RUNS = 2 * SPREAD_RUNS  # measurements read to find SPREAD_RUNS good ones among them
@@ -140,27 +140,20 @@ class SpreadSource:
         self.store, self.device, self.before = store, device, before
         self.passed_only, self.exclude = passed_only, tuple(exclude)
         self._host: dict[str, float | None] = {}
-        self._prefetched: tuple[str, set[str], dict[str, list[tuple[float, str, str]]]] | None \
-            = None
+        self._values: Prefetched[tuple[float, str, str]] = Prefetched()
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
         """Read the values of these cases at once (a large run's verdicts); `of` answers
         them from memory until the next prefetch."""
-        self._prefetched = None
-        if keys:
-            self._prefetched = (kind, set(keys), self.store.case_values_many(
-                kind, keys, device=self.device, before=self.before,
-                passed_only=self.passed_only, exclude=self.exclude, limit=READ_RUNS))
+        self._values.load(kind, keys, lambda kind, keys: self.store.case_values_many(
+            kind, keys, device=self.device, before=self.before,
+            passed_only=self.passed_only, exclude=self.exclude, limit=READ_RUNS))
 
     def of(self, kind: str, key: str, like: CaseRecord) -> Spread | None:
         """The spread of case (`kind`, `key`) measured as `like` was."""
-        known = self._prefetched
-        if known is not None and known[0] == kind and key in known[1]:
-            found = known[2].get(key, [])
-        else:
-            found = self.store.case_values(kind, key, device=self.device, before=self.before,
-                                           passed_only=self.passed_only,
-                                           exclude=self.exclude, limit=READ_RUNS)
+        found = self._values.get(kind, key, lambda kind, key: self.store.case_values(
+            kind, key, device=self.device, before=self.before, passed_only=self.passed_only,
+            exclude=self.exclude, limit=READ_RUNS))
         runs = good_runs(found, like)
         return combine(own_spread(runs), len(runs), self.host(kind))
 

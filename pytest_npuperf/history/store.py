@@ -24,7 +24,7 @@ from dataclasses import fields
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..db.errors import ContractError, NpuperfError
 from ..db.samples import SAMPLES_ENCODING, decode_samples, encode_samples
@@ -37,6 +37,7 @@ from .records import (
     RunRecord,
 )
 
+T = TypeVar("T")
 APPLICATION = "npuperf-history"
 _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock briefly
 # A check before a session starts, or a read, waits this long for another process's lock: a
@@ -518,6 +519,26 @@ class HistoryStore:
                               self.path)
         return [(None if other is None else row[other], record)
                 for row, record in zip(rows, records)]
+
+
+class Prefetched(Generic[T]):
+    """Per key of one kind, what a batch query read at once (a large run's verdicts); a key
+    outside the batch is read alone, when it is asked for."""
+
+    def __init__(self) -> None:
+        self._batch: tuple[str, set[str], dict[str, list[T]]] | None = None
+
+    def load(self, kind: str, keys: list[str],
+             read: Callable[[str, list[str]], dict[str, list[T]]]) -> None:
+        self._batch = None  # the previous batch freed before the next is read
+        if keys:
+            self._batch = (kind, set(keys), read(kind, keys))
+
+    def get(self, kind: str, key: str, read: Callable[[str, str], list[T]]) -> list[T]:
+        batch = self._batch
+        if batch is not None and batch[0] == kind and key in batch[1]:
+            return batch[2].get(key, [])
+        return read(kind, key)
 
 
 def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,
