@@ -185,7 +185,7 @@ class _Sides(NamedTuple):  # a tuple: 10^5 of them at a large run's end
     base_median: float = math.nan
     new_median: float = math.nan
     test: MannWhitney | None = None  # of the new samples against the baseline's
-    spread: Callable[[], float] = float  # the larger relative resolution of the two medians
+    resolution: Callable[[], float] = float  # the larger relative resolution of the medians
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,7 @@ def _verdict(sides: _Sides, *, threshold: float = DEFAULT_THRESHOLD, base_status
             return Comparison(SLOWER if effect > 0 else FASTER, **{**found, "reason": reason})
         return Comparison(UNCERTAIN, reason=f"not significant (p={_fmt_p(test.p_value)} >= "
                                             f"{ALPHA:g})", **found)
-    resolution = sides.spread()
+    resolution = sides.resolution()
     if resolution <= math.expm1(limit):
         return Comparison(SAME, **{**found, "reason": reason})
     return Comparison(UNCERTAIN, reason=f"medians known to +-{100 * resolution:.1f} %, wider "
@@ -410,12 +410,12 @@ def _sides_of(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict]]) ->
         base_spread, new_spread = spreads[index]
         found.append(_Sides(bases, news, medians[index][0], medians[index][1],
                             _u_test(float(rank_sum[index]), news, bases, float(ties[index])),
-                            _Spread(max(base_spread, new_spread))))
+                            _Resolution(max(base_spread, new_spread))))
     return found
 
 
-class _Spread:
-    """A spread computed already, asked for as `_Sides.spread` is."""
+class _Resolution:
+    """A resolution computed already, asked for as `_Sides.resolution` is."""
 
     __slots__ = ("value",)
 
