@@ -193,25 +193,25 @@ class CaseRunner:
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
             return result
-        deadline = (time.monotonic() + self.options.case_timeout_s
-                    if self.options.case_timeout_s else None)
         try:
+            # The host's probes are the tool's time, not the case's: they take none of its
+            # budget or timeout (a memory copy takes 0.1 s or more on a busy host).
+            before = self._references() if self.backend.kind == "cpu" else None
+            self._probed = self._clock.parts.get(REFERENCES, 0.0)
+            deadline = (time.monotonic() + self.options.case_timeout_s
+                        if self.options.case_timeout_s else None)
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                before = self._references() if self.backend.kind == "cpu" else None
-                # The host's probes are the tool's time, not the case's: they take none of
-                # its budget (a memory copy takes 0.1 s on a busy host).
-                self._probed = self._clock.parts.get(REFERENCES, 0.0)
                 prepared, measured = self._measure_implementations(
                     ref, spec, case, deadline, result,
                     budget_end=started + self._probed + self.options.policy.budget_s)
-                if before is not None:
-                    after = self._references()
-                    result.reference_us = reference_us(before[0], after[0])
-                    result.reference_memory_us = (before[1] + after[1]) / 2
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
+            if before is not None:
+                after = self._references()
+                result.reference_us = reference_us(before[0], after[0])
+                result.reference_memory_us = (before[1] + after[1]) / 2
             self._record(result, measured)
             self._check_budget(result, started)
             if self.options.profiled and measured.method == METHOD_EVENTS:
