@@ -38,8 +38,8 @@ from ..db.columns import (
     parse_float,
     trusted_profile,
 )
-from ..db.merge import RowUpdate, format_number
 from ..db.signature import Signature
+from ..db.upsert import RowUpdate, format_number
 
 MAX_SOURCES = 3  # sources a `Profiling Source` cell names; "(+N more)" counts the rest
 _MORE = re.compile(r"\s*\(\+(\d+) more\)\s*$")
