@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_npuperf.history.compare import compare_samples  # noqa: E402
+from pytest_npuperf.history.spread import Spread  # noqa: E402
 from pytest_npuperf.measure.result import STATUS_SUSPECT, CaseResult  # noqa: E402
 from pytest_npuperf.replay.outcome import GapRow, WriteOutcome  # noqa: E402
 
@@ -66,7 +67,8 @@ def results(count: int, seed: int = 7) -> list[CaseResult]:
         r.status = STATUS_SUSPECT if index % 37 == 5 else r.status
         drift = rng.choice((1.0, 1.0, 1.0, 0.8, 1.25))
         base = [s * drift * rng.uniform(0.97, 1.03) for s in samples]
-        r.regression = compare_samples(base, samples, base_run="r0").to_dict()
+        r.regression = compare_samples(base, samples, base_run="r0",
+                                       spread=Spread(0.01, 5, own=0.01)).to_dict()
         made.append(r)
     return made
 

@@ -22,7 +22,7 @@ from pytest_npuperf.report.figures import (
     regression_ratios,
     roofline,
 )
-from tests.report_data import HCOM, case, gemm_results, outcome
+from tests.report_data import HCOM, STEADY, case, gemm_results, outcome
 from tests.test_charts import (
     by_colour,
     group,
@@ -172,7 +172,7 @@ def _compared(ratio: float, index: int, *, threshold: float = 0.05, samples: int
     r.status = status
     r.regression = compare_samples([10.0 * (1 + 0.001 * (i % 3)) for i in range(samples)],
                                    r.samples, base_run="r0", threshold=threshold,
-                                   new_status=status).to_dict()
+                                   new_status=status, spread=STEADY).to_dict()
     return r
 
 

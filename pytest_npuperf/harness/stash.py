@@ -88,8 +88,11 @@ def attach_result(item: pytest.Item, report: pytest.TestReport, result: CaseResu
     report.user_properties.append((RESULT_PROPERTY, value))
 
 
-def result_of(report: pytest.TestReport) -> CaseResult | None:
-    """The result a report carries (a dictionary from a worker is read once, then kept)."""
+def result_of(report: pytest.TestReport, *, keep: bool = True) -> CaseResult | None:
+    """The result a report carries (a dictionary from a worker is read once, then kept in
+    its place with `keep`). A process whose reports still cross to the controller (an xdist
+    worker, `-v` asking for its status word) must not keep it: execnet sends dictionaries,
+    not objects."""
     properties = getattr(report, "user_properties", None) or []
     for index, (name, value) in enumerate(properties):
         if name != RESULT_PROPERTY:
@@ -98,23 +101,32 @@ def result_of(report: pytest.TestReport) -> CaseResult | None:
             from ..measure.result import CaseResult
 
             value = CaseResult.from_dict(value)
-            properties[index] = (name, value)
+            if keep:
+                properties[index] = (name, value)
         return value
     return None
 
 
 def teststatus(report: pytest.TestReport, config: pytest.Config):
-    """`-v`: a measured case's line says its value (`PASSED 312.5 us ±0.2 %`, `PASSED 1.2 ms
-    (noisy)`, `FAILED 31.9 ms SLOWER 1.222x`); None leaves the line to pytest."""
-    if report.when != "call" or config.option.verbose <= 0 or hasattr(report, "wasxfail") \
+    """A case that ended without a trusted value has an outcome of its own, `no value` (letter
+    `n`), whatever the verbosity. `-v`: a measured case's line says its value (`PASSED
+    312.5 us ±0.2 %`, `NO VALUE 1.2 ms (noisy)`, `FAILED 31.9 ms SLOWER 1.222x`). None leaves
+    the line to pytest."""
+    if report.when != "call" or hasattr(report, "wasxfail") \
             or not any(name == RESULT_PROPERTY for name, _ in report.user_properties):
         return None
-    result = result_of(report)
-    if result is None or result.value is None:
+    result = result_of(report, keep=roles(config).owns)
+    if result is None:
         return None
+    from ..measure.result import NO_VALUE
+
+    no_value = report.skipped and result.without_value
+    if config.option.verbose <= 0 or result.value is None:
+        return (NO_VALUE, "n", NO_VALUE.upper()) if no_value else None
     from ..measure.units import fmt_duration
 
-    word = f"{report.outcome.upper()} {fmt_duration(result.value)}"
+    outcome = NO_VALUE if no_value else report.outcome
+    word = f"{outcome.upper()} {fmt_duration(result.value)}"
     if result.precision is not None:
         word += f" ±{100 * result.precision:.1f} %"
     if result.status != "ok":
@@ -123,5 +135,5 @@ def teststatus(report: pytest.TestReport, config: pytest.Config):
     ratio = (result.regression or {}).get("ratio")
     if verdict and verdict not in ("SAME", "NEW"):
         word += f" {verdict}" + (f" {ratio:.3f}x" if ratio else "")
-    letter = {"passed": ".", "failed": "F", "skipped": "s"}.get(report.outcome, "?")
-    return report.outcome, letter, word
+    letter = {"passed": ".", "failed": "F", "skipped": "s", NO_VALUE: "n"}.get(outcome, "?")
+    return outcome, letter, word

@@ -37,7 +37,7 @@ from ..measure.overhead import (
     WARMUP,
     PartClock,
 )
-from ..measure.reference import reference_samples, reference_us
+from ..measure.reference import memory_sample, reference_samples, reference_us
 from ..measure.result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -147,6 +147,7 @@ class CaseRunner:
         self._floor: Floor | None = None
         # When the current case's first measurement started (perf_counter).
         self._first_measured: float | None = None
+        self._probed = 0.0  # the current case's host probes before its first measurement (s)
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
         self._clock = PartClock()  # where the current case's time beyond its calls goes
@@ -186,26 +187,31 @@ class CaseRunner:
                             stack=self.stack, statistic=self.options.policy.statistic,
                             threads=torch.get_num_threads())
         self._check_load(result)
-        self._clock = PartClock()
+        self._clock, self._probed = PartClock(), 0.0
         result.overhead_s = self._clock.parts
         spec = spec_for(ref.kernel_type)
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
             return result
-        deadline = (time.monotonic() + self.options.case_timeout_s
-                    if self.options.case_timeout_s else None)
         try:
+            # The host's probes are the tool's time, not the case's: they take none of its
+            # budget or timeout (a memory copy takes 0.1 s or more on a busy host).
+            before = self._references() if self.backend.kind == "cpu" else None
+            self._probed = self._clock.parts.get(REFERENCES, 0.0)
+            deadline = (time.monotonic() + self.options.case_timeout_s
+                        if self.options.case_timeout_s else None)
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                before = self._references() if self.backend.kind == "cpu" else None
                 prepared, measured = self._measure_implementations(
                     ref, spec, case, deadline, result,
-                    budget_end=started + self.options.policy.budget_s)
-                if before is not None:
-                    result.reference_us = reference_us(before, self._references())
+                    budget_end=started + self._probed + self.options.policy.budget_s)
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
+            if before is not None:
+                after = self._references()
+                result.reference_us = reference_us(before[0], after[0])
+                result.reference_memory_us = (before[1] + after[1]) / 2
             self._record(result, measured)
             self._check_budget(result, started)
             if self.options.profiled and measured.method == METHOD_EVENTS:
@@ -415,9 +421,10 @@ class CaseRunner:
         finally:
             profiler.stop()
 
-    def _references(self) -> list[float]:
+    def _references(self) -> tuple[list[float], float]:
+        """The host's probes: the reference loop's samples and a memory copy's time."""
         with self._clock.part(REFERENCES):
-            return reference_samples()
+            return reference_samples(), memory_sample()
 
     def _record(self, result: CaseResult, measured: Measured) -> None:
         result.method, result.fallback = measured.method, measured.fallback
@@ -436,10 +443,11 @@ class CaseRunner:
         before its first measurement (inputs, verification, compilation) cannot be cut
         short; the sampling stopped at the minimum of samples."""
         budget = self.options.policy.budget_s
-        wall = time.perf_counter() - started
+        probed = self._clock.parts.get(REFERENCES, 0.0)  # the host's probes: not the case's
+        wall = time.perf_counter() - started - probed
         if wall <= max(budget * OVER_BUDGET, budget + OVER_BUDGET_S):
             return
-        before = (self._first_measured or started) - started
+        before = (self._first_measured or started) - started - self._probed
         taken = result.stats.samples if result.stats is not None else 0
         over = (f"over its {budget:g} s budget: {wall:.3g} s, {before:.3g} s of it before "
                 f"the first measurement (inputs, checks, compilation); {taken} samples")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from html import escape
 
-from ..measure.result import CaseResult
+from ..measure.result import NO_VALUE, CaseResult
 from ..replay.outcome import SessionInfo, WriteOutcome
-from . import model_gap
+from . import model_gap, no_value
 from . import summary as S
 from .names import ReportPaths
 from .plots import WIDTH, samples_svg
@@ -75,6 +75,11 @@ def html_row_cells(result: CaseResult | None) -> list[str]:
             for title, (key, _sortable) in COLUMNS.items()]
 
 
+def no_value_result_cell() -> str:
+    """The Result cell of a case without a trusted value (measure/result.py NO_VALUE)."""
+    return f'<td class="col-result">{escape(NO_VALUE.capitalize())}</td>'
+
+
 def html_extra(result: CaseResult) -> str:
     """Detail block shown under a case's row: statistics table and the sample plot."""
     rows: list[tuple[str, str]] = [("status", result.status), ("kernel", result.kernel_type),
@@ -135,6 +140,7 @@ def html_summary(outcome: WriteOutcome, results: list[CaseResult], session: Sess
     items = [
         f"Run <code>{escape(outcome.run_id)}</code> on {escape(S.device_line(session))}",
         escape(S.status_phrase(counts)),
+        *filter(None, [no_value.html_item(results)]),
         *([escape(duty[:1].upper() + duty[1:])] if duty else []),
         *([escape(spent[:1].upper() + spent[1:])] if spent else []),
         *(escape(f"Warning: {w}") for w in S.host_warnings(results, session)),
