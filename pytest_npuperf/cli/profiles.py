@@ -131,18 +131,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from ..history.where import find_history
-    from ..run.finish import history_path
-    from ..run.from_profile import FinishOptions, backfill_profile
+    from ..measure.clock import mint_run
+    from ..run.finish import RunFacts, history_path
+    from ..run.from_profile import backfill_profile
 
-    history = history_path(args.history or str(find_history().path))
-    finish = FinishOptions(history=history, baseline=args.baseline, threshold=args.threshold,
-                           figures=not args.no_figures)
+    run = RunFacts.of(mint_run(), source=str(args.db),
+                      history=history_path(args.history or str(find_history().path)),
+                      baseline=args.baseline, threshold=args.threshold,
+                      figures=not args.no_figures)
     if args.baseline:
-        _check_baseline(args.baseline, finish.history)
+        _check_baseline(args.baseline, run.history)
     lines, code = backfill_profile(args.profile, args.db,
                                    update_mode=args.update_mode,
                                    prune_empty=args.prune_empty_duration_rows,
-                                   dry_run=args.dry_run, statistic=args.statistic, finish=finish)
+                                   dry_run=args.dry_run, statistic=args.statistic, run=run)
     for line in lines:
         print(line)
     return code

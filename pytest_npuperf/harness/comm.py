@@ -299,10 +299,10 @@ class CommSession:
         if self.env.is_root and self.results and not self.base.dry_run:
             from ..run.finish import finish_run
 
-            self.end = finish_run(
-                self._facts(), self.results, _Tables(self), info=self._info,
-                notes=self.notes, record=record and self.device is not None,
-                reports=False, exit_status=exit_status)
+            facts = self._facts(record=record and self.device is not None,
+                                reports=False, exit_status=exit_status)
+            self.end = finish_run(facts, self.results, _Tables(self), info=self._info,
+                                  notes=self.notes)
             failed = not self.end.ok
         if self.fabric is not None:
             healthy = self.broken is None
@@ -317,16 +317,15 @@ class CommSession:
             self.fabric.close(healthy)
         return failed
 
-    def _facts(self) -> RunFacts:
+    def _facts(self, **ending) -> RunFacts:
+        """`ending`: how the run ends (run/finish.py's RunFacts)."""
         from ..run.finish import RunFacts
 
         base = self.base
-        facts = RunFacts.of(self.identity, source=str(base.db), options={
+        return RunFacts.of(self.identity, source=str(base.db), options={
             "spec": vars(self.settings.spec), "world": self.env.world,
             "backend": self.fabric.backend_name if self.fabric else ""},
-            root=Path(self.config.rootpath))
-        facts.history = base.history
-        return facts
+            root=Path(self.config.rootpath), history=base.history, **ending)
 
     def _info(self):
         from ..replay.outcome import SessionInfo
