@@ -24,7 +24,7 @@ from .entries import (
     FIA_SEQ_LENS,
     FIA_VALUE,
 )
-from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, Operator, SlotLayout
 
 _BY_TYPE: dict[str, KernelEntry] = {}
 
@@ -55,6 +55,19 @@ def require(kernel_type: str) -> KernelEntry:
 def entries() -> list[KernelEntry]:
     """Every entry once, in catalog order."""
     return list(dict.fromkeys(_BY_TYPE.values()))
+
+
+def operators(*, simulator: bool) -> dict[str, tuple[KernelEntry, Operator]]:
+    """The operators the entries name, by name: the simulator's (op_mapping.yaml keys) or
+    those only traces show."""
+    return {op.name: (entry, op) for entry in entries() for op in entry.operators
+            if op.simulator == simulator}
+
+
+def simulator_operators() -> dict[str, dict]:
+    """The op_mapping.yaml entries of the simulator operators the entries name."""
+    return {name: op.op_mapping(entry.name)
+            for name, (entry, op) in operators(simulator=True).items()}
 
 
 def kernel_types() -> list[str]:
@@ -92,6 +105,7 @@ __all__ = [
     "CORES", "CUBE", "FIA_BLOCK_TABLE", "FIA_INPUT_SLOTS", "FIA_KEY", "FIA_KEY_ROPE",
     "FIA_KV_SEQ_LENS", "FIA_MASK", "FIA_QUERY", "FIA_QUERY_ROPE", "FIA_SEQ_LENS", "FIA_VALUE",
     "MIX", "VECTOR", "KernelEntry",
-    "SlotLayout", "accelerator_core", "add", "entries", "entry_for", "kernel_types",
-    "replayable", "replayable_types", "require", "same_call_types", "slot_layout",
+    "Operator", "SlotLayout", "accelerator_core", "add", "entries", "entry_for", "kernel_types",
+    "operators", "replayable", "replayable_types", "require", "same_call_types",
+    "simulator_operators", "slot_layout",
 ]
