@@ -11,7 +11,7 @@ import pytest
 
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.devices.base import CaptureError, DeviceGraphs, GraphReplay, Peak
-from pytest_npuperf.measure import timing as timing_module
+from pytest_npuperf.measure import methods as methods_module
 from pytest_npuperf.measure.graph import MAX_CALLS, calls_for, capture_batch, sample_graph
 from pytest_npuperf.measure.result import (
     METHOD_EVENTS,
@@ -182,7 +182,7 @@ def test_without_a_profiler_the_fallback_is_events(monkeypatch):
         def __init__(self, *args, **kwargs):
             raise RuntimeError("Can't disable Kineto profiler when it's not running")
 
-    monkeypatch.setattr(timing_module, "ProfilerSession", NoProfiler)
+    monkeypatch.setattr(methods_module, "ProfilerSession", NoProfiler)
     _, result = _run(GraphCapable(StandInGraphs(error=RuntimeError("sync inside"))))
     assert result.status == STATUS_OK and result.method == METHOD_EVENTS
     assert "graph capture failed" in result.fallback

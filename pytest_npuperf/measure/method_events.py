@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from .methods import Measured, Timing
 from .result import METHOD_EVENTS
 from .sampler import sample
-from .timing import Measured, Timing
 
 
 def measure_events(timing: Timing, name: str, call: Callable[[], object],

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from ..devices.base import CaptureError
 from .graph import sample_graph
+from .methods import Measured, Timing
 from .overhead import WARMUP, PartClock
 from .result import METHOD_GRAPH
 from .sampler import CaseTimeout, warm_up
-from .timing import Measured, Timing
 
 
 def measure_graph(timing: Timing, name: str, call: Callable[[], object],

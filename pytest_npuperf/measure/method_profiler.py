@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .methods import Measured, Timing, first_line
 from .profiler import ProfilerSession
 from .result import METHOD_PROFILER
 from .sampler import sample
-from .timing import Measured, Timing, first_line
 
 
 class ProfilerMismatch(RuntimeError):

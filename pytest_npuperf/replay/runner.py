@@ -35,6 +35,7 @@ from ..measure.method_profiler import (
     measure_profiler,
     measure_profiler_once,
 )
+from ..measure.methods import Measured, Timing, first_line
 from ..measure.noise import noise_reason
 from ..measure.overhead import CAPTURE, INPUTS, REFERENCES, VERIFICATION, WARMUP, PartClock
 from ..measure.reference import reference_samples, reference_us
@@ -55,7 +56,6 @@ from ..measure.result import (
 from ..measure.roofline import roofline
 from ..measure.sampler import CaseTimeout, SamplingPolicy
 from ..measure.stats import relative_precision
-from ..measure.timing import Measured, Timing, first_line
 from ..measure.verify import Verifier, VerifyError
 from .cases import CaseRef
 from .choice import choose
