@@ -13,7 +13,7 @@ from .database import add_grid, add_kernels, add_merge, add_validate
 from .history import add_history_commands
 from .profiles import add_backfill, add_parse, add_predict, add_profile
 
-BENCH_SUITE = "pytest_npuperf.bench"
+BENCH_SUITE = "pytest_npuperf.suite"
 
 
 class _Parser(argparse.ArgumentParser):

@@ -36,7 +36,7 @@ _MLA = {"composite": True, "decomposer": True}
 
 # Simulator operators that decompose into several catalog kernels (multi-head latent attention,
 # its indexer): no one entry's. Every other simulator operator is named by the catalog entry
-# of its kernel (`KernelEntry.operators`, kernels/entries.py).
+# of its kernel (`KernelEntry.operators`, kernels/kernel_types.py).
 DECOMPOSED_OPERATORS: dict[str, dict] = {
     "tensor_cast.multihead_latent_attention.default": dict(_MLA),
     "tensor_cast.multihead_latent_attention_quant.default": dict(_MLA),

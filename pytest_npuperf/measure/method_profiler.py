@@ -1,14 +1,14 @@
 """The `profiler` method: the device time of the kernels each call launched, from
-torch.profiler (measure/profiler.py keeps the session), one sample per timed call."""
+torch.profiler (measure/torch_profiler.py keeps the session), one sample per timed call."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from .methods import Measured, Timing, first_line
-from .profiler import ProfilerSession
 from .result import METHOD_PROFILER
 from .sampler import sample
+from .torch_profiler import ProfilerSession
 
 
 class ProfilerMismatch(RuntimeError):

@@ -16,8 +16,8 @@ import torch
 
 from ..devices.base import Backend, HostClockTimer
 from .policy import SamplingPolicy
-from .profiler import ProfilerSession
 from .sampler import SamplingRun
+from .torch_profiler import ProfilerSession
 
 
 @dataclass

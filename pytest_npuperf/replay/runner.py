@@ -22,7 +22,7 @@ from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError
 from ..kernels.cache_state import RotationArena
 from ..kernels.case import KernelCase, case_from_row
-from ..kernels.implementations import AUTO, Unsupported, default_name, resolve_mode
+from ..kernels.implementation_options import AUTO, Unsupported, default_name, resolve_mode
 from ..kernels.registry import spec_for
 from ..kernels.spec import KernelSpec, Prepared, ReplaySkipped
 from ..measure.floor import Floor, latency_floor
