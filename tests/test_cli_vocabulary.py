@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_npuperf.cli import build_parser, main
+from pytest_npuperf.cli import main
+from pytest_npuperf.cli.parser import build_parser
 from pytest_npuperf.db.table import read_table
 from tests.real_samples import REALDATA, needs
 
