@@ -105,6 +105,7 @@ def references(run, keyword: str = "", *, backend=None, reference=None
     label, timer = reference or reference_timer()
     catalog = CaseCatalog(Path(run.report["database"]["source"]))
     refs = {ref.case_id: ref for ref in catalog.cases()}
+    cache = run.report["session"]["options"].get("cache") or "model"
     if backend is None:
         from pytest_npuperf.devices.cuda import CudaBackend
         backend = CudaBackend(0)
@@ -118,7 +119,10 @@ def references(run, keyword: str = "", *, backend=None, reference=None
         try:
             case = case_from_row(ref.kernel_type, catalog.row(ref), file=ref.file,
                                  row_number=ref.row_number)
-            prepared = spec_for(ref.kernel_type).prepare(case, backend)
+            # The call the run timed: its cache state (the inputs it rotates) and
+            # implementation, or the two timers would time different work.
+            prepared = spec_for(ref.kernel_type).prepare(
+                case, backend, cache=cache, impl=run.cases[case_id].get("impl") or None)
             values[case_id] = timer(prepared.call)
         except Exception as exc:  # report it, go on with the other cases
             errors[case_id] = f"{type(exc).__name__}: {exc}"

@@ -40,6 +40,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -406,7 +407,8 @@ def stage_fidelity(rec: Recorder, ctx: Context) -> None:
     from bench_model_loop import run_model
 
     hidden, layers = (128, 2) if ctx.smoke else (2048, 2)
-    workloads = ((("prefill", 1, 16), ("decode", 4, 1)) if ctx.smoke else
+    # Smoke: one small step of 2 sequences (the same code path, a third of the minute).
+    workloads = ((("prefill", 2, 8),) if ctx.smoke else
                  (("prefill", 1, 1024), ("decode", 16, 1)))
     for label, batch, tokens in workloads:
         args = Namespace(device=ctx.device, dtype="float32" if ctx.smoke else "bfloat16",
@@ -533,7 +535,7 @@ def run_stage(stage: str, limit: float, args, work: Path) -> dict:
     if args.smoke:
         command.append("--smoke")
     (work / stage).mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), _children_cpu_s()
     with open(log, "w") as handle:
         child = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
                                  start_new_session=True, env={**os.environ,
@@ -547,7 +549,7 @@ def run_stage(stage: str, limit: float, args, work: Path) -> dict:
             status = "timed out"
     found = json.loads(stage_file.read_text()) if stage_file.is_file() else {"figures": []}
     found.update({"status": status, "wall_s": round(time.monotonic() - start, 2),
-                  "limit_s": round(limit, 1)})
+                  "cpu_s": round(_children_cpu_s() - cpu, 1), "limit_s": round(limit, 1)})
     if found.pop("skipped", None) is not None:
         found["status"], found["reason"] = "skipped", _last_skip(stage_file)
     if status != "done":
@@ -564,6 +566,28 @@ def _last_skip(stage_file: Path) -> str:
 def _tail(log: Path, lines: int = 3) -> str:
     text = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
     return " | ".join(line.strip() for line in text[-lines:])[-600:] or "(no output)"
+
+
+# What the GPU image may lack: the tests stage needs the first two (carried as wheels, see
+# docs/development.md); the other stages run without them.
+CARRIED = ("pytest_html", "pytest_metadata")
+USED = ("torch", "triton", "transformers", "pandas", "yaml", "xdist", "pytest_benchmark")
+
+
+def environment() -> dict:
+    """The packages the stages use, found or not (without importing them: torch is slow)."""
+    import importlib.util
+
+    found = {name: importlib.util.find_spec(name) is not None for name in CARRIED + USED}
+    return {"found": sorted(n for n, ok in found.items() if ok),
+            "missing": sorted(n for n, ok in found.items() if not ok)}
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds the stages and their processes used (on a busy host the wall time is
+    mostly waiting for a core; this says what the run itself costs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(usage.ru_utime + usage.ru_stime, 1)
 
 
 def _load() -> str:
@@ -587,11 +611,14 @@ def markdown(result: dict) -> str:
             "about a GPU)" if result["smoke"] else "GPU")
     lines = [f"# GPU acceptance: {mode}", "",
              f"device: {result.get('device_name') or '?'}; started {result['started']}; "
-             f"wall {result['wall_s']:.0f} s of {result['total_limit_s']:.0f} s; "
-             f"load {result['load']}", "",
+             f"wall {result['wall_s']:.0f} s of {result['total_limit_s']:.0f} s "
+             f"(CPU time of its processes {result.get('cpu_s', 0):.0f} s); "
+             f"load {result['load']}; not installed: "
+             f"{', '.join(result['environment']['missing']) or 'none'}", "",
              "| stage | figure | value | goal | verdict |", "| --- | --- | --- | --- | --- |"]
     for name, stage in result["stages"].items():
-        head = f"{name} ({stage['status']}, {stage['wall_s']:.0f} s of {stage['limit_s']:.0f} s)"
+        head = (f"{name} ({stage['status']}, {stage['wall_s']:.0f} s of {stage['limit_s']:.0f} s"
+                f", CPU {stage.get('cpu_s', 0):.0f} s)")
         if stage.get("reason"):
             lines.append(f"| {head} | - | - | - | {stage['reason'].replace('|', '/')} |")
             head = name
@@ -663,8 +690,12 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     result = {"schema": SCHEMA, "smoke": args.smoke, "started": time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_name": None, "wall_s": 0.0,
-        "total_limit_s": total, "load": _load(), "python": sys.version.split()[0],
-        "stages": {}}
+        "total_limit_s": total, "cpu_s": 0.0, "load": _load(), "python": sys.version.split()[0],
+        "environment": environment(), "stages": {}}
+    if result["environment"]["missing"]:
+        print("not installed: " + ", ".join(result["environment"]["missing"])
+              + " (the stages that need them say so; docs/development.md: which wheels to "
+              "carry)", flush=True)
     try:
         for stage in STAGES:
             if stage not in stages:
@@ -687,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
             if not result["device_name"] and isinstance(device, dict):
                 result["device_name"] = device.get("name") or device.get("kind")
             result["wall_s"] = time.monotonic() - start
+            result["cpu_s"] = _children_cpu_s()
             result["load"] = _load()
             write_results(args.out, result)
             print(f"[{result['wall_s']:5.0f} s] {stage}: {found['status']}; "
