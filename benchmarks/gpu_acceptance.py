@@ -616,6 +616,11 @@ def _fmt(value, unit: str) -> str:
     return f"{text} {unit}".strip()
 
 
+def _cell(text: str) -> str:
+    """Text for a markdown table cell (a bare | would end the cell)."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def markdown(result: dict) -> str:
     mode = ("SMOKE (CPU at tiny sizes: the verdicts are against the GPU goals and say nothing "
             "about a GPU)" if result["smoke"] else "GPU")
@@ -630,12 +635,12 @@ def markdown(result: dict) -> str:
         head = (f"{name} ({stage['status']}, {stage['wall_s']:.0f} s of {stage['limit_s']:.0f} s"
                 f", CPU {stage.get('cpu_s', 0):.0f} s)")
         if stage.get("reason"):
-            lines.append(f"| {head} | - | - | - | {stage['reason'].replace('|', '/')} |")
+            lines.append(f"| {head} | - | - | - | {_cell(stage['reason'])} |")
             head = name
         for fig in stage["figures"]:
             verdict = fig["verdict"] + (f": {fig['reason']}" if fig.get("reason") else "")
-            lines.append(f"| {head} | {fig['figure']} | {_fmt(fig['value'], fig['unit'])} | "
-                         f"{fig['goal']} | {verdict.replace('|', '/')} |")
+            lines.append(f"| {head} | {_cell(fig['figure'])} | {_fmt(fig['value'], fig['unit'])}"
+                         f" | {fig['goal']} | {_cell(verdict)} |")
             head = name
     counts = {v: sum(f["verdict"] == v for s in result["stages"].values() for f in s["figures"])
               for v in ("pass", "fail", "n/a", "reported")}

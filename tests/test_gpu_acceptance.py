@@ -90,6 +90,9 @@ def test_smoke_runs_every_stage_and_each_figure_has_a_verdict_or_a_reason(tmp_pa
     assert table.startswith("# GPU acceptance: SMOKE")
     for name in stages:
         assert f"| {name} (" in table
+    # Every row has the table's five cells: a | inside a figure's name is escaped.
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert all(line.replace("\\|", "").count("|") == 6 for line in rows)
 
 
 def test_a_stage_out_of_time_is_reported_and_the_next_one_runs(tmp_path):
