@@ -23,7 +23,8 @@ from pytest_npuperf.db.database import Database
 from pytest_npuperf.db.errors import ContractError
 from pytest_npuperf.ingest.op_summary import find_sources, read_kernels
 
-from .conftest import FULL_HEADER, REALDATA, kd_row, kernel_details_text, read_rows, tree_digest
+from .conftest import FULL_HEADER, kd_row, kernel_details_text, read_rows, tree_digest
+from .real_samples import REALDATA
 from .replay_project import cells, write_db
 from .test_hostile_input import ADD, _kd, _one_line
 

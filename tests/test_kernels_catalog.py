@@ -23,7 +23,7 @@ from tests.test_grid_config import CONTRACT_KERNELS
 from tests.test_grid_generators import MODELS, runtime
 from tests.test_grid_generators import run as run_generator
 
-# CONTRACT.md §10: of the five the reference tool lists, only the torch.ops._C_ascend operators
+# docs/format.md §10: of the five the reference tool lists, only the torch.ops._C_ascend operators
 # need vllm-ascend's custom OPP (KvRmsNormRopeCache is op-plugin's, RINGMLA an ATB operator,
 # split_qkv_rmsnorm_rope a Triton one: see kernels/custom_ops.py).
 CUSTOM_OPS = {"AddRmsNormBias", "DispatchFFNCombine"}

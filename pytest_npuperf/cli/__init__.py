@@ -631,7 +631,7 @@ def _add_comm_commands(sub) -> None:
     check = sub.add_parser(
         "comm-validate", help="check hcom tables against the analytic collective model",
         description="Compare every row of the hcom_*.csv tables of a directory with the "
-                    "analytic model of CONTRACT.md section 7 (A3 link constants): PASS when "
+                    "analytic model of docs/format.md §7 (A3 link constants): PASS when "
                     "measured/predicted lies in [1/T, T], WARN within [1/(2T), 2T], FAIL "
                     "beyond. Prints a markdown report; exit status 1 on any FAIL or unreadable "
                     "row.")

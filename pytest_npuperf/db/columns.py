@@ -1,4 +1,4 @@
-"""Column names of the compute CSVs (CONTRACT.md §2) and the columns this project adds.
+"""Column names of the compute CSVs (docs/format.md §2) and the columns this project adds.
 
 The contract columns are never renamed or dropped. Columns of this project go after them.
 Legacy headers are migrated on rewrite: `MicroBench Duration(us)` becomes
@@ -24,7 +24,7 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     OP_STATE, ACCELERATOR_CORE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS,
     OUTPUT_SHAPES, OUTPUT_DTYPES, OUTPUT_FORMATS,
 )
-# The cells a signature is computed from (CONTRACT.md §4): OP State and Output Formats are not.
+# The cells a signature is computed from (docs/format.md §4): OP State and Output Formats are not.
 SIGNATURE_COLUMNS: tuple[str, ...] = (
     INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES,
 )

@@ -37,7 +37,7 @@ assignments:                       # kernel type -> pattern(s)
 ```
 
 `--config` takes a file, or the name of a packaged config: `default` (default_grid.yaml, all
-kernel types of CONTRACT.md §10) or `embedded_db` (the embedded default database).
+kernel types of docs/format.md §10) or `embedded_db` (the embedded default database).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# `Accelerator Core` cells (CONTRACT.md §2) of the cores a kernel runs on.
+# `Accelerator Core` cells (docs/format.md §2) of the cores a kernel runs on.
 CUBE = "AI_CORE"
 VECTOR = "AI_VECTOR_CORE"
 MIX = "MIX_AIC"

@@ -1,4 +1,4 @@
-"""The kernel catalog's entries: every kernel type of CONTRACT.md §10 and of the shape grid.
+"""The kernel catalog's entries: every kernel type of docs/format.md §10 and of the shape grid.
 
 Slot layouts are in the order the kernel tables list the slots; dtype and format are what a
 new (grid) row gets for a slot that its pattern does not type itself. Adding a kernel type
@@ -96,7 +96,7 @@ FIA = KernelEntry(
               "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
               "value_shared_prefix"))
 # An ATB kernel (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp): it needs NNAL, not vllm-ascend's
-# custom OPP (CONTRACT.md §10). Slot order of the ATB operation's inputs (query1, query2, key1,
+# custom OPP (docs/format.md §10). Slot order of the ATB operation's inputs (query1, query2, key1,
 # key2, value, mask, seqLen: hicann/ascend-transformer-boost src/ops_infer/ring_mla/
 # ring_mla_operation.cpp), the reference replay's too.
 RING_MLA = KernelEntry(
@@ -131,7 +131,7 @@ SPARSE_FLASH_ATTENTION = KernelEntry(
     streamed=("key", "value", "key_rope"))
 
 # -- rope, KV cache -------------------------------------------------------------------------
-# A Triton kernel vllm-ascend registers from Python: no custom OPP (CONTRACT.md §10).
+# A Triton kernel vllm-ascend registers from Python: no custom OPP (docs/format.md §10).
 SPLIT_QKV = KernelEntry(
     ("split_qkv_rmsnorm_rope_kernel",), "rope", VECTOR, (S("qkv"), S("norm_weight")),
     (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope",

@@ -139,7 +139,7 @@ INTERPOLATION_POLICY: dict[str, dict] = {
        for key in ("GatherV2", "Index", "ConcatD")},
 }
 
-# Which simulator operator is costed from which collective table (CONTRACT.md §1, §7).
+# Which simulator operator is costed from which collective table (docs/format.md §1, §7).
 COLLECTIVE_OPERATORS: dict[str, tuple[str, ...]] = {
     "tensor_cast.all_reduce.default": ("hcom_allReduce_",),
     "tensor_cast.all_gather.default": ("hcom_allGather_",),

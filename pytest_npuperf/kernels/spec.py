@@ -268,7 +268,7 @@ class KernelSpec(ABC):
     @abstractmethod
     def npu_call(self, tensors: dict[str, torch.Tensor], case: KernelCase, backend
                  ) -> Callable[[], object]:
-        """The call the reference replays on the NPU (CONTRACT.md §10)."""
+        """The call the reference replays on the NPU (docs/format.md §10)."""
 
     def results(self, returned: object, tensors: dict[str, torch.Tensor], case: KernelCase
                 ) -> tuple[torch.Tensor, ...]:

@@ -315,7 +315,7 @@ def _float(text: str | None) -> float | None:
 
 
 def read_collective_tables(hccl_dir: Path | None) -> dict[str, list[dict[str, str]]]:
-    """op -> rows of every `hcom_<op>_.csv` under `hccl_dir` (CONTRACT.md §7)."""
+    """op -> rows of every `hcom_<op>_.csv` under `hccl_dir` (docs/format.md §7)."""
     tables: dict[str, list[dict[str, str]]] = {}
     if hccl_dir is None or not hccl_dir.is_dir():
         return tables

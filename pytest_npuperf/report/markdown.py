@@ -1,5 +1,5 @@
 """The replay report (`replay_report_<stamp>.md`), laid out like the reference's
-profile update report (CONTRACT.md §8) plus what this project adds: case statuses with
+profile update report (docs/format.md §8) plus what this project adds: case statuses with
 reasons, suspect measurements, where the session's time went."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Report file names (CONTRACT.md §8): one stamp ties the files of a run together."""
+"""Report file names (docs/format.md §8): one stamp ties the files of a run together."""
 
 from __future__ import annotations
 
