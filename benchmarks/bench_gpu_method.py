@@ -93,19 +93,22 @@ def reference_timer():
     return "triton do_bench_cudagraph (median)", triton_us
 
 
-def references(run, keyword: str) -> tuple[str, dict[str, float], dict[str, str]]:
-    """case id -> reference per-call time (us) of every measured case of `run`."""
-    import torch
-
-    from pytest_npuperf.devices.cuda import CudaBackend
+def references(run, keyword: str = "", *, backend=None, reference=None
+               ) -> tuple[str, dict[str, float], dict[str, str]]:
+    """case id -> reference per-call time (us) of every measured case of `run`: on the GPU
+    with `reference_timer()` unless `reference` gives another (label, timer) and `backend`
+    another device (a CPU smoke run's plain loop)."""
     from pytest_npuperf.kernels.case import case_from_row
     from pytest_npuperf.kernels.registry import spec_for
     from pytest_npuperf.replay.cases import CaseCatalog
 
-    label, timer = reference_timer()
+    label, timer = reference or reference_timer()
     catalog = CaseCatalog(Path(run.report["database"]["source"]))
     refs = {ref.case_id: ref for ref in catalog.cases()}
-    backend = CudaBackend(0)
+    cache = run.report["session"]["options"].get("cache") or "model"
+    if backend is None:
+        from pytest_npuperf.devices.cuda import CudaBackend
+        backend = CudaBackend(0)
     backend.activate()
     values, errors = {}, {}
     for case_id in run.values():
@@ -116,13 +119,16 @@ def references(run, keyword: str) -> tuple[str, dict[str, float], dict[str, str]
         try:
             case = case_from_row(ref.kernel_type, catalog.row(ref), file=ref.file,
                                  row_number=ref.row_number)
-            prepared = spec_for(ref.kernel_type).prepare(case, backend)
+            # The call the run timed: its cache state (the inputs it rotates) and
+            # implementation, or the two timers would time different work.
+            prepared = spec_for(ref.kernel_type).prepare(
+                case, backend, cache=cache, impl=run.cases[case_id].get("impl") or None)
             values[case_id] = timer(prepared.call)
         except Exception as exc:  # report it, go on with the other cases
             errors[case_id] = f"{type(exc).__name__}: {exc}"
         finally:
             prepared = None
-            torch.cuda.empty_cache()
+            backend.empty_cache()
     return label, values, errors
 
 

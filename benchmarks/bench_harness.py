@@ -248,6 +248,18 @@ def bench_scale(work: Path, extra: list[str], kernels: str = "MatMulV2,MatMulV3,
           f"{s['outside_cases_s']:.1f} s outside them")
 
 
+# The overhead parts spent per case (inside the cases and between them), not once per session.
+IN_CASES = ("inputs", "verification", "warm-up calls", "graph capture", "references",
+            "rest of the cases", "between cases")
+
+
+def per_case_overhead_s(summary: dict) -> float:
+    """Seconds per case outside the timed calls, from a `BenchRun.summary()` (the run JSON's
+    overhead parts that each case spends; start-up and the end of the run left out)."""
+    parts = summary["overhead_parts_s"]
+    return sum(v for k, v in parts.items() if k in IN_CASES) / max(1, summary["cases"])
+
+
 def bench_whole_database(work: Path, extra: list[str]) -> None:
     """(g): every row of the embedded database, the goals of a GPU session."""
     selection = ("--npuperf-table", "none", *extra)  # the embedded database, as users run it
@@ -255,9 +267,7 @@ def bench_whole_database(work: Path, extra: list[str]) -> None:
     run = run_bench("whole", work / "whole_db", *selection, timeout_s=3600)
     s = run.summary()
     parts = s["overhead_parts_s"]
-    in_cases = ("inputs", "verification", "warm-up calls", "graph capture", "references",
-                "rest of the cases", "between cases")
-    each = sum(v for k, v in parts.items() if k in in_cases) / max(1, s["cases"])
+    each = per_case_overhead_s(s)
     device = run.report["session"]["device"].get("kind", "?")
     print(f"(g) pytest bench on the whole embedded database on {device}: {s['cases']} cases, "
           f"duty cycle {s['duty_cycle']:.2f} (goal >= 0.9 on a GPU), {1e3 * each:.1f} ms per "

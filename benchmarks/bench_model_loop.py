@@ -22,7 +22,8 @@ Every figure is printed with the host's load; the verdict of each goal ends the 
 FILE` writes them too (what a GPU acceptance script reads: `run_model()` is its entry).
 
     python benchmarks/bench_model_loop.py [--device auto|cpu|cuda] [--dtype float32|bfloat16]
-        [--models llama,qwen3] [--tokens 256] [--hidden 1024] [--layers 2] [--threads 1]
+        [--models llama,qwen3] [--tokens 256] [--batch 1] [--hidden 1024] [--layers 2]
+        [--threads 1]
         [--no-competing] [--keep DIR] [--json FILE]
 """
 
@@ -49,8 +50,8 @@ import torch
 import transformers
 from pytest_npuperf.profiling import step
 
-name, device, dtype, tokens, hidden, layers, plain = sys.argv[1:8]
-tokens, hidden, layers = int(tokens), int(hidden), int(layers)
+name, device, dtype, tokens, hidden, layers, plain, batch = sys.argv[1:9]
+tokens, hidden, layers, batch = int(tokens), int(hidden), int(layers), int(batch)
 dtype = getattr(torch, dtype)
 common = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=hidden // 64,
               vocab_size=32000, max_position_embeddings=max(512, tokens))
@@ -64,7 +65,7 @@ else:
     cls = transformers.Qwen3ForCausalLM
 torch.manual_seed(0)
 model = cls(config).to(device=device, dtype=dtype).eval()
-ids = torch.randint(0, config.vocab_size, (1, tokens), device=device)
+ids = torch.randint(0, config.vocab_size, (batch, tokens), device=device)
 
 
 def forward():
@@ -142,7 +143,8 @@ def profile(name: str, args, work: Path, out: Path, *, threads: int | None) -> P
     script.write_text(SCRIPT)
     _run([sys.executable, "-m", "pytest_npuperf.cli", "profile", "--device", args.device,
           "--warmup", "1", "--steps", "3", "--out", str(out), "--", "python", str(script), name,
-          args.device, args.dtype, str(args.tokens), str(args.hidden), str(args.layers), "-"],
+          args.device, args.dtype, str(args.tokens), str(args.hidden), str(args.layers), "-",
+          str(getattr(args, "batch", 1))],
          env=_env(threads), cwd=work, what=f"npuperf profile of {name}")
     return out
 
@@ -150,7 +152,8 @@ def profile(name: str, args, work: Path, out: Path, *, threads: int | None) -> P
 def plain_trace(name: str, args, work: Path) -> Path:
     out = work / f"{name}_plain.json"
     _run([sys.executable, str(work / f"run_{name}.py"), name, args.device, args.dtype,
-          str(args.tokens), str(args.hidden), str(args.layers), str(out)],
+          str(args.tokens), str(args.hidden), str(args.layers), str(out),
+         str(getattr(args, "batch", 1))],
          env=_env(args.threads if args.device == "cpu" else None), cwd=work,
          what=f"the plain trace of {name}")
     return out
@@ -244,13 +247,15 @@ def run_model(name: str, args, work: Path) -> Figures:
     figures.unmapped_share = prediction.share(prediction.unmapped_us)
     figures.missed_share = prediction.share(prediction.missed_us)
     print("\n".join(prediction.lines()))
-    plain = plain_trace(name, args, work)
-    from pytest_npuperf.ingest.trace_rows import trace_rows
-    from pytest_npuperf.kernels.torch_ops import TorchOperators
+    if getattr(args, "plain", True):  # a GPU acceptance run leaves it out (its minutes)
+        plain = plain_trace(name, args, work)
+        from pytest_npuperf.ingest.trace_rows import trace_rows
+        from pytest_npuperf.kernels.torch_ops import TorchOperators
 
-    _, plain_summary = trace_rows(plain, TorchOperators())
-    forward_us = plain_summary.total_us - plain_summary.init_us
-    figures.plain_mapped = plain_summary.mapped_us / forward_us if forward_us else float("nan")
+        _, plain_summary = trace_rows(plain, TorchOperators())
+        forward_us = plain_summary.total_us - plain_summary.init_us
+        figures.plain_mapped = (plain_summary.mapped_us / forward_us if forward_us
+                                else float("nan"))
     if args.device == "cpu" and args.competing:
         competing(name, args, work, figures)
         figures.loads.append(("after the competing profile", _load()))
@@ -298,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: float32 on a CPU, bfloat16 on a GPU")
     parser.add_argument("--models", default="llama,qwen3")
     parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=1,
+                        help="sequences per forward (16 with --tokens 1: a decode-shaped step "
+                        "of 16 sequences, without a KV cache)")
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1,

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -52,7 +51,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_parse import run_measured  # noqa: E402
 
-REALDATA = Path(os.environ.get("NPUPERF_REALDATA") or HERE.parent.parent / "shared" / "realdata")
+from tests.real_samples import REALDATA  # noqa: E402
+
 CALLS, WARMUP = 10, 2
 T0 = 1_780_676_244_000_000.0  # us: the real sample's clock
 VERSION = "vllm0.18.0_torch2.9.0_cann8.5"

@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = (HERE.parent.parent / "shared" / "realdata" / "kernel_details"
-                  / "mstt_advisor_compute_advice_2025_kernel_details.csv")
+sys.path.insert(0, str(HERE.parent))
+
+from tests.real_samples import REALDATA  # noqa: E402
+
+DEFAULT_SOURCE = REALDATA / "kernel_details" / "mstt_advisor_compute_advice_2025_kernel_details.csv"
 
 
 def build_file(source: Path, rows: int, target: Path) -> None:

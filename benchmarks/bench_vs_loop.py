@@ -145,6 +145,15 @@ def loop_child(plan_path: Path) -> int:
     return 0
 
 
+def loop_plan(run, device: str, db: Path, loop_time: float = LOOP_TIME_S,
+              clock: str = "wall") -> dict:
+    """What the loop replays: the cases, implementations, threads and cache state `run` had."""
+    return {"device": device, "db": str(db), "loop_time": loop_time, "clock": clock,
+            "threads": run.report["session"].get("threads") or 1,
+            "cache": run.report["session"]["options"].get("cache") or "model",
+            "cases": {cid: c.get("impl") or "" for cid, c in run.cases.items()}}
+
+
 def run_loop(work: Path, plan: dict) -> tuple[float, dict]:
     """The loop as a fresh process: (its wall seen from here, what it measured)."""
     plan_path, out = work / "plan.json", work / "loop.json"
@@ -236,11 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = run_bench(f"run {index}", out, *selection)
             else:
                 run = run_bench(f"run {index}", out, *selection)
-                plan = {"device": device, "db": str(db), "loop_time": args.loop_time,
-                        "clock": args.loop_clock,
-                        "threads": run.report["session"].get("threads") or 1,
-                        "cache": run.report["session"]["options"].get("cache") or "model",
-                        "cases": {cid: c.get("impl") or "" for cid, c in run.cases.items()}}
+                plan = loop_plan(run, device, db, args.loop_time, args.loop_clock)
                 loop_wall, loop = run_loop(work, plan)
             if index == 1:
                 print(f"device {device}: {run.report['session']['device'].get('name')}; "

@@ -1,5 +1,5 @@
 """Shared fixtures: the real profiler samples, and writers of synthetic files that reproduce
-every quirk of the real ones (CONTRACT.md §5): literal quotes around shapes, a TAB after start
+every quirk of the real ones (docs/format.md §5): literal quotes around shapes, a TAB after start
 times, N/A (HCCL) rows, a UTF-8 BOM, CRLF line ends, headers without `OP State` /
 `HF32 Eligible`, other counter sets, level-0 tables.
 """
@@ -20,9 +20,10 @@ from hypothesis import settings
 
 from pytest_npuperf.cli import main as cli_main
 
-# The 25 counters of CONTRACT.md §2, spelled out once for the tests (the msprof stand-in runs
+# The 25 counters of docs/format.md §2, spelled out once for the tests (the msprof stand-in runs
 # without pytest, so it holds them).
 from tests.msprof_standin import COUNTERS
+from tests.real_samples import ABSENT, REALDATA
 
 # Property tests: the same examples on every run (CI must not flake), and no example
 # database written into the working tree.
@@ -41,11 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.markexpr = "not slow"
 
 
-# ../shared/realdata beside the repository; NPUPERF_REALDATA points elsewhere (e.g. a CI clone).
-REALDATA = Path(os.environ.get("NPUPERF_REALDATA")
-                or Path(__file__).resolve().parents[2] / "shared" / "realdata")
 
-# Level 1, CANN 8.x (CONTRACT.md §5), spelled out here rather than imported from the product.
+# Level 1, CANN 8.x (docs/format.md §5), spelled out here rather than imported from the product.
 FULL_HEADER = (
     "Step Id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
     "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)", "Block Dim",
@@ -181,7 +179,7 @@ def stats(values: Sequence[float]) -> dict[str, float]:
 @pytest.fixture
 def realdata() -> Path:
     if not REALDATA.is_dir():
-        pytest.skip(f"real profiler samples not found at {REALDATA}")
+        pytest.skip(ABSENT)
     return REALDATA
 
 

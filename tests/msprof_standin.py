@@ -1,7 +1,7 @@
 """A stand-in for CANN's `msprof` command line, for tests only (never part of the product).
 
 `msprof --output=RUN <switches> <app...>` runs the application as msprof would, then lays
-down one PROF directory in the real layout (CONTRACT.md §6, realdata/op_summary/) from what
+down one PROF directory in the real layout (docs/format.md §6, realdata/op_summary/) from what
 the application recorded: the hand-off file the npuperf child wrote (named by the
 NPUPERF_MSPROF_CHILD environment variable) gives every case's pid, device, wall-clock range,
 calls and warmups; the database rows give the shapes. Per case it writes one kernel per call

@@ -28,6 +28,17 @@ FAST = ["--npuperf-device", "cpu", "--npuperf-warmup", "1", "--npuperf-min-sampl
         "--npuperf-no-figures", "--npuperf-preempted", "keep", "-p", "no:cacheprovider"]
 
 
+def no_value_count(result) -> int:
+    """Cases a session reported `no value` (pytest's summary line says `1 no value`, which its
+    outcome parser reads as the noun `no`)."""
+    return result.parseoutcomes().get("no", 0)
+
+
+def measured_count(result) -> int:
+    """Cases that ran and measured: passed, or `no value` when this busy host left one noisy."""
+    return result.parseoutcomes().get("passed", 0) + no_value_count(result)
+
+
 def cells(shapes, dtypes, formats, out_shapes, out_dtypes, out_formats="ND", **extra):
     row = {"OP State": "dynamic", "Accelerator Core": "AI_CORE", "Input Shapes": shapes,
            "Input Data Types": dtypes, "Input Formats": formats, "Output Shapes": out_shapes,

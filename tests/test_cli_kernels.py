@@ -50,7 +50,7 @@ def test_json_gives_one_object_per_kernel_type(npuperf):
     assert matmul["same_call"] == ["MatMulV2", "MatMulV3", "MatMulCommon"]
     assert matmul["work"] == "2*M*N*K flops; (M*K + N*K + M*N)*bytes"
     split = kernels["split_qkv_rmsnorm_rope_kernel"]
-    # a Triton operator and an ATB one: no custom OPP (CONTRACT.md §10)
+    # a Triton operator and an ATB one: no custom OPP (docs/format.md §10)
     assert not split["custom_op"] and not kernels["RINGMLAPrefillBF16Kernel"]["custom_op"]
     assert split["replayable_here"] and kernels["DispatchFFNCombine"]["custom_op"]
     assert split["replay"] == "pytest_npuperf.kernels.rope:SplitQkvRmsNormRope"

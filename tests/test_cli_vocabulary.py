@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_npuperf.cli import build_parser, main
+from pytest_npuperf.cli import main
+from pytest_npuperf.cli.parser import build_parser
 from pytest_npuperf.db.table import read_table
-from tests.conftest import REALDATA
+from tests.real_samples import REALDATA, needs
 
 KERNEL_TABLE = REALDATA / "kernel_details" / "mstt_advisor_compute_advice_2025_kernel_details.csv"
 NCCL_LOG = REALDATA / "nccl_tests" / "lessizzmore_a3mega_H100x16_all_reduce_perf.txt"
-needs_realdata = pytest.mark.skipif(not KERNEL_TABLE.is_file() or not NCCL_LOG.is_file(),
-                                    reason="../shared/realdata absent")
+needs_realdata = needs(KERNEL_TABLE, NCCL_LOG)
 
 # verb -> (the vocabulary's options it has, the old spellings it still accepts)
 VOCABULARY = {

@@ -11,12 +11,11 @@ import pytest
 from pytest_npuperf.comm.importers import ImportOptions, import_log
 from pytest_npuperf.comm.table import COLUMNS, CONTRACT_COLUMNS, upsert, write_tables
 from pytest_npuperf.db.table import read_table
-from tests.conftest import REALDATA
+from tests.real_samples import REALDATA, needs
 
 NCCL_LOG = REALDATA / "nccl_tests" / "lessizzmore_a3mega_H100x16_all_reduce_perf.txt"
 HCCL_LOG = REALDATA / "hccl_test" / "cann_oamtools_doc_all_reduce_test_example.txt"
-needs_realdata = pytest.mark.skipif(not NCCL_LOG.is_file() or not HCCL_LOG.is_file(),
-                                    reason="../shared/realdata absent")
+needs_realdata = needs(NCCL_LOG, HCCL_LOG)
 
 # The older nccl-tests table (2019-2021 builds, src/all_gather.cu print_header): no redop or
 # root for all_gather, `error` (the largest deviation) instead of #wrong; rank lines without

@@ -1,4 +1,4 @@
-"""Columns of the compute CSVs and legacy migration (CONTRACT.md §2)."""
+"""Columns of the compute CSVs and legacy migration (docs/format.md §2)."""
 
 from __future__ import annotations
 

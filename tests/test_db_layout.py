@@ -1,4 +1,4 @@
-"""Database layout, version directories and file names (CONTRACT.md §1)."""
+"""Database layout, version directories and file names (docs/format.md §1)."""
 
 from __future__ import annotations
 

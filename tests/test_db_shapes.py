@@ -1,4 +1,4 @@
-"""Shape, dtype and format cells (CONTRACT.md §3)."""
+"""Shape, dtype and format cells (docs/format.md §3)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_empty_slot_tokens_keep_their_slot(token: str) -> None:
 
 
 def test_trailing_empty_slot_is_a_slot() -> None:
-    # CONTRACT.md §3: `1,512;1,512;512;` has 4 slots.
+    # docs/format.md §3: `1,512;1,512;512;` has 4 slots.
     shapes = parse_shapes("1,512;1,512;512;")
     assert shapes == ((1, 512), (1, 512), (512,), None)
     assert format_shapes(shapes) == "1,512;1,512;512;"

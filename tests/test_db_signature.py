@@ -1,4 +1,4 @@
-"""Row identity (CONTRACT.md §4)."""
+"""Row identity (docs/format.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading and writing database CSVs (CONTRACT.md §1, §2; DESIGN principle 1)."""
+"""Reading and writing database CSVs (docs/format.md §1, §2; docs/development.md principle 1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every dtype parse writes is spelled as real profiler output spells it, which is what the
-simulator matches (CONTRACT.md §3): the whole family, from kernel tables (`DT_UINT8`, `UINT16`)
+simulator matches (docs/format.md §3): the whole family, from kernel tables (`DT_UINT8`, `UINT16`)
 and from torch.profiler traces (`unsigned char`, `short unsigned int`, a 0-dim operand)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pytest_npuperf.cli import main
 from pytest_npuperf.db.consumer_check import kernel_table_warnings
 from pytest_npuperf.db.shapes import DTYPE_BYTES, profiler_dtype, tensor_dtype
 from pytest_npuperf.db.table import read_table
-from tests.conftest import REALDATA
+from tests.real_samples import ABSENT, REALDATA
 
 # torch dtype -> the token a database row carries (the profiler's spelling).
 WRITTEN = {
@@ -97,7 +97,7 @@ def test_a_trace_of_unsigned_and_int32_tensors_parses_to_rows_the_simulator_can_
 def test_the_real_kernel_table_keeps_its_spellings(tmp_path, capsys):
     source = REALDATA / "kernel_details" / "mstt_advisor_compute_advice_2025_kernel_details.csv"
     if not source.is_file():
-        pytest.skip("../shared/realdata absent")
+        pytest.skip(ABSENT)
     assert main(["parse", "--profile", str(source), "--db", str(tmp_path), "--quiet"]) == 0
     capsys.readouterr()
     fa = read_table(tmp_path / "FlashAttentionScore.csv")

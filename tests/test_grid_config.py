@@ -17,7 +17,7 @@ from pytest_npuperf.grid.errors import (
     UnsafeExpressionError,
 )
 
-# The kernel types of CONTRACT.md §10.
+# The kernel types of docs/format.md §10.
 CONTRACT_KERNELS = (
     *MATMUL_FAMILY, "BatchMatMulV2", "QuantBatchMatmulV3", "AscendQuantV2", "DynamicQuant",
     "FusedInferAttentionScore", "RmsNorm", "AddRmsNormBias", "InterleaveRope",

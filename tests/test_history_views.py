@@ -17,6 +17,7 @@ from pytest_npuperf.history.store import HistoryStore
 from pytest_npuperf.history.views import parse_when
 from pytest_npuperf.history.where import find_history
 from pytest_npuperf.measure.units import fmt_duration
+from tests.test_charts import line, parse
 
 GEMM = "MatMulV2-16x64x32-BF16-aaaaaaaa"
 NORM = "RmsNorm-128x7168-BF16-bbbbbbbb"
@@ -152,16 +153,20 @@ class _Points(HTMLParser):
         self.charts = 0
         self.text: list[str] = []
         self._in_title = False
-        self._circle = 0
+        self._point = 0  # inside a point's element (a <use> or <path> with a hover text)
 
     def handle_starttag(self, tag, attrs):
         if tag == "svg":
             self.charts += 1
-        self._circle += tag == "circle"
-        self._in_title = tag == "title" and self._circle > 0
+        self._point += tag in ("use", "path")
+        self._in_title = tag == "title" and self._point > 0
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        self._point -= tag in ("use", "path")
 
     def handle_endtag(self, tag):
-        self._circle -= tag == "circle"
+        self._point -= tag in ("use", "path")
         self._in_title = False
 
     def handle_data(self, data):
@@ -193,9 +198,9 @@ def test_the_trend_page_shows_every_run_with_commit_stack_and_marks(history, tmp
     # noisy and suspect apart from the line, in the legend, and the line skips them
     assert "noisy (off the line) (1)" in text and "suspect (off the line) (1)" in text
     assert "SLOWER than its baseline (1)" in text
-    first_chart = page[page.index("<svg"):page.index("</svg>")]
-    line = re.search(r'<polyline points="([^"]+)"', first_chart).group(1)
-    assert len(line.split()) == 3  # n1, n3, n4: the noisy night is off the line
+    first_chart = page[page.index("<svg"):page.index("</svg>") + 6]
+    assert len(line(parse(first_chart), "trusted")) == 3  # n1, n3, n4: the noisy night is off
+    # the line
     assert 'class="figure regressed"' in page
 
 

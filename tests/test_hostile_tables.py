@@ -23,7 +23,8 @@ from pytest_npuperf.db.database import Database
 from pytest_npuperf.db.errors import ContractError
 from pytest_npuperf.ingest.op_summary import find_sources, read_kernels
 
-from .conftest import FULL_HEADER, REALDATA, kd_row, kernel_details_text, read_rows, tree_digest
+from .conftest import FULL_HEADER, kd_row, kernel_details_text, read_rows, tree_digest
+from .real_samples import REALDATA
 from .replay_project import cells, write_db
 from .test_hostile_input import ADD, _kd, _one_line
 
@@ -282,16 +283,75 @@ def test_launches_without_a_start_time_are_not_counted_as_duplicates(tmp_path, n
     assert read_rows(tmp_path / "db" / "Add.csv")[0]["Profiling Count"] == "3"
 
 
-def test_a_second_profile_says_it_replaced_the_first_ones_statistics(tmp_path, npuperf):
+def test_a_second_profile_is_pooled_with_the_first_and_a_profile_parsed_again_replaces(
+        tmp_path, npuperf):
     first = _kd(tmp_path, [kd_row("Add", 2.0, **ADD)], "run1/kernel_details.csv")
-    second = _kd(tmp_path, [kd_row("Add", 4.0, **ADD)], "run2/kernel_details.csv")
+    second = _kd(tmp_path, [kd_row("Add", d, **ADD) for d in (4.0, 6.0)],
+                 "run2/kernel_details.csv")
     db = tmp_path / "db"
     assert _parse(npuperf, first, db)[0] == 0
     code, out, err = _parse(npuperf, second, db)
     assert code == 0, err
-    assert ("note: Add.csv: 1 row(s) held profiling statistics of an earlier parse (run1): "
-            "replaced by this profile's, not combined") in out
-    assert read_rows(db / "Add.csv")[0]["Profiling Count"] == "1"
+    assert "note: Add.csv: 1 row(s) held an earlier profile's statistics: pooled" in out
+    row = read_rows(db / "Add.csv")[0]
+    assert (row["Profiling Count"], row["Profiling Average Duration(us)"]) == ("3", "4")
+    assert float(row["Profiling Std Duration(us)"]) == pytest.approx((8 / 3) ** 0.5)
+    assert (row["Profiling Min Duration(us)"], row["Profiling Max Duration(us)"]) == ("2", "6")
+    # The median of 2, 4, 6 is not known from 2 and 5: the larger profile's, said so.
+    assert (row["Profiling Median Duration(us)"], row["Profiling Median Count"]) == ("5", "2")
+    assert row["Profiling Source"] == "run1;run2"
+    code, out, err = _parse(npuperf, second, db)  # run2 again: its kernels are counted once
+    assert code == 0, err
+    assert ("note: Add.csv: 1 row(s) held profiling statistics of an earlier parse "
+            "(run1;run2): replaced by this profile's, not pooled: they count a source of "
+            "this profile already (parsed again)") in out
+    row = read_rows(db / "Add.csv")[0]
+    assert (row["Profiling Count"], row["Profiling Median Count"]) == ("2", "")
+
+
+def test_two_halves_of_a_real_kernel_table_parsed_in_turn_give_the_whole_tables_statistics(
+        tmp_path, npuperf, realdata):
+    """Count, mean, population std, min, max and the counters' means of the pooled rows are
+    those of one parse of the whole table; the median is one half's, with its count."""
+    text = (realdata / "kernel_details" /
+            "mstt_advisor_compute_advice_2025_kernel_details.csv").read_text()
+    header, *rows = text.splitlines(keepends=True)
+    # Split by task: a launch the table repeats (it does) stays in one half, where the
+    # parse counts it once, as in the whole table.
+    task = {r: next(csv.reader([r]))[2] for r in rows}
+    tasks = sorted(set(task.values()))
+    first = set(tasks[::3])
+    halves = {"run1": [r for r in rows if task[r] in first],
+              "run2": [r for r in rows if task[r] not in first]}
+    for name, part in [("whole", rows), *halves.items()]:
+        path = tmp_path / name / "kernel_details.csv"
+        path.parent.mkdir()
+        path.write_text(header + "".join(part))
+    assert _parse(npuperf, tmp_path / "whole", tmp_path / "whole_db")[0] == 0
+    for name in halves:
+        code, _, err = _parse(npuperf, tmp_path / name, tmp_path / "db")
+        assert code == 0, err
+    pooled = 0
+    for table in sorted((tmp_path / "whole_db").glob("*.csv")):
+        whole = {_identity(r): r for r in read_rows(table)}
+        for row in read_rows(tmp_path / "db" / table.name):
+            expected = whole[_identity(row)]
+            assert row["Profiling Count"] == expected["Profiling Count"]
+            for column in row:
+                if column.startswith(("Profiling Average", "Profiling Std", "Profiling Min",
+                                      "Profiling Max")) and expected[column]:
+                    assert float(row[column]) == pytest.approx(float(expected[column]),
+                                                               rel=1e-7, abs=1e-9), column
+            if row.get("Profiling Median Count"):  # both halves had kernels of it
+                pooled += 1
+                assert 0 < int(row["Profiling Median Count"]) < int(row["Profiling Count"])
+                assert row["Profiling Source"] == "run1;run2"
+    assert pooled >= 2
+
+
+def _identity(row: dict[str, str]) -> tuple[str, ...]:
+    return tuple(row[c] for c in ("Input Shapes", "Input Data Types", "Input Formats",
+                                  "Output Shapes", "Output Data Types"))
 
 
 def test_a_profile_of_more_kernel_types_than_files_one_parse_writes(tmp_path, npuperf,

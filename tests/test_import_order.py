@@ -1,6 +1,6 @@
 """Import order: no module imports one that imports it back, the packages are layers (nothing
 below the harness reaches it, nothing reaches the plugin or the cli), the report modules
-import each other one way, and the packages below them keep DESIGN.md's layers (db imports
+import each other one way, and the packages below them keep the layers of docs/development.md (db imports
 nothing of the project; ingest may read measure's statistics record, so measure never imports
 ingest). Every import counts, also those inside functions and under TYPE_CHECKING: a cycle
 hidden there is still a cycle."""
@@ -8,6 +8,8 @@ hidden there is still a cycle."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -61,6 +63,7 @@ def test_db_imports_nothing_of_the_project_and_measure_nothing_of_ingest():
         assert not {m for m in found if m == "ingest" or m.startswith("ingest.")}, module
 
 
+@functools.cache  # parsed once for the tests below, which only read it
 def _all_modules() -> dict[str, set[str]]:
     """Every module of the package (dotted below it) and the modules it imports (a name
     imported from a package counts as that package)."""
@@ -92,7 +95,7 @@ def test_no_module_imports_another_that_imports_it_back():
 
 def test_the_packages_are_layers():
     """Package by package (the root's modules each their own): no two packages import each
-    other, even through others, and the root's plugin and cli sit on top (DESIGN.md)."""
+    other, even through others, and the root's plugin and cli sit on top (docs/development.md)."""
     graph: dict[str, set[str]] = {}
     for module, found in _all_modules().items():
         graph.setdefault(_room(module), set()).update(_room(m) for m in found)
@@ -108,6 +111,33 @@ def test_the_packages_are_layers():
         if room not in ("plugin", "cli"):
             assert not {"plugin", "cli"} & _reachable(graph, room), f"{room} reaches the top"
     assert graph["db"] <= {"__init__"} and order.index("db") < order.index("harness")
+
+
+def _documented_layers() -> dict[str, int]:
+    """Package -> layer, from the table under "## Layers" in docs/development.md."""
+    page = (PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    section = page.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    layers: dict[str, int] = {}
+    for level, packages in re.findall(r"^\| (\d+) \| ([^|]+) \|", section, re.M):
+        for package in re.findall(r"`([\w.]+)`", packages):
+            assert package not in layers, f"{package} listed twice in docs/development.md"
+            layers[package] = int(level)
+    return layers
+
+
+def test_the_packages_keep_the_layers_docs_development_lists():
+    """Each package imports only packages of a lower layer of the documented table, and the
+    table lists every package (so the page and the code cannot drift apart)."""
+    layers = _documented_layers()
+    graph: dict[str, set[str]] = {}
+    for module, found in _all_modules().items():
+        graph.setdefault(_room(module), set()).update(_room(m) for m in found)
+    rooms = set(graph) - {"__init__"}
+    assert rooms == set(layers), f"not listed: {rooms - set(layers)}, gone: {set(layers) - rooms}"
+    upward = sorted(f"{room} (layer {layers[room]}) imports {other} (layer {layers[other]})"
+                    for room, found in graph.items() if room != "__init__"
+                    for other in found - {room, "__init__"} if layers[other] >= layers[room])
+    assert upward == []
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.devices.base import CaptureError, DeviceGraphs, GraphReplay, Peak
+from pytest_npuperf.measure import methods as methods_module
 from pytest_npuperf.measure.graph import MAX_CALLS, calls_for, capture_batch, sample_graph
 from pytest_npuperf.measure.result import (
     METHOD_EVENTS,
@@ -181,7 +182,7 @@ def test_without_a_profiler_the_fallback_is_events(monkeypatch):
         def __init__(self, *args, **kwargs):
             raise RuntimeError("Can't disable Kineto profiler when it's not running")
 
-    monkeypatch.setattr(runner_module, "ProfilerSession", NoProfiler)
+    monkeypatch.setattr(methods_module, "ProfilerSession", NoProfiler)
     _, result = _run(GraphCapable(StandInGraphs(error=RuntimeError("sync inside"))))
     assert result.status == STATUS_OK and result.method == METHOD_EVENTS
     assert "graph capture failed" in result.fallback
@@ -201,7 +202,7 @@ def test_an_eager_failure_is_a_failed_case(monkeypatch):
     def boom(call, n, before_each=None):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr(runner.timer, "time_calls", boom)
+    monkeypatch.setattr(runner.timing.timer, "time_calls", boom)
     result = runner.run(REF, ROW, "node", "MatMulV2.csv")
     assert result.status == STATUS_FAILED and "illegal memory access" in result.error
     assert backend.graphs().captured == []  # never captured a call that fails eagerly

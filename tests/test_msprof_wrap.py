@@ -46,7 +46,7 @@ def standin(monkeypatch):
 def project(pytester):
     pytester.makepyfile(**{"bench/test_kernels": BENCH})
     # MatMulV3.csv holds the signature of the first MatMulV2 row: when the device runs
-    # MatMulV3 for it, the measurement belongs there (CONTRACT.md §4, MatMul rule).
+    # MatMulV3 for it, the measurement belongs there (docs/format.md §4, MatMul rule).
     tables = {"MatMulV2": MATMUL_ROWS, "MatMulV3": [MATMUL_ROWS[0]], "RmsNorm": RMSNORM_ROWS}
     return pytester, write_db(pytester.path / "db", tables)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_npuperf.cli import build_parser
+from pytest_npuperf.cli.parser import build_parser
 from pytest_npuperf.harness.options import _OPTIONS
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "nightly.yml"

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from pytest_npuperf.devices.graphs import TorchGraphs
+from pytest_npuperf.measure import methods as methods_module
 from pytest_npuperf.measure.policy import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -133,7 +134,7 @@ def test_a_call_that_cannot_be_captured_falls_back_to_events_and_its_pool_is_rel
 
     def no_profiler(*args, **kwargs):  # on an NPU torch.profiler sees no kernels
         raise AssertionError("the NPU fallback went to torch.profiler")
-    monkeypatch.setattr(runner_module, "ProfilerSession", no_profiler)
+    monkeypatch.setattr(methods_module, "ProfilerSession", no_profiler)
     result = _run(backend)
     assert (result.status, result.method) == (STATUS_OK, METHOD_EVENTS)
     assert result.fallback.startswith("graph capture failed (RuntimeError: "

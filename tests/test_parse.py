@@ -1,5 +1,5 @@
 """`parse_profiling`: aggregation of kernel tables and merging into the database
-(issue 2, deliverable 4; CONTRACT.md §4, §5)."""
+(issue 2, deliverable 4; docs/format.md §4, §5)."""
 
 from __future__ import annotations
 

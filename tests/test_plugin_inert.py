@@ -21,7 +21,8 @@ from pytest_npuperf.harness.roles import existing_context
 from pytest_npuperf.replay.cases import CaseCatalog
 from tests.replay_project import BENCH, FAST, MATMUL_ROWS, default_tables, write_db
 
-HEAVY = ("torch", "pandas", "numpy")
+# matplotlib: imported only when a report is drawn.
+HEAVY = ("torch", "pandas", "numpy", "matplotlib")
 UNRELATED_TESTS = """
 import sys
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_npuperf.cli import _workload_command
+from pytest_npuperf.cli.profiles import _workload_command
 from pytest_npuperf.db.errors import NpuperfError
 from pytest_npuperf.harness.options import DEFAULT_DB
 from pytest_npuperf.ingest.trace_rows import trace_rows

@@ -1,7 +1,7 @@
-"""Integration on the real profiler samples in ../shared/realdata/ (skipped when absent).
+"""Integration on the real profiler samples (tests/real_samples.py says where; skipped when absent).
 
 The expected aggregates are recomputed here from the raw file with the csv and statistics
-modules only, applying the rules of CONTRACT.md §5 explicitly:
+modules only, applying the rules of docs/format.md §5 explicitly:
 - rows without a type (`N/A`), HCCL rows and rows without shapes are skipped;
 - a launch exported twice (same `Stream ID`, `Task ID`, `Start Time(us)` and signature) is
   counted once (the real export repeats one MatMulV3 record four times);

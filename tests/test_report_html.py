@@ -20,6 +20,7 @@ from pytest_npuperf.report import (
 from pytest_npuperf.report.names import report_paths
 
 from .report_data import STAMP, case, outcome, session, session_results
+from .test_charts import group, line, points, style, texts
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -31,18 +32,17 @@ def _svg(samples: list[float], **kw: int) -> ET.Element:
 
 
 def _polyline_points(root: ET.Element) -> list[tuple[float, float]]:
-    line = next(root.iter(f"{SVG}polyline"), None)
-    assert line is not None
-    return [tuple(map(float, p.split(","))) for p in line.get("points", "").split()]
+    return line(root, "samples")
 
 
 def _texts(root: ET.Element) -> list[str]:
-    return [t.text or "" for t in root.iter(f"{SVG}text")]
+    return texts(root)
 
 
 def _median_y(root: ET.Element) -> float:
-    path = next(p for p in root.iter(f"{SVG}path") if p.get("stroke") == "#d1242f")
-    return float(path.get("d").split()[1].split("H")[0])
+    (_, y), *_ = line(root, "median")
+    assert style(group(root, "median").find(f"{SVG}path"), "stroke") == "#d1242f"
+    return y
 
 
 def test_sample_plot_has_axes_a_median_line_and_says_its_numbers() -> None:
@@ -63,8 +63,7 @@ def test_sample_plot_has_axes_a_median_line_and_says_its_numbers() -> None:
 
 def test_svg_single_sample_and_identical_values() -> None:
     one = _svg([7.5])
-    assert one.find(f".//{SVG}circle") is not None and next(one.iter(f"{SVG}polyline"),
-                                                             None) is None
+    assert len(points(one)) == 1 and len(_polyline_points(one)) == 1  # a dot, not a line
     flat = _svg([3.0] * 50)
     assert len({y for _, y in _polyline_points(flat)}) == 1  # flat, no division by zero
 
@@ -83,8 +82,7 @@ def test_svg_downsamples_thousands_keeping_extremes() -> None:
 
 def test_svg_without_usable_samples() -> None:
     for samples in ([], [float("nan"), float("inf")]):
-        root = _svg(samples)
-        assert root.findtext(f"{SVG}text") == "no samples"
+        assert ET.fromstring(samples_svg(samples)).text == "no samples"
 
 
 def test_cells_for_a_measured_case() -> None:

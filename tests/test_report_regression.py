@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_npuperf.history.compare import FASTER, SAME, SLOWER, Comparison, compare_samples
 from pytest_npuperf.report.regression import Judged, markdown_section, run_shift, terminal_lines
-from tests.report_data import case
+from tests.report_data import STEADY, case
 
 
 def items(ratios, verdict=FASTER, threshold=0.05):
@@ -34,7 +34,7 @@ def test_the_terminal_summary_carries_the_note():
     for n in range(5):
         result = case("MatMulV2", f"{n + 1},64;64,64", samples=[7.7] * 20, row=n + 1)
         result.regression = compare_samples([10.0] * 20, result.samples,
-                                            base_run="r0").to_dict()
+                                            base_run="r0", spread=STEADY).to_dict()
         results.append(result)
     lines = terminal_lines(results, "last")
     assert lines[0] == "vs baseline last: 5 FASTER"

@@ -15,7 +15,11 @@ def test_non_native_run_with_reports() -> None:
     lines = terminal_lines(outcome(), session_results(), session(), paths)
     assert lines[0].endswith("10 cases: 4 ok, 1 failed, 1 error, 1 timeout, 2 skipped, "
                              "1 suspect")
-    assert lines[1] == ("duty cycle 0.05: 1.86 s inside measured calls of 40.00 s wall time; "
+    # a case without a trusted value is said at once, with its reason
+    assert lines[1] == ("1 case(s) with no value (suspect 1; not passed; --npuperf-no-value "
+                        "fail fails them):")
+    assert lines[2].startswith("  ") and ": suspect" in lines[2]
+    assert lines[3] == ("duty cycle 0.05: 1.86 s inside measured calls of 40.00 s wall time; "
                         "overhead 3814 ms per case")
     gap_index = next(i for i, line in enumerate(lines) if line.startswith("worst gaps"))
     gap_lines = lines[gap_index + 1:gap_index + 5]

@@ -39,12 +39,11 @@ class _Target:
 
 
 def _end(tmp_path: Path, steps: list[str], demo: DemoProfile | None):
-    facts = RunFacts.of(mint_run(), source="db", options={})
+    facts = RunFacts.of(mint_run(), source="db", record=False, reports=False)
     info = SessionInfo(run_id=facts.run_id, started=facts.started_iso, wall_s=1.0,
                        device={}, options={})
     notes = ["before the end"]
-    end = finish_run(facts, [], _Target(demo, steps), info=lambda: info, notes=notes,
-                     record=False, reports=False)
+    end = finish_run(facts, [], _Target(demo, steps), info=lambda: info, notes=notes)
     return facts, end
 
 

@@ -47,26 +47,27 @@ def test_without_a_baseline_the_cases_furthest_from_their_bound_are_the_worst():
     assert re.search(r"\d+(\.\d+)? us\s+\d+(\.\d+)? us\s+(±[\d.]+ %|-)\s+\d+\s+ok", lines[2])
 
 
-def test_with_a_baseline_the_largest_slowdowns_are_the_worst_and_failures_come_first():
+def test_with_a_baseline_failed_and_slower_come_first_then_cases_without_a_value():
     results = gemm_results()
     for i, r in enumerate(results):
-        r.regression = {"verdict": "SLOWER" if i == 7 else "SAME", "ratio": 1.0 + i / 100}
+        r.regression = {"verdict": "SLOWER" if i == 2 else "SAME", "ratio": 1.0 + i / 100}
     failed = case("MatMulV2", "1,8;8,8", STATUS_FAILED, error="RuntimeError: boom")
     skipped = case("SoftmaxV2", "8,8", STATUS_SKIPPED)
     noisy = case("RmsNorm", "8,64", STATUS_NOISY, error="spread", samples=[4.0, 9.0, 30.0])
-    lines = results_table([*results, failed, skipped, noisy], 3)
-    assert "change against the baseline" in lines[0]
-    assert _names(lines)[0] == failed.case_id and lines[2].split()[1:3] == ["-", "-"]
-    assert _names(lines)[1] == results[-1].case_id  # the largest ratio
-    assert "SLOWER 1.070x" in lines[3]
-    assert lines[-1] == "1 case(s) skipped (no replay for their kernel type here)"
-    everything = results_table([*results, failed, skipped, noisy], None)
-    assert len(_names(everything[:-1])) == len(results) + 2  # all but the skipped one
-    # a noisy case the host left without a value is listed with the failures, not dropped
     empty = case("RmsNorm", "8,128", STATUS_NOISY, error="preempted: every sample")
-    listed = results_table([*results, empty], 2)
-    assert _names(listed)[0] == empty.case_id and " noisy " in listed[2]
-    assert any(" noisy " in line for line in everything)
+    lines = results_table([*results, failed, skipped, noisy, empty], 4)
+    assert "failed and SLOWER first, then no value, then change against the baseline" \
+        in lines[0]
+    # the SLOWER case (a small ratio) before the cases without a value, those before the
+    # largest ratios: the five worst are never five rows of `-`
+    assert _names(lines)[:4] == [failed.case_id, results[2].case_id, noisy.case_id,
+                                 empty.case_id]
+    assert lines[2].split()[1:3] == ["-", "-"] and "SLOWER 1.020x" in lines[3]
+    assert " noisy " in lines[4] and " noisy " in lines[5]
+    assert lines[-1] == "1 case(s) skipped (no replay for their kernel type here)"
+    everything = results_table([*results, failed, skipped, noisy, empty], None)
+    assert len(_names(everything[:-1])) == len(results) + 3  # all but the skipped one
+    assert _names(everything)[4] == results[-1].case_id  # then the largest ratio
     assert results_table(results, 0) == []
 
 
@@ -75,7 +76,7 @@ def test_a_few_cases_are_listed_whole():
     for r in results:
         r.bound_us = None
     lines = results_table(results, 2)
-    assert lines[0].startswith("5 case(s), worst first by value") and len(lines) == 2 + 5
+    assert lines[0].startswith("5 case(s), worst first: value") and len(lines) == 2 + 5
 
 
 def test_progress_lines_come_an_interval_apart_with_the_time_left():
@@ -112,7 +113,7 @@ def test_a_session_ends_with_its_results_and_says_each_value_on_its_v_line(proje
     measured = re.findall(r"test_kernel\[(\S+)\] PASSED ([\d.]+ [nmu]?s)(?: ±[\d.]+ %)?", out)
     assert len(measured) == 4
     table = out[out.index("npuperf results"):out.index("= npuperf =")]
-    assert "4 case(s), worst first by share of the roofline bound reached" in table
+    assert "4 case(s), worst first: share of the roofline bound reached" in table
     for case_id, value in measured:
         row = next(line for line in table.splitlines() if line.startswith(case_id + " "))
         assert value in row and " ok " in row

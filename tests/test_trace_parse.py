@@ -32,7 +32,7 @@ from pytest_npuperf.replay.outcome import GapRow, WriteOutcome
 from pytest_npuperf.report import model_gap
 from pytest_npuperf.report.figures import replay_vs_model
 from tests.conftest import kd_row, read_rows, tree_digest, write_csv, write_kernel_details
-from tests.replay_project import BENCH, FAST, cells, write_db
+from tests.replay_project import BENCH, FAST, cells, measured_count, write_db
 from tests.trace_data import cpu_trace, transformer_gpu_trace
 
 VERSIONS = ["--vllm-version", "0.18.0", "--torch-version", "2.9.0", "--cann-version", "8.5"]
@@ -199,7 +199,7 @@ def test_same_device_profiling_survives_the_copy_and_another_devices_is_not_comp
     out = pytester.path / "out"
     first = pytester.runpytest("bench", "--npuperf-db", str(source), "--npuperf-out", str(out),
                                *FAST)
-    first.assert_outcomes(passed=1)
+    assert measured_count(first) == 1  # a busy host may leave it noisy: no value
     first.stdout.fnmatch_lines(["*no duration gap hotspots (0 row(s) compared)*",
                                 "*measured on ATLAS_800_A3_752T_128G_DIE: they are not compared*"])
     [copy] = out.glob("CPU_*/vllm_ascend/*")
@@ -209,7 +209,7 @@ def test_same_device_profiling_survives_the_copy_and_another_devices_is_not_comp
     write_csv(copy / "MatMulV3.csv", list(rows[0]), rows)
     again = pytester.runpytest("bench", "--npuperf-db", str(source), "--npuperf-out", str(out),
                                *FAST)
-    again.assert_outcomes(passed=1)
+    assert measured_count(again) == 1
     again.stdout.fnmatch_lines(["*replay vs in-model: 1 row(s) of 1 kernel type(s)*"])
     assert read_rows(copy / "MatMulV3.csv")[0][PROFILING_AVERAGE_DURATION] == "1000000"
 

@@ -15,9 +15,9 @@ from pytest_npuperf.ingest import chrome_trace
 from pytest_npuperf.ingest.chrome_trace import read_events
 from pytest_npuperf.ingest.trace import KIND_CPU, KIND_CUDA, KIND_NPU, NO_OPERATOR, read_trace
 from pytest_npuperf.kernels.torch_ops import TorchOperators
+from tests.real_samples import REALDATA, needs
 from tests.trace_data import GPU, cpu_trace, npu_trace_with_shapes, transformer_gpu_trace
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 TRACE_VIEW = REALDATA / "trace_view" / "mstt_advisor_timeline_trace_view_TRIMMED.json"
 OPERATORS = TorchOperators()
 
@@ -173,8 +173,7 @@ def test_a_kernel_outside_any_operator_is_counted_not_dropped(tmp_path):
 
 
 # -- torch_npu's trace_view.json ------------------------------------------------------------------
-needs_realdata = pytest.mark.skipif(not TRACE_VIEW.is_file(),
-                                    reason="../shared/realdata is not beside this checkout")
+needs_realdata = needs(TRACE_VIEW)
 
 
 @needs_realdata

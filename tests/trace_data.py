@@ -7,7 +7,7 @@ NPU traces built event by event in the formats the real profilers write.
   `kernel` it launched share `correlation` (args), and the kernel names its operator's
   `External id` when it has one (kineto leaves it out otherwise); `ac2g` flows join runtime
   and kernel; `gpu_memcpy` / `gpu_memset` activities carry the same ids.
-- NPU (torch_npu's trace_view.json, as in ../shared/realdata/trace_view): a bare array; the
+- NPU (torch_npu's trace_view.json, as in the real samples' trace_view/): a bare array; the
   device tasks are `X` events without a category in the process named "Ascend Hardware"
   (thread = stream); an `async_npu` flow starts on the host thread inside the launching
   operator and ends at the task's timestamp; timestamps are strings.

@@ -9,6 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..db.layout import DEFAULT_DEVICE, KNOWN_DEVICES, resolve_database_dir
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
 DB_HELP = "the database version directory, <root>/<DEVICE>/vllm_ascend/<VERSION>"
 
 
@@ -67,3 +71,39 @@ def add_module_kinds(parser) -> argparse.Action:
         help="a YAML file of more module kinds (classes, functions, operators whose call is "
              "one row of a kernel type), added to the package's table (docs/profiling.md); "
              "repeatable; also read from $NPUPERF_MODULE_KINDS")
+
+
+def count_or_zero(text: str) -> int:
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(value)
+
+
+def add_database_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "database", "where the database is: --db, or --device with the versions "
+                    "(versions not given are detected from the installed torch, vllm-ascend "
+                    "and CANN)")
+    add_db(group, "--database-path",
+           help="the version directory to write (created when missing), e.g. data/"
+                "ATLAS_800_A3_752T_128G_DIE/vllm_ascend/vllm0.18.0_torch2.9.0_cann8.5")
+    group.add_argument("--database-root", type=Path, default=Path("data"), metavar="ROOT",
+                       help="root holding <DEVICE>/vllm_ascend/<VERSION>/ (default: ./data)")
+    group.add_argument("--device", metavar="D",
+                       help=f"device directory name (default {DEFAULT_DEVICE} when versions "
+                            f"are given); known: {', '.join(KNOWN_DEVICES)}")
+    group.add_argument("--vllm-version", metavar="V",
+                       help="vllm-ascend version, e.g. 0.18.0 (or a full version directory name)")
+    group.add_argument("--torch-version", metavar="T", help="torch version, e.g. 2.9.0")
+    group.add_argument("--cann-version", metavar="C", help="CANN version, e.g. 8.5")
+
+
+def database_from_args(args: argparse.Namespace) -> Path:
+    device = args.device
+    if args.db is None and device is None and (
+            args.vllm_version or args.torch_version or args.cann_version):
+        device = DEFAULT_DEVICE
+    return resolve_database_dir(args.db, root=args.database_root, device=device,
+                                vllm=args.vllm_version, torch=args.torch_version,
+                                cann=args.cann_version)

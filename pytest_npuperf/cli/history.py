@@ -208,12 +208,14 @@ def add_history_commands(sub) -> None:
 
     compare = sub.add_parser(
         "compare", help="compare a run with a baseline: SLOWER / FASTER / SAME / UNCERTAIN",
-        description="Compare every case of NEW with BASE: a two-sided Mann-Whitney U test on "
-                    "the two runs' samples plus a minimum effect on the ratio of medians. "
-                    "SLOWER / FASTER: significant (p < 0.01) and the median moved by at least "
-                    "--threshold; SAME: within the threshold and both medians known to better "
-                    "than it; UNCERTAIN: otherwise (too few or too spread samples, a noisy or "
-                    "suspect measurement, not significant); NEW: not in BASE. Regressions and "
+        description="Compare every case of NEW with BASE. SLOWER / FASTER: the median moved "
+                    "by at least --threshold and by more than 3x the case's session-to-session "
+                    "spread over its recent good runs in the history (none known, e.g. two run "
+                    "JSONs without a history: UNCERTAIN), a two-sided Mann-Whitney U test on "
+                    "the two runs' samples finds them different (p < 0.01), and neither the "
+                    "host's probes nor the median move of the run's other cases account for "
+                    "it; SAME: within the threshold and both medians known to better than it; "
+                    "UNCERTAIN: otherwise, with the reason; NEW: not in BASE. Regressions and "
                     "improvements are listed worst first. Exit status 1 when any case is "
                     "SLOWER.")
     compare.add_argument("base", metavar="BASE",

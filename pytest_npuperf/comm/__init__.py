@@ -1,4 +1,4 @@
-"""Collective benchmarks: size sweeps across ranks, written to the hcom tables (CONTRACT.md §7).
+"""Collective benchmarks: size sweeps across ranks, written to the hcom tables (docs/format.md §7).
 
 Light at import (the plugin loads the option vocabulary in every pytest run): the modules that
 need torch (`channel`, `runtime`, `buffers`, `timing`, `lockstep`) or pandas (`table`,

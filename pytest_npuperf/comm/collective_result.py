@@ -65,7 +65,7 @@ class CommResult:
         return self.status == STATUS_OK and math.isfinite(self.duration_us) and self.duration_us > 0
 
     def algbw_gbps(self) -> float:
-        """CONTRACT.md §7 bandwidth_gbps: message_bytes / time (GB/s)."""
+        """docs/format.md §7 bandwidth_gbps: message_bytes / time (GB/s)."""
         return self.point.message_bytes / self.duration_us / 1e3 if self.measured else math.nan
 
     def busbw_gbps(self) -> float:

@@ -7,7 +7,7 @@ nccl-tests (NVIDIA/nccl-tests; layout read from its src/common.cu and src/util.c
   instead of `redop` (broadcast). Columns are found by name, so both read the same way, as
   does the per-iteration variant (`i_min ...`) and a trailing timestamp.
 - `size` is nccl-tests' whole buffer, max(send, recv) bytes: all_gather's gathered output and
-  reduce_scatter's scattered input are n x the per-rank message of CONTRACT.md §7, so their
+  reduce_scatter's scattered input are n x the per-rank message of docs/format.md §7, so their
   message_bytes is size / n; all_reduce, broadcast and alltoall take size as is.
 - `#wrong` counts wrong elements (a row with any is not imported); old `error` is the largest
   deviation (kept in `check`); `N/A` means the run did not check.
@@ -22,7 +22,7 @@ HCCL Test (CANN's hccl_test; the layout is that of the CANN documentation's exam
 by the docs, so it is read leniently): a `|`-separated table with a `data_size(Bytes)` column,
 `avg_time(us)` (or `aveg_time`, as the documentation names it), `alg_bandwidth(GB/s)` and
 `check_result` (success, failed, NULL); header words may end in `:`. Assumed: data_size is the
-per-NPU message of CONTRACT.md §7 for every op (the documentation: "the size of data used in
+per-NPU message of docs/format.md §7 for every op (the documentation: "the size of data used in
 collective communication on one NPU"); the log does not say how many NPUs took part nor the data
 type: an `mpirun -n N` / `-d TYPE` command line in the file gives them, else --num-devices
 (required) and the data type (default fp32, HCCL Test's default). Its alg_bandwidth is not

@@ -1,4 +1,4 @@
-"""The analytic model that sanity-checks collective measurements (CONTRACT.md §7).
+"""The analytic model that sanity-checks collective measurements (docs/format.md §7).
 
 A3 constants per topology tier (bandwidth in GB/s, latency per step), link efficiency 0.7:
 tier 0 196 GB/s 5.5 us, tier 1 196 GB/s 0.5 us, tier 2 224 GB/s 0.2 us. With n ranks, m bytes,

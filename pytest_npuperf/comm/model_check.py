@@ -127,7 +127,7 @@ def render_markdown(result: CommValidation) -> str:
     lines = [
         f"# Collective tables vs the analytic model: {result.directory}",
         "",
-        "Model: CONTRACT.md §7 (A3 links: "
+        "Model: docs/format.md §7 (A3 links: "
         + ", ".join(f"tier {k} {v.bandwidth_gbps:g} GB/s {v.latency_us:g} us"
                     for k, v in A3_LINKS.items())
         + f"; efficiency {EFFICIENCY}). PASS: measured/predicted in [{1 / t:.3g}, {t:g}]; "

@@ -1,6 +1,6 @@
 """The collectives: what each one measures, where it is stored, how its bandwidth is counted.
 
-`message_bytes` is what CONTRACT.md §7 says for each op (per rank): all_reduce the tensor,
+`message_bytes` is what docs/format.md §7 says for each op (per rank): all_reduce the tensor,
 all_gather the per-rank input, reduce_scatter the per-rank output, all_to_all the per-rank send
 buffer (equal splits), broadcast the buffer.
 
@@ -53,7 +53,7 @@ OPS: dict[str, CommOp] = {op.name: op for op in (
     CommOp("broadcast", "hcom_broadcast_", False, 1, -1),
 )}
 OP_NAMES: tuple[str, ...] = tuple(OPS)
-# Tables real databases hold, by file name (hcom_alltoall_ too: CONTRACT.md §1).
+# Tables real databases hold, by file name (hcom_alltoall_ too: docs/format.md §1).
 TABLE_OPS: dict[str, str] = {op.file_name: op.name for op in OPS.values()}
 TABLE_OPS["hcom_alltoall_.csv"] = "all_to_all"
 _OP_ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather",
@@ -69,7 +69,7 @@ def op_named(name: str) -> CommOp:
     return OPS[key]
 
 
-# The dtypes of CONTRACT.md §7, and the fp8 kinds (known tokens, CONTRACT.md §3) where a
+# The dtypes of docs/format.md §7, and the fp8 kinds (known tokens, docs/format.md §3) where a
 # backend has them. Value: (bytes per element, torch dtype attribute).
 DTYPES: dict[str, tuple[int, str]] = {
     "DT_BF16": (2, "bfloat16"), "DT_FLOAT16": (2, "float16"), "DT_FLOAT": (4, "float32"),

@@ -1,7 +1,7 @@
 """Sweep points: one per (op, message_bytes, num_devices, dtype, topology tier), with the ranks
 of the group that measures it.
 
-Topology tier (CONTRACT.md §7): ranks are laid out row-major on a grid (A3 `48 8 2` = pods x
+Topology tier (docs/format.md §7): ranks are laid out row-major on a grid (A3 `48 8 2` = pods x
 nodes x dies, A2 `128 8`); the tier of a group is the index of the outermost grid dimension on
 which its ranks differ (all equal: the last dimension). Without a grid shape the grid is
 `nodes x ranks per node` of the torchrun job, so a group inside one node is tier 1 and one

@@ -1,4 +1,4 @@
-"""The hcom tables: `<DEVICE>/hccl/<version>/hcom_<op>_.csv` (CONTRACT.md §1, §7).
+"""The hcom tables: `<DEVICE>/hccl/<version>/hcom_<op>_.csv` (docs/format.md §1, §7).
 
 Contract columns first (`message_bytes, num_devices, dtype, topology_tier, Duration(us),
 bandwidth_gbps`), then this project's. A row is identified by (message_bytes, num_devices,

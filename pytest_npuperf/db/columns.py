@@ -1,4 +1,4 @@
-"""Column names of the compute CSVs (CONTRACT.md §2) and the columns this project adds.
+"""Column names of the compute CSVs (docs/format.md §2) and the columns this project adds.
 
 The contract columns are never renamed or dropped. Columns of this project go after them.
 Legacy headers are migrated on rewrite: `MicroBench Duration(us)` becomes
@@ -24,7 +24,7 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     OP_STATE, ACCELERATOR_CORE, INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS,
     OUTPUT_SHAPES, OUTPUT_DTYPES, OUTPUT_FORMATS,
 )
-# The cells a signature is computed from (CONTRACT.md §4): OP State and Output Formats are not.
+# The cells a signature is computed from (docs/format.md §4): OP State and Output Formats are not.
 SIGNATURE_COLUMNS: tuple[str, ...] = (
     INPUT_SHAPES, INPUT_DTYPES, INPUT_FORMATS, OUTPUT_SHAPES, OUTPUT_DTYPES,
 )
@@ -97,13 +97,16 @@ def runtime_column(field: str) -> str:
 
 # Profiling columns of this project: the aggregate's other statistics and where it came from.
 PROFILING_COUNT = "Profiling Count"
+# The kernels the median was taken over, when fewer than the count: two profiles pooled
+# (ingest/pooled.py) keep the larger one's median (medians do not combine). Empty: all.
+PROFILING_MEDIAN_COUNT = "Profiling Median Count"
 PROFILING_MIN_DURATION = "Profiling Min Duration(us)"
 PROFILING_MAX_DURATION = "Profiling Max Duration(us)"
 PROFILING_SOURCE = "Profiling Source"
 PROFILING_UPDATED = "Profiling Updated"
 PROFILING_EXTRA_COLUMNS: tuple[str, ...] = (
     PROFILING_COUNT, PROFILING_MIN_DURATION, PROFILING_MAX_DURATION, PROFILING_SOURCE,
-    PROFILING_UPDATED,
+    PROFILING_UPDATED, PROFILING_MEDIAN_COUNT,
 )
 
 # Where and how a row's profiling values were taken (a trace parsed by `npuperf parse`): the

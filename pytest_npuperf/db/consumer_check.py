@@ -2,7 +2,7 @@
 
 The simulator that costs a model from this database (msmodeling's `ProfilingDataSource`)
 reads it with plain `pandas.read_csv` and its own small parsers. These checks say where it
-would miss rows or fail (facts of its reader; CONTRACT.md §1-3):
+would miss rows or fail (facts of its reader; docs/format.md §1-3, §12):
 
 - `op_mapping.yaml` in the version directory, naming every kernel table (it reads no table an
   operator mapping does not name) and, when collective tables sit beside the database, a

@@ -32,6 +32,7 @@ import pandas as pd
 
 from .columns import SIGNATURE_COLUMNS, contract_columns_for
 from .errors import CellError, ContractError, NpuperfError, os_error
+from .files import is_kernel_table_name
 from .layout import kernel_file_name, kernel_type_of_file
 from .lock import DatabaseLock
 from .signature import Signature, short_hash, signature_text
@@ -140,7 +141,7 @@ def kernel_csvs(directory: str | Path) -> list[Path]:
     # Anything but a directory: a FIFO or a link to a device named like a table is read, and
     # refused there with its name, rather than left out without a word.
     return [directory / n for n in names
-            if n.endswith(".csv") and not n.startswith(("hcom_", ".")) and not (directory / n).is_dir()]
+            if is_kernel_table_name(n) and not (directory / n).is_dir()]
 
 
 def walk_files(path: Path, keep) -> list[Path]:

@@ -41,7 +41,7 @@ class NpuperfError(Exception):
 
 
 class ContractError(NpuperfError):
-    """A cell, header or file does not follow CONTRACT.md."""
+    """A cell, header or file does not follow the format (docs/format.md)."""
 
     exit_code = EXIT_DATA
 

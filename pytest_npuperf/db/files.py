@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 from .errors import ContractError, LfsPointerError, NpuperfError, os_error
+from .layout import PROFILES_DIR, REPORTS_DIR
 
 LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
 MAX_LINE_BYTES = 4 << 20
@@ -92,10 +93,13 @@ def check_not_lfs(path: str | Path) -> None:
             f"(git lfs pull) and try again")
 
 
-def check_database_dir(path: Path, option: str) -> None:
-    """An NpuperfError unless `path` is a directory, saying what it is instead; `option` names
-    where the path came from (`--npuperf-db`, `--db`)."""
+def check_database_dir(path: Path, option: str, *, tables: bool = False) -> None:
+    """An NpuperfError unless `path` is a directory (with `tables`: holding a kernel table),
+    saying what it is instead; `option` names where the path came from (`--npuperf-db`,
+    `--db`)."""
     if path.is_dir():
+        if tables and not has_kernel_tables(path):
+            raise NpuperfError(no_kernel_tables(path, option))
         return
     if not path.exists():
         problem = "no such directory"
@@ -109,3 +113,68 @@ def check_database_dir(path: Path, option: str) -> None:
     raise NpuperfError(
         f"{option}: {path}: {problem} (expected <root>/<DEVICE>/vllm_ascend/<VERSION>/ with "
         f"<KernelType>.csv files)")
+
+
+def is_kernel_table_name(name: str) -> bool:
+    """Whether a file of a version directory is named like a kernel table (collective tables
+    and hidden files are not)."""
+    return name.endswith(".csv") and not name.startswith(("hcom_", "."))
+
+
+def has_kernel_tables(directory: Path) -> bool:
+    """Whether `directory` holds at least one file named like a kernel table (not read)."""
+    try:
+        with os.scandir(directory) as entries:
+            return any(is_kernel_table_name(e.name) and not e.is_dir() for e in entries)
+    except OSError:
+        return False
+
+
+# How far below a directory given as a database `databases_below` looks (<root>/<DEVICE>/
+# vllm_ascend/<VERSION> is three levels), and how many directories it reads at most: a
+# mistaken path may be a home directory, and the error naming what is there must come fast.
+FIND_DEPTH = 4
+FIND_MAX_DIRS = 2000
+
+
+def databases_below(path: str | Path, *, limit: int = 5) -> list[Path]:
+    """Directories below `path` (itself excluded) that hold kernel tables, nearest first: what
+    a database path given one level too high (or into the wrong tree) probably meant. Reports
+    and profile directories, hidden and symlinked ones are not entered; unreadable ones are
+    passed over (this only suggests)."""
+    found: list[Path] = []
+    level, visited = [Path(path)], 0
+    for _ in range(FIND_DEPTH):
+        below: list[Path] = []
+        for directory in level:
+            try:
+                with os.scandir(directory) as scan:
+                    entries = sorted(scan, key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or entry.name in (REPORTS_DIR, PROFILES_DIR):
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append(Path(entry.path))
+                except OSError:
+                    continue
+        for directory in below:
+            visited += 1
+            if visited > FIND_MAX_DIRS or len(found) >= limit:
+                return found
+            if has_kernel_tables(directory):
+                found.append(directory)
+        level = below
+    return found
+
+
+def no_kernel_tables(path: str | Path, option: str) -> str:
+    """The one-line error for a database directory without a kernel table: what was expected,
+    and the databases found below it."""
+    found = databases_below(path)
+    where = (f"databases found below it: {', '.join(str(p) for p in found)}" if found
+             else "no database found below it either")
+    return (f"{option}: {path}: no kernel tables here (expected <KernelType>.csv files in a "
+            f"<root>/<DEVICE>/vllm_ascend/<VERSION>/ directory); {where}")

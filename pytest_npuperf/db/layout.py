@@ -1,4 +1,4 @@
-"""Database layout (CONTRACT.md §1): devices, version directories, file names.
+"""Database layout (docs/format.md §1): devices, version directories, file names.
 
 ```
 <root>/<DEVICE>/vllm_ascend/vllm<V>_torch<T>_cann<C>/<KernelType>.csv

@@ -4,7 +4,7 @@ A device copy (a CPU's or a GPU's database of the source's rows, written under -
 keeps the source's version directory name, `vllm<V>_torch<T>_cann<C>`: that name says whose
 kernels the rows are (the serving stack that profiled them, whose op_mapping.yaml the copy
 carries), and it is what the simulator is given to find the tables of that stack on a device
-(CONTRACT.md §1). A CPU or a GPU has no vLLM-Ascend and no CANN, so its own stack has no
+(docs/format.md §1). A CPU or a GPU has no vLLM-Ascend and no CANN, so its own stack has no
 place in that name. The stack that measured the copy is recorded beside the tables instead,
 in this file, one entry per stack with the runs that measured with it; every row also names
 its own in `MicroBench Stack`. A second stack measuring the same copy is said in the run's

@@ -2,7 +2,7 @@
 
 msmodeling's `ProfilingDataSource` (the simulator that costs a model's operators from this
 database) maps every operator it meets to kernel types through the `op_mapping.yaml` of the
-version directory; without one every lookup misses (CONTRACT.md §1). Its `operator_mappings`
+version directory; without one every lookup misses (docs/format.md §1). Its `operator_mappings`
 name kernel types (`kernel_type`, `alternate_kernel_types`, `sub_kernels`, ...) and its
 `communication_data_ref` points at the collective tables (`<DEVICE>/hccl/v<CANN>/`).
 

@@ -1,4 +1,4 @@
-"""Shape, dtype and format cells (CONTRACT.md §3).
+"""Shape, dtype and format cells (docs/format.md §3).
 
 A shape cell is a `;`-separated list of tensor slots; each slot is a `,`-separated list of
 dims or an empty token (an absent optional input). The slot count carries meaning, so parsing
@@ -168,7 +168,7 @@ def normalize_format(token: str) -> str:
 
 
 # The spelling real profiler output uses, which is also the one the simulator reading this
-# database matches (CONTRACT.md §3): the types CANN's profiler has named since before bf16
+# database matches (docs/format.md §3): the types CANN's profiler has named since before bf16
 # (ge::DataType values below DT_BF16) go without the `DT_` prefix (FLOAT, FLOAT16, INT8,
 # INT32, INT64, UINT8 and BOOL are seen in real kernel tables; the other bare names are the
 # same family, inferred), bf16, the absent slot and the newer types keep it (`DT_BF16`,
@@ -242,7 +242,7 @@ def nz_to_nd(slot: Slot) -> Slot:
     """The ND matrix behind a FRACTAL_NZ shape: `(..., a, b, c, d)` -> `(..., b*c, a*d)`.
 
     `a` counts column blocks of `d` columns and `b` row blocks of `c` rows (the reference
-    replay convention; CONTRACT.md asks to confirm the orientation on hardware).
+    replay convention; docs/format.md §3 asks to confirm the orientation on hardware).
     """
     if slot is None or len(slot) < 4:
         return slot

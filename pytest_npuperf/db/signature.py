@@ -1,4 +1,4 @@
-"""Row identity (CONTRACT.md §4).
+"""Row identity (docs/format.md §4).
 
 A signature is computed from a row's identity cells. Two rows (or a profiler row and a database
 row) describe the same kernel call when their signatures are equal. Each kind is a typed,

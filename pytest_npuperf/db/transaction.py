@@ -13,7 +13,7 @@ A failed rename (or Ctrl-C) restores what was already replaced and removes the f
 created, in the same process. A process killed between 2 and 4 leaves the journal: the next
 process that takes the directory's lock (or reads the database, when the lock is free) **rolls
 the transaction back** before reading. Back, not forward: the killed process never reported
-success, and a killed run must leave the database as it was before the run (DESIGN.md,
+success, and a killed run must leave the database as it was before the run (docs/development.md,
 principle 1); every old file is still there as a backup, while rolling forward would need
 every staged file, which a crash during staging may not have finished.
 Temporary files left by killed writers (staged files, backups without a journal, probes) are

@@ -37,7 +37,7 @@ assignments:                       # kernel type -> pattern(s)
 ```
 
 `--config` takes a file, or the name of a packaged config: `default` (default_grid.yaml, all
-kernel types of CONTRACT.md §10) or `embedded_db` (the embedded default database).
+kernel types of docs/format.md §10) or `embedded_db` (the embedded default database).
 """
 
 from __future__ import annotations
@@ -197,7 +197,26 @@ def resolve_config_path(config: str | Path | None) -> Path:
 def load_config(config: str | Path | None = None) -> GridConfig:
     path = resolve_config_path(config)
     data, marks = load_yaml(path)
+    if path == packaged_config_path("default") and isinstance(data, dict):
+        _add_catalog_patterns(data)
     return parse_config(data, marks)
+
+
+def _add_catalog_patterns(data: dict) -> None:
+    """The default grid also holds the pattern a catalog entry carries (`KernelEntry.grid`,
+    a kernel type added or registered since default_grid.yaml was written), under its own
+    name, for its kernel types the file does not assign."""
+    from ..kernels import catalog
+
+    patterns, assignments = data.get("patterns"), data.get("assignments")
+    if not isinstance(patterns, dict) or not isinstance(assignments, dict):
+        return  # parse_config says what is wrong with the file
+    for entry in catalog.entries():
+        new = [t for t in entry.kernel_types if t not in assignments]
+        if entry.grid is None or not new:
+            continue
+        patterns.setdefault(entry.name, dict(entry.grid))
+        assignments.update(dict.fromkeys(new, entry.name))
 
 
 def parse_config(data: object, marks: Marks) -> GridConfig:

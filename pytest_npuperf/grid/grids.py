@@ -1,4 +1,4 @@
-"""Built-in named value grids (CONTRACT.md §9 and the reference design's shape grids).
+"""Built-in named value grids (docs/format.md §9 and the reference design's shape grids).
 
 A config refers to them by name (`M: M_GRID`) and may define its own under `grids:`.
 """

@@ -1,4 +1,4 @@
-"""Memory estimate of a row: every input and output slot, elements x dtype bytes (CONTRACT.md §9).
+"""Memory estimate of a row: every input and output slot, elements x dtype bytes (docs/format.md §9).
 
 A row whose estimate exceeds the budget is not generated; a row exactly at the budget is.
 """

@@ -1,4 +1,4 @@
-"""Model dimensions the grid derives shapes from (CONTRACT.md §9).
+"""Model dimensions the grid derives shapes from (docs/format.md §9).
 
 Four models are built in; any other is described by a small YAML file (`--model-file`):
 

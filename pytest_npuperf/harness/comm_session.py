@@ -299,10 +299,10 @@ class CommSession:
         if self.env.is_root and self.results and not self.base.dry_run:
             from ..run.finish import finish_run
 
-            self.end = finish_run(
-                self._facts(), self.results, _Tables(self), info=self._info,
-                notes=self.notes, record=record and self.device is not None,
-                reports=False, exit_status=exit_status)
+            facts = self._facts(record=record and self.device is not None,
+                                reports=False, exit_status=exit_status)
+            self.end = finish_run(facts, self.results, _Tables(self), info=self._info,
+                                  notes=self.notes)
             failed = not self.end.ok
         if self.fabric is not None:
             healthy = self.broken is None
@@ -317,16 +317,15 @@ class CommSession:
             self.fabric.close(healthy)
         return failed
 
-    def _facts(self) -> RunFacts:
+    def _facts(self, **ending) -> RunFacts:
+        """`ending`: how the run ends (run/finish.py's RunFacts)."""
         from ..run.finish import RunFacts
 
         base = self.base
-        facts = RunFacts.of(self.identity, source=str(base.db), options={
+        return RunFacts.of(self.identity, source=str(base.db), options={
             "spec": vars(self.settings.spec), "world": self.env.world,
             "backend": self.fabric.backend_name if self.fabric else ""},
-            root=Path(self.config.rootpath))
-        facts.history = base.history
-        return facts
+            root=Path(self.config.rootpath), history=base.history, **ending)
 
     def _info(self):
         from ..replay.outcome import SessionInfo
@@ -355,46 +354,25 @@ class CommSession:
             self._write_lock.release()
 
     def _write(self) -> None:
-        from ..comm.table import measured_row, write_tables
-        from ..db.layout import OP_MAPPING_FILE
-        from ..db.op_mapping import KEPT
-        from ..report.collectives import RunInfo, render_json, render_markdown
+        from ..run.target import CollectiveTables
 
-        rows: dict[str, list[dict[str, str]]] = {}
-        for result in self.results:
-            if result.measured:
-                rows.setdefault(OPS[result.point.op].file_name, []).append(
-                    measured_row(result, self.identity.run_id))
-        directory = self.table_dir
-        stamp = self.identity.stamp
-        n = 1
-        while any((directory / "reports" / f"comm_{kind}_{stamp}.{ext}").exists()
-                  for kind, ext in (("report", "md"), ("run", "json"))):
-            n += 1
-            stamp = f"{self.identity.stamp}_{n}"
-        info = RunInfo(run_id=self.identity.run_id, stamp=stamp,
-                       started=self.identity.started_iso,
+        tables = CollectiveTables(self.table_dir, [self.version_dir], self._run_info)
+        self.written = tables.write(self.results, self._facts()).files
+
+    def _run_info(self, stamp: str):
+        """What the reports say about this run, written under `stamp`."""
+        from ..report.collectives import RunInfo
+
+        identity = self.identity
+        return RunInfo(run_id=identity.run_id, stamp=stamp, started=identity.started_iso,
                        device=self.device.database_device(), device_desc=self.device.describe(),
                        backend=self.fabric.backend_name, world=self.env.world,
                        grid=self.settings.spec.grid,
                        options={"spec": vars(self.settings.spec),
                                 "timeout_s": self.settings.timeout_s,
                                 "policy": vars(self.base.policy)},
-                       table_dir=str(directory), sweep_wall_s=self.sweep_wall_s,
+                       table_dir=str(self.table_dir), sweep_wall_s=self.sweep_wall_s,
                        notes=list(self.notes))
-        report = directory / "reports" / f"comm_report_{stamp}.md"
-        run = directory / "reports" / f"comm_run_{stamp}.json"
-
-        def texts(stats):
-            info.tables = stats
-            return {report: render_markdown(self.results, info),
-                    run: render_json(self.results, info)}
-
-        stats = write_tables(directory, rows, purpose=f"pytest collectives {self.identity.run_id}",
-                             texts=texts, version_dirs=[self.version_dir])
-        self.written = [directory / name for name in rows] + [report, run]
-        self.written += [d / OP_MAPPING_FILE for d, done in stats.op_mappings.items()
-                         if done != KEPT]
 
     # -- history --------------------------------------------------------------------------------
     def root_results(self) -> list[CommResult]:
@@ -435,23 +413,21 @@ class CommSession:
 
 
 class _Tables:
-    """The collective tables of a run, with their reports (the target of its finish)."""
+    """The target of the run's finish: the session's collective tables (run/target.py),
+    written once, whether by the finish or by the watchdog first."""
 
     reports_dir = None  # the reports are written with the tables, in one transaction
     inside = None
     demo = None
-    failed = "collective results not written"
-    interrupted = "interrupted while writing the collective tables: nothing was written"
 
     def __init__(self, session: CommSession) -> None:
+        from ..run.target import CollectiveTables
+
         self.session = session
+        self.failed, self.interrupted = CollectiveTables.failed, CollectiveTables.interrupted
 
-    def write(self, results: list, facts: RunFacts) -> _Written:
+    def write(self, results: list, facts: RunFacts):
+        from ..run.target import Written
+
         self.session._write_once(None)
-        return _Written(self.session.table_dir)
-
-
-@dataclasses.dataclass
-class _Written:
-    target: Path | None
-    notes: list[str] = dataclasses.field(default_factory=list)
+        return Written(self.session.table_dir)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 from ..db.errors import NpuperfError
+from ..db.files import no_kernel_tables
 from ..db.layout import REPORTS_DIR, check_component, database_dir, device_of
 from ..replay.cases import CaseCatalog
 from .options import check_db_dir, is_embedded
@@ -111,6 +112,8 @@ class DatabaseRun(_Common):
             catalog = CaseCatalog(self.source)
         except NpuperfError as exc:
             raise pytest.UsageError(f"--npuperf-db: {exc}") from None
+        if not catalog.tables and not catalog.failed:  # a green run that measured nothing
+            raise pytest.UsageError(no_kernel_tables(self.source, "--npuperf-db"))
         notes = self.context.notes
         notes += catalog.database.notes
         for name, error in catalog.failed.items():

@@ -44,9 +44,13 @@ def pytest_html_results_table_header(cells) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report, cells) -> None:
-    from ..report.html import html_row_cells
+    from ..report.html import html_row_cells, no_value_result_cell
 
-    cells.extend(html_row_cells(unpack(report)))
+    result = unpack(report)
+    if cells and "col-result" in str(cells[0]) and report.skipped and result is not None \
+            and result.without_value:
+        cells[0] = no_value_result_cell()  # pytest-html knows no such outcome: it counts a skip
+    cells.extend(html_row_cells(result))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..history.compare import RunShift
 from ..history.plateau import QuietHistory, plateau
 from ..measure.result import (
     FAILING_STATUSES,
+    NO_VALUE,
     STATUS_ERROR,
     STATUS_NOISY,
     STATUS_OK,
@@ -19,6 +21,7 @@ from ..measure.result import (
 )
 from ..replay.cases import result_for
 from .context import RunContext
+from .fresh import FRESH_LIMIT, measure_fresh
 from .route import keep
 
 if TYPE_CHECKING:
@@ -33,6 +36,8 @@ class Measurer:
         self.context = context
         self._runner: CaseRunner | None = None
         self._quiet: QuietHistory | None = None
+        self.run_shift = RunShift()  # how the cases this process judged moved
+        self._fresh_left = FRESH_LIMIT
 
     @property
     def runner(self) -> CaseRunner:
@@ -90,28 +95,50 @@ class Measurer:
         return self._quiet
 
     def judge(self, result: CaseResult) -> Comparison | None:
-        """The case against the baseline, where it ran (see history/keeper.py)."""
-        return self.context.keeper.judge(result) if self.context.settings.baseline else None
+        """The case against the baseline, where it ran (see history/keeper.py), and how the
+        session's cases judged before it moved."""
+        if not self.context.settings.baseline:
+            return None
+        return self.context.keeper.judge(result, self.run_shift.now())
 
     def judge_case(self, ref: CaseRef, nodeid: str, result: CaseResult
                    ) -> tuple[CaseResult, Comparison | None]:
         """The verdict of a case just measured. A SLOWER verdict is confirmed before it fails
-        the case: the case is measured once more and the faster of the two measurements (noise
-        only ever slows one down) is judged, so that a stretch of interference from other work
-        on the machine does not fail a nightly job."""
+        the case: the case is measured again in `--npuperf-confirm` fresh processes
+        (harness/fresh.py; in this process once FRESH_LIMIT cases were), and the fastest of
+        all its measurements (noise only ever slows one down) is judged and kept."""
         comparison = self.judge(result)
-        if comparison is None or comparison.verdict != "SLOWER":
-            return result, comparison
-        again = self.run_case(ref, nodeid)
-        note = "re-measured to confirm a SLOWER verdict"
-        if again.measured and again.stats is not None and result.stats is not None \
-                and again.stats.median < result.stats.median:
-            again.wall_s += result.wall_s
-            again.time_in_calls_s += result.time_in_calls_s
-            result = again
-            note += ", the second measurement kept (faster)"
-        result.note = f"{result.note}; {note}" if result.note else note
-        return result, self.judge(result)
+        processes = self.context.settings.confirm
+        if comparison is not None and comparison.verdict == "SLOWER" and processes > 0:
+            result, comparison = self._confirm(ref, nodeid, result, processes)
+        self.run_shift.add(comparison)
+        return result, comparison
+
+    def _confirm(self, ref: CaseRef, nodeid: str, first: CaseResult, processes: int
+                 ) -> tuple[CaseResult, Comparison | None]:
+        problem = ""
+        if self._fresh_left > 0:
+            self._fresh_left -= 1
+            again, problem = measure_fresh(self.context, ref, nodeid, processes)
+            where = f"in {len(again)} fresh process(es)"
+        else:
+            again = []
+        if not again:  # beyond FRESH_LIMIT, or no fresh process could measure it
+            again = [self.run_case(ref, nodeid) for _ in range(processes)]
+            where = f"{processes} more time(s) in this process" + (
+                f" ({problem})" if problem else
+                f" (the first {FRESH_LIMIT} cases were confirmed in fresh processes)")
+        measured = [r for r in (first, *again) if r.measured and r.stats is not None]
+        kept = min(measured, key=lambda r: (r.status != STATUS_OK, r.stats.median))
+        for other in (first, *again):
+            if other is not kept:
+                kept.wall_s += other.wall_s
+                kept.time_in_calls_s += other.time_in_calls_s
+        medians = ", ".join(f"{r.stats.median:.4g}" for r in again if r.stats is not None)
+        note = (f"SLOWER at first ({first.stats.median:.4g} us): measured again {where}, "
+                f"median(s) {medians or '-'} us; the fastest judged")
+        kept.note = f"{kept.note}; {note}" if kept.note else note
+        return kept, self.judge(kept)
 
     def replayer(self, request: pytest.FixtureRequest) -> Callable[[CaseRef], CaseResult]:
         """The `npuperf_replay` fixture's function: measure a test's case; fail, skip or pass
@@ -136,6 +163,13 @@ class Measurer:
             keep(node, result)
             if comparison is not None and comparison.verdict == "SLOWER":
                 pytest.fail(comparison.describe(), pytrace=False)
+            if result.without_value:
+                # Not a green PASSED: pytest's skip carries the reason to every report (the
+                # terminal counts it as `no value`, progress.teststatus), or it fails.
+                why = f"{NO_VALUE}: {result.status_text}"
+                if self.context.settings.no_value_fails:
+                    pytest.fail(f"{why} (--npuperf-no-value fail)", pytrace=False)
+                pytest.skip(why)
             return result
         return replay
 

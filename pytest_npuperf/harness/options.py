@@ -106,8 +106,19 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "newest earlier measurement on this device), last-good (the same in passed runs), a run "
      "id, a history file or a run_<stamp>.json; a case found SLOWER fails", None),
     ("threshold", "float", DEFAULT_THRESHOLD, "minimum effect: a case is SLOWER "
-     "(or FASTER) only when its median moved by at least this fraction and the rank test "
-     "says the difference is significant", None),
+     "(or FASTER) only when its median moved by at least this fraction, by more than 3x its "
+     "own session-to-session spread over its recent good runs in the history (no spread "
+     "known: never), and the rank test says the difference is significant", None),
+    ("confirm", "int", 2, "before a SLOWER verdict fails a case, measure the case again in "
+     "this many fresh processes (as asv runs several processes) and judge the fastest of "
+     "all its measurements; 0: the first verdict stands. After 10 cases confirmed so in one "
+     "process, the others are measured again in that process", None),
+    ("no-value", "str", "report", "a case that ends without a value the database may store "
+     "(noisy: samples a quiet machine would not give; suspect: faster than the physical "
+     "bound; unattributed: profiler kernels not tied to it) is not PASSED: report gives it an "
+     "outcome of its own, `no value`, counted apart in pytest's summary (pytest-html and JUnit "
+     "list it as skipped), with its reason; fail fails it, for CI jobs that must not pass "
+     "without numbers", ("report", "fail")),
     ("resume", "str", None, "continue a run that did not end writing its results (stopped, "
      "killed, its host lost): RUN (a run id) or last; the cases its journal (<out>/runs/"
      "<run>.jsonl) holds are taken from it, the others measured, and all are written", None),
@@ -276,9 +287,10 @@ def check_usage(config: pytest.Config) -> None:
 
 
 def check_db_dir(path: Path) -> None:
-    """A UsageError unless `path` is a directory (say what it is instead)."""
+    """A UsageError unless `path` is a directory holding kernel tables (say what it is
+    instead, and where databases are below it)."""
     try:
-        check_database_dir(path, "--npuperf-db")
+        check_database_dir(path, "--npuperf-db", tables=True)
     except NpuperfError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -313,6 +325,8 @@ class Settings:
     strict_stack: bool = False
     table: int | None = 5  # the results table: N worst and best, None every case, 0 none
     progress: float | None = None  # seconds between progress lines; None: auto; 0: none
+    no_value_fails: bool = False  # --npuperf-no-value fail
+    confirm: int = 2  # fresh processes that measure a SLOWER case again before it fails
 
     def as_dict(self) -> dict[str, object]:
         return {"db": str(self.db), "device": self.device, "update_mode": self.update_mode,
@@ -325,7 +339,9 @@ class Settings:
                 "profiler": self.profiler, "figures": self.figures,
                 "keep_prof": self.keep_prof, "strict_stack": self.strict_stack,
                 "model_profile": self.model_profile, "cache": self.cache, "impl": self.impl,
-                "resume": self.resume, "table": self.table, "progress": self.progress}
+                "resume": self.resume, "table": self.table, "progress": self.progress,
+                "no_value": "fail" if self.no_value_fails else "report",
+                "confirm": self.confirm}
 
 
 def is_embedded(db: Path) -> bool:
@@ -390,7 +406,16 @@ def read_settings(config: pytest.Config) -> Settings:
                     model_profile=values["model-profile"] == "auto", embedded=not values["db"],
                     cache=str(values["cache"]), impl=_impl(values["impl"]),
                     resume=str(values["resume"]).strip() or None if values["resume"] else None,
-                    strict_stack=bool(values["strict-stack"]), table=table, progress=progress)
+                    strict_stack=bool(values["strict-stack"]), table=table, progress=progress,
+                    no_value_fails=values["no-value"] == "fail", confirm=_confirm(values["confirm"]))
+
+
+def _confirm(value: object) -> int:
+    count = int(value)
+    if count < 0:
+        raise pytest.UsageError(f"npuperf_confirm: expected a number of processes >= 0, got "
+                                f"{value}")
+    return count
 
 
 def parse_table(text: object) -> int | None:

@@ -331,13 +331,15 @@ class Owner:
             self.notes.append(f"{kept} case(s) keep samples the host preempted (--npuperf-"
                               f"preempted keep): this run is never a last-good baseline")
         options = {**settings.as_dict(), "partial": partial, "resumed_from": self.resumed_from}
-        facts = RunFacts.of(context.identity, source=str(context.destination.source),
-                            options=options, root=context.rootpath)
-        self.end = hand_over(
-            facts, results, context.destination, self._lock, info=context.session_info,
-            keeper=context.keeper, notes=self.notes, record=not settings.dry_run,
-            reports=not settings.dry_run, extra_cases=self.extra_results,
-            exit_status=exitstatus, good=not partial and not kept)
+        facts = RunFacts.of(
+            context.identity, source=str(context.destination.source), options=options,
+            root=context.rootpath, history=settings.history, baseline=settings.baseline,
+            threshold=settings.regression_threshold, figures=settings.figures,
+            record=not settings.dry_run, reports=not settings.dry_run, exit_status=exitstatus,
+            good=not partial and not kept)
+        self.end = hand_over(facts, results, context.destination, self._lock,
+                             info=context.session_info, keeper=context.keeper,
+                             notes=self.notes, extra_cases=self.extra_results)
         self.interrupted = self.interrupted or self.end.interrupted
         written = self.end.outcome is not None and not partial
         if self._journal is not None:

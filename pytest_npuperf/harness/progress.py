@@ -15,6 +15,7 @@ import pytest
 
 from ..db.progress import Progress
 from .route import carries, unpack
+from .stash import roles
 
 TTY_INTERVAL_S, LOG_INTERVAL_S = 10.0, 60.0
 
@@ -46,17 +47,24 @@ def _cases_line(progress: Progress, elapsed: float) -> str:
 
 
 def teststatus(report: pytest.TestReport, config: pytest.Config):
-    """`-v`: a measured case's line says its value (`PASSED 312.5 us ±0.2 %`, `PASSED 1.2 ms
-    (noisy)`, `FAILED 31.9 ms SLOWER 1.222x`); None leaves the line to pytest."""
-    if report.when != "call" or config.option.verbose <= 0 or hasattr(report, "wasxfail") \
-            or not carries(report):
+    """A case that ended without a trusted value has an outcome of its own, `no value` (letter
+    `n`), whatever the verbosity. `-v`: a measured case's line says its value (`PASSED
+    312.5 us ±0.2 %`, `NO VALUE 1.2 ms (noisy)`, `FAILED 31.9 ms SLOWER 1.222x`). None leaves
+    the line to pytest."""
+    if report.when != "call" or hasattr(report, "wasxfail") or not carries(report):
         return None
-    result = unpack(report)
-    if result is None or result.value is None:
+    result = unpack(report, in_place=roles(config).owns)
+    if result is None:
         return None
+    from ..measure.result import NO_VALUE
+
+    no_value = report.skipped and result.without_value
+    if config.option.verbose <= 0 or result.value is None:
+        return (NO_VALUE, "n", NO_VALUE.upper()) if no_value else None
     from ..measure.units import fmt_duration
 
-    word = f"{report.outcome.upper()} {fmt_duration(result.value)}"
+    outcome = NO_VALUE if no_value else report.outcome
+    word = f"{outcome.upper()} {fmt_duration(result.value)}"
     if result.precision is not None:
         word += f" ±{100 * result.precision:.1f} %"
     if result.status != "ok":
@@ -65,5 +73,5 @@ def teststatus(report: pytest.TestReport, config: pytest.Config):
     ratio = (result.regression or {}).get("ratio")
     if verdict and verdict not in ("SAME", "NEW"):
         word += f" {verdict}" + (f" {ratio:.3f}x" if ratio else "")
-    letter = {"passed": ".", "failed": "F", "skipped": "s"}.get(report.outcome, "?")
-    return report.outcome, letter, word
+    letter = {"passed": ".", "failed": "F", "skipped": "s", NO_VALUE: "n"}.get(outcome, "?")
+    return outcome, letter, word

@@ -64,8 +64,11 @@ def carries(report: pytest.TestReport) -> bool:
     return any(name == RESULT_PROPERTY for name, _ in report.user_properties)
 
 
-def unpack(report: pytest.TestReport) -> CaseResult | None:
-    """3. The result a report carries (a dictionary from a worker is read once, then kept)."""
+def unpack(report: pytest.TestReport, *, in_place: bool = True) -> CaseResult | None:
+    """3. The result a report carries (a dictionary from a worker is read once, then kept in
+    its place with `in_place`). A process whose reports still cross to the controller (an
+    xdist worker, `-v` asking for its status word) must not keep it: execnet sends
+    dictionaries, not objects."""
     properties = getattr(report, "user_properties", None) or []
     for index, (name, value) in enumerate(properties):
         if name != RESULT_PROPERTY:
@@ -74,7 +77,8 @@ def unpack(report: pytest.TestReport) -> CaseResult | None:
             from ..measure.result import CaseResult
 
             value = CaseResult.from_dict(value)
-            properties[index] = (name, value)
+            if in_place:
+                properties[index] = (name, value)
         return value
     return None
 

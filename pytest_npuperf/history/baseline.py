@@ -6,15 +6,17 @@ REF is one of:
   selections, give every case its own latest baseline): the fastest (by median) of its
   newest DEPTH (3) trusted measurements. Noise only ever slows a measurement down: a night
   on a busy machine must not make the next one look faster, nor hide a slowdown behind a
-  slow baseline. The spread of those medians is the case's run-to-run noise on this host:
-  a change smaller than it is not called SLOWER or FASTER (the minimum effect is the larger
-  of the threshold and that spread);
+  slow baseline;
 - `last-good`: the same among runs that passed (exit status 0): a nightly job compares with
   the last good night, so a regression keeps failing until it is fixed (or accepted by a
   passing run without the baseline);
 - a run id (or a unique prefix of one) in the history: that run;
 - a history file (`*.sqlite`): `last` in that file;
 - a run JSON (`run_<stamp>.json`, its cases carry their samples): that run.
+
+Whichever it is, the case's session-to-session spread comes from the history (its recent
+good runs, history/spread.py): a change within it is not called SLOWER or FASTER, and with
+no history to take it from, no change is.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from typing import Any
 
 from ..db.errors import NpuperfError
 from ..measure.result import CaseResult
-from .compare import NEW, Comparison, compare_many, compare_samples
+from .compare import NEW, Comparison, Probes, compare_many, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
-from .store import HistoryStore, is_history_file
+from .spread import Spread, SpreadSource
+from .store import HistoryStore, Prefetched, is_history_file
 
 LAST, LAST_GOOD = "last", "last-good"
 DEPTH = 3  # `last`: the fastest of a case's newest DEPTH measurements
@@ -72,45 +75,54 @@ class HistoryBaseline(Baseline):
         self.ref, self.store = ref, store
         self.device, self.passed_only, self.before = device, passed_only, before
         self.exclude = tuple(exclude)
-        self._prefetched: tuple[str, set[str], dict[str, list[CaseRecord]]] | None = None
+        self.spreads = SpreadSource(store, device=device, before=before,
+                                    passed_only=passed_only, exclude=self.exclude)
+        self._newest: Prefetched[CaseRecord] = Prefetched()
         which = "passed runs" if passed_only else "runs"
         where = f" on {device}" if device else ""
         self.label = (f"{ref}: per case the fastest of its {DEPTH} newest measurements in the "
                       f"{which}{where} of {store.path}")
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
-        self._prefetched = None  # the previous batch's records freed before the next is read
-        self._prefetched = (kind, set(keys), self.store.latest_cases_many(
+        self._newest.load(kind, keys, lambda kind, keys: self.store.latest_cases_many(
             kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
             exclude=self.exclude, limit=DEPTH))
+        self.spreads.prefetch(kind, keys)
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
-        known = self._prefetched
-        if known is not None and known[0] == kind and key in known[1]:
-            found = known[2].get(key, [])
-        else:
-            found = self.store.latest_cases(kind, key, device=self.device, before=self.before,
-                                            passed_only=self.passed_only,
-                                            exclude=self.exclude, limit=DEPTH)
+        found = self._newest.get(kind, key, lambda kind, key: self.store.latest_cases(
+            kind, key, device=self.device, before=self.before, passed_only=self.passed_only,
+            exclude=self.exclude, limit=DEPTH))
         trusted = [c for c in found if c.status == "ok" and c.samples and c.median_us]
         if not trusted:
             return found[0] if found else None
         best = min(trusted, key=lambda c: c.median_us)
-        if len(trusted) > 1:  # how much the case moved between runs of the same build
-            best.extra["run_to_run"] = max(c.median_us for c in trusted) / best.median_us - 1
+        with_spread(best, self.spreads.of(kind, key, best))
         return best
 
     def close(self) -> None:
-        self._prefetched = None
+        self._newest = Prefetched()
         self.store.close()
 
 
-class RunBaseline(Baseline):
-    """The cases of one run (from the history or a run JSON)."""
+def with_spread(record: CaseRecord, spread: Spread | None) -> CaseRecord:
+    """The baseline record carries the case's spread to its verdict (and to `npuperf compare`)."""
+    for name in ("run_to_run", "spread_runs", "host_spread", "own_spread"):
+        record.extra.pop(name, None)
+    if spread is not None:
+        record.extra.update(spread.to_extra())
+    return record
 
-    def __init__(self, ref: str, run: RunRecord, cases: list[CaseRecord], where: str) -> None:
+
+class RunBaseline(Baseline):
+    """The cases of one run (from the history or a run JSON); their spreads from `spreads`,
+    a history, when there is one."""
+
+    def __init__(self, ref: str, run: RunRecord, cases: list[CaseRecord], where: str,
+                 spreads: SpreadSource | None = None) -> None:
         self.ref, self.run = ref, run
         self.cases = {(c.kind, c.key): c for c in cases}
+        self.spreads = spreads
         self.label = f"run {run.run_id} ({run.started_iso or '?'}, {run.device or '?'}) from {where}"
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
@@ -119,7 +131,16 @@ class RunBaseline(Baseline):
             return None
         if not found.run_id:
             found.run_id = self.run.run_id
-        return found
+        return with_spread(found, self.spreads.of(kind, key, found)
+                           if self.spreads is not None else None)
+
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        if self.spreads is not None:
+            self.spreads.prefetch(kind, keys)
+
+    def close(self) -> None:
+        if self.spreads is not None:
+            self.spreads.store.close()
 
 
 def looks_like_path(ref: str) -> bool:
@@ -141,6 +162,13 @@ def resolve_baseline(ref: str, *, history: Path | None, device: str | None = Non
         return HistoryBaseline(ref, HistoryStore(history, readonly=True), device=device,
                                passed_only=ref == LAST_GOOD, before=before, exclude=exclude)
     path = Path(ref)
+
+    def spreads(store_path: Path | None) -> SpreadSource | None:
+        if store_path is None or not Path(store_path).is_file():
+            return None
+        return SpreadSource(HistoryStore(store_path, readonly=True), device=device,
+                            before=before, passed_only=False, exclude=exclude)
+
     if path.exists() or looks_like_path(ref):
         if not path.is_file():
             raise NpuperfError(f"baseline {ref}: no such file" if not path.exists()
@@ -149,13 +177,14 @@ def resolve_baseline(ref: str, *, history: Path | None, device: str | None = Non
             return HistoryBaseline(ref, HistoryStore(path, readonly=True), device=device,
                                    passed_only=False, before=before, exclude=exclude)
         run, cases = records_from_run_json(read_run_json(path), path)
-        return RunBaseline(ref, run, cases, str(path))
+        return RunBaseline(ref, run, cases, str(path), spreads(history))
     if history is None or not Path(history).is_file():
         raise NpuperfError(f"baseline {ref!r}: not a file, and no history to find a run of "
                            f"that id in ({history or 'history disabled'})")
     with HistoryStore(history, readonly=True) as store:
         run = store.run(ref)
-        return RunBaseline(ref, run, store.run_cases(run.run_id), str(history))
+        cases = store.run_cases(run.run_id)
+    return RunBaseline(ref, run, cases, str(history), spreads(history))
 
 
 def resolve_run(ref: str, *, history: Path | None) -> tuple[RunRecord, list[CaseRecord]]:
@@ -182,19 +211,23 @@ def resolve_run(ref: str, *, history: Path | None) -> tuple[RunRecord, list[Case
         return run, store.run_cases(run.run_id)
 
 
-def judge(result: CaseResult, baseline: Baseline, threshold: float) -> Comparison | None:
-    """The verdict of a measured case against its baseline (None: nothing was measured)."""
+def judge(result: CaseResult, baseline: Baseline, threshold: float,
+          run_shift: tuple[float, int] | None = None) -> Comparison | None:
+    """The verdict of a measured case against its baseline (None: nothing was measured);
+    `run_shift`: how the session's cases judged before it moved (history/compare.py)."""
     if not result.measured or not result.samples:
         return None
     return judge_samples(KIND_KERNEL, result.case_id, result.samples, baseline, threshold,
-                         **_judged(result))
+                         run_shift=run_shift, **_judged(result))
 
 
 def _judged(result: CaseResult) -> dict[str, Any]:
     """What `judge_samples` is told of a case besides its samples."""
     return {"status": result.status, "reference": result.reference_us,
+            "memory": result.reference_memory_us, "bound_by": result.bound_by,
             "median": result.stats.median if result.stats else None,
-            "condition": cache_mode(result.cache), "impl": result.impl or None}
+            "condition": cache_mode(result.cache), "impl": result.impl or None,
+            "stack": result.stack}
 
 
 JUDGED_AT_ONCE = 20_000  # `judge_many`: cases whose baselines are held in memory at once
@@ -220,8 +253,8 @@ def judge_many(results: list[CaseResult], baseline: Baseline, threshold: float
             if isinstance(base, Comparison):
                 found[index] = base
             else:
-                pending.append((index, (base.samples, result.samples, _compared(
-                    base, threshold, options["status"], options["reference"]))))
+                pending.append((index, (base.samples, result.samples,
+                                        _compared(base, threshold, **options))))
         for (index, _), comparison in zip(pending, compare_many([p for _, p in pending])):
             found[index] = comparison
     baseline.prefetch(KIND_KERNEL, [])
@@ -249,25 +282,33 @@ def other_impl(base: CaseRecord, impl: str | None) -> str:
 
 def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
                   threshold: float, *, status: str = "ok", reference: float | None = None,
+                  memory: float | None = None, bound_by: str = "",
                   median: float | None = None, condition: str | None = None,
-                  impl: str | None = None) -> Comparison:
+                  impl: str | None = None, run_shift: tuple[float, int] | None = None,
+                  stack: str = "") -> Comparison:
     """The verdict of a case (`kind`, `key`: a kernel replay or a collective point) whose
     `samples` were just measured; `condition`: the cache mode a kernel replay ran in, which a
     baseline measured in another one cannot judge (a cold weight is slower by design); `impl`:
-    likewise the implementation that ran (a compiled kernel is faster by design)."""
+    likewise the implementation that ran (a compiled kernel is faster by design);
+    `reference`/`memory`: the host's probes around it; `stack`: the software stack that ran
+    it (a whole run that moved on another stack than the baseline's moved with the stack)."""
     base = _baseline_of(kind, key, samples, baseline, threshold, median, condition, impl)
     if isinstance(base, Comparison):
         return base
-    return compare_samples(base.samples, samples, **_compared(base, threshold, status,
-                                                              reference))
+    return compare_samples(base.samples, samples, **_compared(
+        base, threshold, status=status, reference=reference, memory=memory,
+        bound_by=bound_by, run_shift=run_shift, stack=stack))
 
 
-def _compared(base: CaseRecord, threshold: float, status: str, reference: float | None
-              ) -> dict[str, Any]:
+def _compared(base: CaseRecord, threshold: float, *, status: str, reference: float | None,
+              memory: float | None, bound_by: str, stack: str,
+              run_shift: tuple[float, int] | None = None, **_: Any) -> dict[str, Any]:
     """`compare_samples`' options for a case against its baseline record."""
+    if stack and base.stack and stack != base.stack:
+        run_shift = None  # the stack changed: what moved every kernel is what is under test
     return {"threshold": threshold, "base_status": base.status, "new_status": status,
-            "base_run": base.run_id, "base_reference": base.extra.get("reference_us"),
-            "new_reference": reference, "run_to_run": base.extra.get("run_to_run")}
+            "base_run": base.run_id, "spread": Spread.from_extra(base.extra),
+            "probes": probes_of(base, reference, memory, bound_by), "run_shift": run_shift}
 
 
 def _baseline_of(kind: str, key: str, samples: list[float], baseline: Baseline,
@@ -297,3 +338,10 @@ def _baseline_of(kind: str, key: str, samples: list[float], baseline: Baseline,
                           new_samples=len(samples), threshold=threshold,
                           base_run=base.run_id)
     return base
+
+
+def probes_of(base: CaseRecord, reference: float | None, memory: float | None,
+              bound_by: str) -> Probes:
+    """The host's probes around the baseline's measurement (its record) and the new one."""
+    return Probes(base.extra.get("reference_us"), reference,
+                  base.extra.get("reference_memory_us"), memory, bound_by or base.bound_by)

@@ -1,29 +1,36 @@
-"""Is a case slower than its baseline? A rank test on the two runs' samples plus a minimum effect.
+"""Is a case slower than its baseline? A change beyond the case's own session-to-session spread
+and the minimum effect, that the two runs' samples show (a rank test), that neither the host
+nor the whole run explains.
 
-The test is Mann-Whitney U (two-sided, normal approximation with tie and continuity
-corrections), chosen over a bootstrap interval of the ratio of medians because:
+Samples within one session do not decide it: they share the session's state (memory bandwidth
+left by co-tenants, the allocator's placement, the cores the threads got), so two sessions of
+the same build differ "significantly" (p = 1e-58) by 5-65 % on a shared host while each
+session's samples stay tight. A case is SLOWER (FASTER likewise, log-symmetric) only when
 
-- latency samples are skewed and carry outliers (a preempted call, a cache miss): a rank test
-  assumes no distribution, and one outlier moves a rank by one, not the statistic by 10x;
-- it is deterministic: the same two sample sets always give the same verdict (a bootstrap
-  draws random resamples; a nightly job must not flip on the draw), and it costs one sort,
-  where a bootstrap costs thousands of medians per case over 10^5 cases;
-- with the >= 10 samples a case keeps, the normal approximation of U is accurate (the tests
-  check it against the exact permutation distribution).
+1. the ratio of medians exceeds the minimum effect, `--npuperf-threshold` (5 % by default),
+   and SPREAD_FACTOR times the case's session-to-session spread over its recent good runs in
+   the history (history/spread.py); with no such spread known (fewer than two good runs, a
+   run JSON baseline without a history) a change is UNCERTAIN, never SLOWER;
+2. the rank test on the two runs' samples finds them different: Mann-Whitney U (two-sided,
+   normal approximation with tie and continuity corrections), chosen over a bootstrap
+   interval because latency samples are skewed and carry outliers (a rank moves by one, a
+   mean by 10x), because it is deterministic (a nightly job must not flip on a random draw)
+   and costs one sort where a bootstrap costs thousands of medians per case over 10^5 cases;
+   with the >= 10 samples a case keeps, the normal approximation is accurate (the tests check
+   it against the exact permutation distribution);
+3. the host did not move as much: on a CPU a pure-Python loop and a memory copy are timed
+   around every case (measure/reference.py); when the probe that matches the case's roofline
+   bound (the copy for a memory-bound case, the loop for a compute- or latency-bound one, the
+   larger move of both when unknown) moved by HOST_TOLERANCE or more, the change is judged net
+   of it: UNCERTAIN when the host's move accounts for it, or could hide one;
+4. the whole run did not move with it: once SHIFT_MIN_CASES cases of the session were judged,
+   their median ratio is the run's move (co-tenants, clocks, another node), judged like the
+   host's, unless the software stack changed since the baseline (then it is the stack's).
 
-Significance alone is not a regression: samples within one run are correlated (the machine's
-state drifts), so two runs of the same build differ "significantly" by a percent or two. A
-case is SLOWER only when the difference is significant *and* the ratio of medians is at least
-the minimum effect: `--npuperf-threshold` (5 % by default), or the case's own
-run-to-run spread over its recent baseline runs when that is larger (history/baseline.py);
-FASTER likewise in the other direction (log-symmetric: 1/1.05); a change beyond the asked-for
-threshold but within that run-to-run spread is UNCERTAIN, never SAME. A SLOWER case is measured
-once more before it fails (harness/measurer.py): noise only slows a measurement down. It is SAME
-when the ratio lies within the threshold and both sides' medians are known to better than
-the threshold; UNCERTAIN otherwise (too few samples, samples too spread to resolve the
-threshold, a flagged measurement on either side, a CPU host whose own speed changed as much
-as the case did between the two measurements (measure/reference.py), or enough to hide a
-change beyond the threshold, or a large but not significant difference).
+A change within the spread is UNCERTAIN, never SAME. SAME: within the minimum effect, both
+medians known to better than it. UNCERTAIN otherwise (too few samples, samples too spread to
+resolve it, a flagged measurement on either side, or a large but not significant difference).
+A SLOWER case is measured again in fresh processes before it fails (harness/measurer.py).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import numpy as np
 
 from ..measure.policy import DEFAULT_REGRESSION_THRESHOLD
 from ..measure.stats import Z95, median_ci_halfwidth
+from .spread import SPREAD_FACTOR, Spread
 
 SLOWER, FASTER, SAME, UNCERTAIN = "SLOWER", "FASTER", "SAME", "UNCERTAIN"
 NEW = "NEW"  # no baseline measurement of this case: nothing to compare with
@@ -48,10 +56,11 @@ DEFAULT_THRESHOLD = DEFAULT_REGRESSION_THRESHOLD
 # person's morning; the minimum effect already filters small real differences.
 ALPHA = 0.01
 MIN_SAMPLES = 5  # below this on either side the test has no power at ALPHA: UNCERTAIN
-_TRUSTED = ("ok",)
-# A host whose reference loop ran this much slower or faster than during the baseline was not
-# the same machine (measure/reference.py): a change beyond the threshold is UNCERTAIN.
-HOST_TOLERANCE = 0.1  # statuses whose samples a verdict may rest on (noisy/suspect: UNCERTAIN)
+_TRUSTED = ("ok",)  # statuses whose samples a verdict may rest on (noisy/suspect: UNCERTAIN)
+# A host whose probes (measure/reference.py) ran this much slower or faster than during the
+# baseline was not the same machine: the change is judged net of that move.
+HOST_TOLERANCE = 0.1
+SHIFT_MIN_CASES = 5  # cases judged before their median ratio says how the whole run moved
 
 
 @dataclass(frozen=True)
@@ -109,8 +118,10 @@ class Comparison:
     base_samples: int = 0
     new_samples: int = 0
     base_run: str = ""  # the run the baseline samples came from
-    threshold: float = DEFAULT_THRESHOLD
-    reason: str = ""  # why UNCERTAIN (or NEW)
+    threshold: float = DEFAULT_THRESHOLD  # the minimum effect used: asked, or the spread's
+    reason: str = ""  # why UNCERTAIN (or NEW); what else the verdict took into account
+    spread: float | None = None  # the case's session-to-session spread (history/spread.py)
+    spread_runs: int = 0  # the good runs it was taken over
 
     @property
     def severity(self) -> float:
@@ -126,7 +137,10 @@ class Comparison:
         text = (f"{self.verdict}: {self.ratio:.3f}x the baseline (p={_fmt_p(self.p_value)}; "
                 f"median {self.base_median_us:.4g} -> {self.new_median_us:.4g} us, "
                 f"{self.base_samples}/{self.new_samples} samples, minimum effect "
-                f"{100 * self.threshold:g} %")
+                f"{100 * self.threshold:.3g} %")
+        if self.spread is not None:
+            text += f" (session-to-session spread {100 * self.spread:.3g} % over " \
+                    f"{self.spread_runs} good run(s))"
         if self.base_run:
             text += f", baseline run {self.base_run}"
         text += ")"
@@ -171,28 +185,62 @@ class _Sides(NamedTuple):  # a tuple: 10^5 of them at a large run's end
     base_median: float = math.nan
     new_median: float = math.nan
     test: MannWhitney | None = None  # of the new samples against the baseline's
-    spread: Callable[[], float] = float  # the larger relative resolution of the two medians
+    resolution: Callable[[], float] = float  # the larger relative resolution of the medians
 
 
-def _threshold(threshold: float, run_to_run: float | None) -> float:
-    if threshold < 0 or not math.isfinite(threshold):
-        raise ValueError(f"regression threshold must be a fraction >= 0, got {threshold}")
-    if run_to_run is not None and math.isfinite(run_to_run) and run_to_run > threshold:
-        return float(run_to_run)
-    return threshold
+@dataclass(frozen=True)
+class Probes:
+    """The host's probes around the two measurements (measure/reference.py), and the case's
+    roofline bound (`compute`, `memory`, `latency`; "" unknown), which says which one
+    matters."""
+
+    base_loop: float | None = None
+    new_loop: float | None = None
+    base_memory: float | None = None
+    new_memory: float | None = None
+    bound_by: str = ""
+
+    def move(self) -> tuple[float, str] | None:
+        """(log of how much the relevant probe's time changed, what it is), the larger move
+        when both are relevant; None when neither was timed on both sides."""
+        moves = []
+        if self.bound_by != "memory" and _positive(self.base_loop, self.new_loop):
+            moves.append((math.log(self.new_loop / self.base_loop), "reference loop"))
+        if self.bound_by not in ("compute", "latency") \
+                and _positive(self.base_memory, self.new_memory):
+            moves.append((math.log(self.new_memory / self.base_memory), "memory copy"))
+        return max(moves, key=lambda m: abs(m[0])) if moves else None
+
+
+def _positive(*values: float | None) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values)
+
+
+def _explained(effect: float, move: float, visible: float, limit: float, what: str
+               ) -> str | None:
+    """Why a change `effect` cannot be told from a move `move` of the host or the run (logs),
+    None when it can: the move accounts for it, or could hide one (a host that sped up can
+    hide a slowdown that net of it is beyond the limit)."""
+    if abs(effect) >= visible and effect * move > 0 and abs(effect - move) < limit:
+        if abs(effect - move) < visible:
+            return f"{what}, which accounts for the change"
+        return f"{what}; net of it {math.exp(effect - move):.2f}x, within the case's spread"
+    if abs(effect) < limit <= abs(effect - move):
+        return f"{what}, which could hide a change of {math.exp(effect - move):.2f}x"
+    return None
 
 
 def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarray, *,
                     threshold: float = DEFAULT_THRESHOLD, base_status: str = "ok",
                     new_status: str = "ok", base_run: str = "",
-                    base_reference: float | None = None,
-                    new_reference: float | None = None,
-                    run_to_run: float | None = None) -> Comparison:
-    """The verdict for one case (see the module's docstring for the rule). `*_reference`:
-    the host's reference loop time around each measurement (CPU, measure/reference.py);
-    `run_to_run`: how much the baseline's own recent runs differed (a fraction): a smaller
-    change is no evidence, so it raises the minimum effect."""
-    minimum = _threshold(threshold, run_to_run)
+                    spread: Spread | None = None,
+                    base_reference: float | None = None, new_reference: float | None = None,
+                    probes: Probes | None = None,
+                    run_shift: tuple[float, int] | None = None) -> Comparison:
+    """The verdict for one case (see the module's docstring for the rule). `spread`: the
+    case's session-to-session spread (None: unknown, so no SLOWER or FASTER);
+    `base_reference`/`new_reference`: the host's reference loop around each measurement (a
+    shorthand for `probes`); `run_shift`: (median ratio, cases) of this session so far."""
     a = np.asarray(base, dtype=np.float64)
     b = np.asarray(new, dtype=np.float64)
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
@@ -201,18 +249,28 @@ def compare_samples(base: list[float] | np.ndarray, new: list[float] | np.ndarra
                        mann_whitney(b, a), lambda: max(_resolution(a), _resolution(b)))
     else:
         sides = _Sides(int(a.size), int(b.size))
-    return _verdict(sides, threshold=minimum, asked=threshold, base_status=base_status,
-                    new_status=new_status, base_run=base_run, base_reference=base_reference,
-                    new_reference=new_reference)
+    return _verdict(sides, threshold=threshold, base_status=base_status,
+                    new_status=new_status, base_run=base_run, spread=spread,
+                    base_reference=base_reference, new_reference=new_reference,
+                    probes=probes, run_shift=run_shift)
 
 
-def _verdict(sides: _Sides, *, threshold: float, asked: float, base_status: str,
-             new_status: str, base_run: str, base_reference: float | None,
-             new_reference: float | None) -> Comparison:
-    """The rule of the module's docstring on two sides' figures (`threshold`: the minimum
-    effect, `asked` raised by the baseline's run-to-run spread)."""
+def _verdict(sides: _Sides, *, threshold: float = DEFAULT_THRESHOLD, base_status: str = "ok",
+             new_status: str = "ok", base_run: str = "", spread: Spread | None = None,
+             base_reference: float | None = None, new_reference: float | None = None,
+             probes: Probes | None = None,
+             run_shift: tuple[float, int] | None = None) -> Comparison:
+    """The rule of the module's docstring on two sides' figures (`compare_samples`' options)."""
+    if threshold < 0 or not math.isfinite(threshold):
+        raise ValueError(f"regression threshold must be a fraction >= 0, got {threshold}")
+    visible = math.log1p(threshold)
+    limit = max(visible, spread.limit if spread is not None else 0.0)
+    if probes is None:
+        probes = Probes(base_reference, new_reference)
     common = {"base_samples": sides.base_samples, "new_samples": sides.new_samples,
-              "base_run": base_run, "threshold": threshold}
+              "base_run": base_run, "threshold": math.expm1(limit),
+              "spread": spread.value if spread is not None else None,
+              "spread_runs": spread.runs if spread is not None else 0}
     if sides.base_samples == 0:
         return Comparison(NEW, reason="no baseline samples", **common)
     if sides.new_samples == 0:
@@ -231,43 +289,67 @@ def _verdict(sides: _Sides, *, threshold: float, asked: float, base_status: str,
     if flagged:
         return Comparison(UNCERTAIN, reason=f"measurement flagged ({', '.join(flagged)})",
                           **found)
-    limit = math.log1p(threshold)
     effect = math.log(ratio)
-    if base_reference and new_reference and base_reference > 0 and new_reference > 0:
-        host = math.log(new_reference / base_reference)
-        moved = f"the host ran its reference loop {math.exp(host):.2f}x as long as during " \
-                f"the baseline"
-        if abs(host) >= math.log1p(HOST_TOLERANCE):
-            # The host itself changed speed, and that change (in the direction it went) could
-            # account for the case's: no verdict. A change beyond what the host explains stands.
-            if abs(effect) >= limit and effect * host > 0 and abs(effect - host) < limit:
-                return Comparison(UNCERTAIN, reason=f"{moved}, which accounts for the change",
-                                  **found)
-            # And the other way: a host that sped up can hide a slowdown (slowed down: a
-            # speed-up) that net of it is beyond the threshold. SAME would be a guess.
-            if abs(effect) < limit <= abs(effect - host):
-                return Comparison(UNCERTAIN, reason=f"{moved}, which could hide a change of "
-                                                    f"{math.exp(effect - host):.2f}x", **found)
-    significant = test.p_value < ALPHA
-    if significant and effect >= limit and effect > 0:
-        return Comparison(SLOWER, **found)
-    if significant and effect <= -limit and effect < 0:
-        return Comparison(FASTER, **found)
-    if math.log1p(asked) <= abs(effect) < limit:
-        # Beyond the asked-for minimum effect but within how much the baseline's own runs
-        # moved: calling it SAME would hide a change nobody can rule out either.
-        return Comparison(UNCERTAIN, reason=f"the baseline's own recent runs differed by "
-                                            f"{100 * threshold:.0f} %, as much as the change",
-                          **found)
-    if abs(effect) < limit:
-        spread = sides.spread()
-        if spread <= threshold:
-            return Comparison(SAME, **found)
-        return Comparison(UNCERTAIN, reason=f"medians known to +-{100 * spread:.1f} %, "
-                                            f"wider than the {100 * threshold:g} % threshold",
-                          **found)
-    return Comparison(UNCERTAIN, reason=f"not significant (p={_fmt_p(test.p_value)} >= "
-                                        f"{ALPHA:g})", **found)
+    notes = []
+    host = probes.move()
+    if host is not None and abs(host[0]) >= math.log1p(HOST_TOLERANCE):
+        moved = f"the host's {host[1]} ran {math.exp(host[0]):.2f}x as long as during the " \
+                f"baseline"
+        why = _explained(effect, host[0], visible, limit, moved)
+        if why:
+            return Comparison(UNCERTAIN, reason=why, **found)
+        notes.append(f"{moved}; net of it {math.exp(effect - host[0]):.3f}x")
+    if run_shift is not None and run_shift[1] >= SHIFT_MIN_CASES and run_shift[0] > 0:
+        shift = math.log(run_shift[0])
+        if abs(shift) >= visible:
+            moved = (f"the whole run moved: median ratio {run_shift[0]:.3f}x over the "
+                     f"{run_shift[1]} case(s) judged before it (the host's move, not this "
+                     f"kernel's)")
+            why = _explained(effect, shift, visible, limit, moved)
+            if why:
+                return Comparison(UNCERTAIN, reason=why, **found)
+    reason = "; ".join(notes)
+    if abs(effect) >= visible:
+        if spread is None:
+            return Comparison(UNCERTAIN, reason="no session-to-session spread known for it (fewer "
+                                                "than 2 good runs of it in a history): the "
+                                                "samples of one session alone do not decide",
+                              **found)
+        if abs(effect) < limit:
+            return Comparison(UNCERTAIN, reason=f"{spread.describe()}: a change of "
+                                                f"{ratio:.3f}x is within {SPREAD_FACTOR:g}x "
+                                                f"that", **found)
+        if test.p_value < ALPHA:
+            return Comparison(SLOWER if effect > 0 else FASTER, **{**found, "reason": reason})
+        return Comparison(UNCERTAIN, reason=f"not significant (p={_fmt_p(test.p_value)} >= "
+                                            f"{ALPHA:g})", **found)
+    resolution = sides.resolution()
+    if resolution <= math.expm1(limit):
+        return Comparison(SAME, **{**found, "reason": reason})
+    return Comparison(UNCERTAIN, reason=f"medians known to +-{100 * resolution:.1f} %, wider "
+                                        f"than the {100 * math.expm1(limit):.3g} % minimum "
+                                        f"effect", **found)
+
+
+class RunShift:
+    """How the session's judged cases moved so far: the median of their ratios, the run's
+    move (co-tenants, clocks, another node) rather than any one kernel's."""
+
+    def __init__(self) -> None:
+        self._ratios: list[float] = []
+
+    def add(self, comparison: Comparison | None) -> None:
+        """A verdict resting on trusted samples on both sides counts."""
+        if comparison is not None and comparison.verdict in (SLOWER, FASTER, SAME, UNCERTAIN) \
+                and comparison.ratio and comparison.ratio > 0 \
+                and not comparison.reason.startswith(("measurement flagged", "fewer than")):
+            self._ratios.append(comparison.ratio)
+
+    def now(self) -> tuple[float, int] | None:
+        """(median ratio, cases) once SHIFT_MIN_CASES were judged."""
+        if len(self._ratios) < SHIFT_MIN_CASES:
+            return None
+        return statistics.median(self._ratios), len(self._ratios)
 
 
 def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict[str, Any]]]
@@ -279,15 +361,8 @@ def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict[st
     found: list[Comparison] = []
     for first in range(0, len(pairs), _BATCH):
         chunk = pairs[first:first + _BATCH]
-        for (_, _, options), sides in zip(chunk, _sides_of(chunk)):
-            threshold = options.get("threshold", DEFAULT_THRESHOLD)
-            found.append(_verdict(
-                sides, threshold=_threshold(threshold, options.get("run_to_run")),
-                asked=threshold, base_status=options.get("base_status", "ok"),
-                new_status=options.get("new_status", "ok"),
-                base_run=options.get("base_run", ""),
-                base_reference=options.get("base_reference"),
-                new_reference=options.get("new_reference")))
+        found.extend(_verdict(sides, **options)
+                     for (_, _, options), sides in zip(chunk, _sides_of(chunk)))
     return found
 
 
@@ -335,12 +410,12 @@ def _sides_of(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict]]) ->
         base_spread, new_spread = spreads[index]
         found.append(_Sides(bases, news, medians[index][0], medians[index][1],
                             _u_test(float(rank_sum[index]), news, bases, float(ties[index])),
-                            _Spread(max(base_spread, new_spread))))
+                            _Resolution(max(base_spread, new_spread))))
     return found
 
 
-class _Spread:
-    """A spread computed already, asked for as `_Sides.spread` is."""
+class _Resolution:
+    """A resolution computed already, asked for as `_Sides.resolution` is."""
 
     __slots__ = ("value",)
 
@@ -378,9 +453,6 @@ def _resolutions(ordered: np.ndarray, start: np.ndarray, n: np.ndarray,
             for widths, middle in zip(width, medians)]
 
 
-SHIFT_MIN_CASES = 5
-
-
 def run_shift_note(comparisons: list[Comparison]) -> str:
     """A sentence when most of a run moved one way together (the median ratio beyond the
     threshold): a machine-wide change (co-tenants' memory traffic, clocks, another node) or a
@@ -393,6 +465,9 @@ def run_shift_note(comparisons: list[Comparison]) -> str:
     threshold = min(c.threshold for c in found)
     if abs(math.log(shift)) < math.log1p(threshold):
         return ""
+    beyond = sum(1 for c in found if c.verdict == (SLOWER if shift > 1 else FASTER))
     return (f"the whole run moved: median ratio {shift:.3f}x over {len(found)} compared "
-            f"case(s), beyond the {100 * threshold:g} % threshold; check the machine and the "
-            f"stack before one kernel")
+            f"case(s), beyond the {100 * threshold:.3g} % threshold: the host's move (or the "
+            f"stack's), not {len(found)} kernel changes; {beyond} case(s) "
+            f"{'SLOWER' if shift > 1 else 'FASTER'} beyond it; check the machine and the stack "
+            f"before one kernel")

@@ -22,7 +22,8 @@ RUN_JSON_SCHEMA_PREFIX = "npuperf-run/"
 _GIT_TIMEOUT_S = 5.0
 _EXTRA_FIELDS = ("file", "row", "nodeid", "error", "fallback", "note", "threads", "host_load",
                  "warmup", "measured_kernel_type", "verified", "wall_s", "time_in_calls_s",
-                 "reference_us", "cache", "preempted", "preempted_kept", "impl")
+                 "reference_us", "reference_memory_us", "cache", "preempted", "preempted_kept",
+                 "impl")
 
 
 def git_commit(directory: Path) -> tuple[str, bool | None]:

@@ -64,9 +64,11 @@ class HistoryKeeper:
         return f"{self.baseline_ref} (not opened: {self.baseline_error})" if self.baseline_error \
             else self.baseline_ref
 
-    def judge(self, result: CaseResult) -> Comparison | None:
+    def judge(self, result: CaseResult, run_shift: tuple[float, int] | None = None
+              ) -> Comparison | None:
         """The case's verdict (also stored in `result.regression`); None without a baseline,
-        for a case that measured nothing, or when the baseline cannot be opened here."""
+        for a case that measured nothing, or when the baseline cannot be opened here.
+        `run_shift`: how this session's cases judged so far moved (history/compare.py)."""
         if self.baseline_ref is None or self.baseline_error is not None:
             return None
         try:
@@ -74,7 +76,8 @@ class HistoryKeeper:
         except NpuperfError as exc:
             self.baseline_error = str(exc)
             return None
-        comparison = judge(result, baseline, self.threshold) if baseline is not None else None
+        comparison = (judge(result, baseline, self.threshold, run_shift)
+                      if baseline is not None else None)
         if comparison is not None:
             result.regression = comparison.to_dict()
         return comparison

@@ -84,7 +84,7 @@ class CaseRecord:
     achieved_gbps: float | None = None
     mfu: float | None = None
     mbu: float | None = None
-    # Collectives (CONTRACT.md §7).
+    # Collectives (docs/format.md §7).
     message_bytes: int | None = None
     num_devices: int | None = None
     dtype: str = ""

@@ -24,7 +24,7 @@ from dataclasses import fields
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..db.errors import ContractError, NpuperfError
 from ..db.samples import SAMPLES_ENCODING, decode_samples, encode_samples
@@ -37,6 +37,7 @@ from .records import (
     RunRecord,
 )
 
+T = TypeVar("T")
 APPLICATION = "npuperf-history"
 _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock briefly
 # A check before a session starts, or a read, waits this long for another process's lock: a
@@ -372,18 +373,7 @@ class HistoryStore:
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
-        # The keys wanted, in a temporary table (a read-only history takes one too): the
-        # cases are found through its (kind, key) index, not by a scan of every run's cases.
-        try:
-            self.conn.execute("PRAGMA temp_store = MEMORY")
-            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
-                              "(key TEXT PRIMARY KEY)")
-            self.conn.execute("DELETE FROM npuperf_wanted")
-            # In order: each key goes at the end of the table's index, none splits a page.
-            self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
-                                  ((key,) for key in sorted(set(keys))))
-        except sqlite3.Error as exc:
-            raise _sql_error(self.path, exc) from None
+        self._want(keys)
         # Which rows first (narrow: the window sorts them), then those rows whole. The wanted
         # keys drive the join (CROSS JOIN keeps that order): a scan of every run's cases of
         # the kind would read the whole history.
@@ -401,6 +391,21 @@ class HistoryStore:
             found.setdefault(record.key, []).append((newest, record))
         return {key: [record for _, record in sorted(rows, key=lambda r: r[0])]
                 for key, rows in found.items()}
+
+    def _want(self, keys: Iterable[str]) -> None:
+        """The keys wanted, in the temporary table npuperf_wanted (a read-only history takes
+        one too): the cases are then found through its (kind, key) index, not by a scan of
+        every run's cases."""
+        try:
+            self.conn.execute("PRAGMA temp_store = MEMORY")
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
+                              "(key TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM npuperf_wanted")
+            # In order: each key goes at the end of the table's index, none splits a page.
+            self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
+                                  ((key,) for key in sorted(set(keys))))
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
 
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None, since: float | None = None,
@@ -423,6 +428,68 @@ class HistoryStore:
                 by_case.setdefault((record.kind, record.key), []).append(record)
             records = [r for group in by_case.values() for r in group[-last:]]
         return records
+
+    def case_values(self, kind: str, key: str, *, device: str | None = None,
+                    before: float | None = None, passed_only: bool = False,
+                    exclude: Iterable[str] = (), limit: int = 10
+                    ) -> list[tuple[float, str, str]]:
+        """(median_us, verdict, extra JSON) of the newest `limit` trusted (`ok`) measurements
+        of one case, newest first: what its session-to-session spread needs, without
+        building records or reading samples (history/spread.py, once per judged case)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        clauses += ["c.kind = ?", "c.key = ?", "c.status = 'ok'", "c.median_us > 0"]
+        rows = self._query(
+            f"SELECT c.median_us, c.verdict, c.extra FROM cases c JOIN runs r ON r.id = c.run "
+            f"WHERE {' AND '.join(clauses)} ORDER BY r.started DESC, r.id DESC "
+            f"LIMIT {int(limit)}", [*params, kind, key])
+        return [(float(row[0]), row[1] or "", row[2] or "") for row in rows]
+
+    def case_values_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
+                         before: float | None = None, passed_only: bool = False,
+                         exclude: Iterable[str] = (), limit: int = 10
+                         ) -> dict[str, list[tuple[float, str, str]]]:
+        """`case_values` of many keys in one query (a large run's verdicts): key -> its
+        values, newest first (keys without any are absent)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        clauses += ["c.kind = ?", "c.status = 'ok'", "c.median_us > 0"]
+        self._want(keys)
+        rows = self._query(
+            f"SELECT key, median_us, verdict, extra FROM (SELECT c.key AS key, c.median_us AS "
+            f"median_us, c.verdict AS verdict, c.extra AS extra, ROW_NUMBER() OVER (PARTITION "
+            f"BY c.key ORDER BY r.started DESC, r.id DESC) AS newest FROM npuperf_wanted w "
+            f"CROSS JOIN cases c ON c.key = w.key JOIN runs r ON r.id = c.run "
+            f"WHERE {' AND '.join(clauses)}) WHERE newest <= {int(limit)} ORDER BY key, newest",
+            [*params, kind])
+        found: dict[str, list[tuple[float, str, str]]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append((float(row[1]), row[2] or "", row[3] or ""))
+        return found
+
+    def recent_values(self, kind: str, *, device: str | None = None,
+                      before: float | None = None, passed_only: bool = False,
+                      exclude: Iterable[str] = (), runs: int = 20
+                      ) -> list[tuple[str, float, str, str, str]]:
+        """(key, median_us, verdict, extra JSON, run_id) of the trusted (`ok`) measurements of
+        `kind` in the newest `runs` runs that match, newest run first: one read for the
+        host's typical session-to-session spread (history/spread.py)."""
+        clauses, params = _run_clauses(device, passed_only, exclude)
+        if before is not None:
+            clauses.append("r.started < ?")
+            params.append(before)
+        where = " AND ".join(clauses) or "1"
+        rows = self._query(
+            f"SELECT c.key, c.median_us, c.verdict, c.extra, r.run_id FROM cases c "
+            f"JOIN (SELECT r.id, r.run_id, r.started FROM runs r WHERE {where} "
+            f"ORDER BY r.started DESC, r.id DESC LIMIT {int(runs)}) r ON r.id = c.run "
+            f"WHERE c.kind = ? AND c.status = 'ok' AND c.median_us > 0 "
+            f"ORDER BY r.started DESC, r.id DESC", [*params, kind])
+        return [(row[0], float(row[1]), row[2] or "", row[3] or "", row[4]) for row in rows]
 
     def _cases(self, where: str, params: Iterable[Any], *, order: str = "c.id",
                limit: int | None = None, with_samples: bool = True) -> list[CaseRecord]:
@@ -452,6 +519,26 @@ class HistoryStore:
                               self.path)
         return [(None if other is None else row[other], record)
                 for row, record in zip(rows, records)]
+
+
+class Prefetched(Generic[T]):
+    """Per key of one kind, what a batch query read at once (a large run's verdicts); a key
+    outside the batch is read alone, when it is asked for."""
+
+    def __init__(self) -> None:
+        self._batch: tuple[str, set[str], dict[str, list[T]]] | None = None
+
+    def load(self, kind: str, keys: list[str],
+             read: Callable[[str, list[str]], dict[str, list[T]]]) -> None:
+        self._batch = None  # the previous batch freed before the next is read
+        if keys:
+            self._batch = (kind, set(keys), read(kind, keys))
+
+    def get(self, kind: str, key: str, read: Callable[[str, str], list[T]]) -> list[T]:
+        batch = self._batch
+        if batch is not None and batch[0] == kind and key in batch[1]:
+            return batch[2].get(key, [])
+        return read(kind, key)
 
 
 def _run_clauses(device: str | None, passed_only: bool, exclude: Iterable[str] = (), *,

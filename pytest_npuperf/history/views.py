@@ -11,17 +11,19 @@ from pathlib import Path
 
 from ..db.errors import NpuperfError
 from ..measure.units import fmt_duration
-from .baseline import Baseline, RunBaseline, resolve_baseline, resolve_run
+from .baseline import Baseline, RunBaseline, probes_of, resolve_baseline, resolve_run
 from .compare import (
     FASTER,
     SLOWER,
     UNCERTAIN,
     VERDICTS,
     Comparison,
+    RunShift,
     compare_samples,
     run_shift_note,
 )
 from .records import CaseRecord, RunRecord
+from .spread import Spread
 from .store import HistoryStore
 
 TREND_COLUMNS = ("kind", "case", "kernel", "signature", "run_id", "started", "git_commit",
@@ -215,33 +217,43 @@ class CaseComparison:
 
 def compare_runs(base_ref: str, new_ref: str, *, history: Path | None, threshold: float
                  ) -> tuple[Baseline, RunRecord, list[CaseComparison]]:
-    """NEW (one run) against BASE (see history/baseline.py), case by case."""
+    """NEW (one run) against BASE (see history/baseline.py), case by case. Every case of NEW
+    is known here, so a whole run that moved is judged as one move: each case against the
+    median ratio of all the others (history/compare.py)."""
     new_run, new_cases = resolve_run(new_ref, history=history)
     baseline = resolve_baseline(base_ref, history=history, device=new_run.device or None,
                                 before=new_run.started or None, exclude=(new_run.run_id,))
     if isinstance(baseline, RunBaseline) and baseline.run.run_id == new_run.run_id:
         baseline.close()
         raise NpuperfError(f"BASE and NEW are the same run ({new_run.run_id})")
-    found = []
+    pairs: list[tuple[CaseRecord, CaseRecord | None]] = []
     try:
         for case in new_cases:
-            if not case.measured:
-                continue
-            base = baseline.case(case.kind, case.key)
-            if base is None or not base.samples:
-                comparison = Comparison("NEW", reason="not in the baseline" if base is None
-                                        else "the baseline kept no samples",
-                                        new_samples=len(case.samples), threshold=threshold)
-            else:
-                comparison = compare_samples(
-                    base.samples, case.samples, threshold=threshold, base_status=base.status,
-                    new_status=case.status, base_run=base.run_id,
-                    base_reference=base.extra.get("reference_us"),
-                    new_reference=case.extra.get("reference_us"),
-                    run_to_run=base.extra.get("run_to_run"))
-            found.append(CaseComparison(case.kind, case.key, case.kernel, comparison))
+            if case.measured:
+                pairs.append((case, baseline.case(case.kind, case.key)))
     finally:
         baseline.close()
+
+    def judged(case: CaseRecord, base: CaseRecord | None,
+               shift: tuple[float, int] | None) -> Comparison:
+        if base is None or not base.samples:
+            return Comparison("NEW", reason="not in the baseline" if base is None
+                              else "the baseline kept no samples",
+                              new_samples=len(case.samples), threshold=threshold)
+        same_stack = not (case.stack and base.stack and case.stack != base.stack)
+        return compare_samples(
+            base.samples, case.samples, threshold=threshold, base_status=base.status,
+            new_status=case.status, base_run=base.run_id,
+            spread=Spread.from_extra(base.extra),
+            probes=probes_of(base, case.extra.get("reference_us"),
+                             case.extra.get("reference_memory_us"), case.bound_by),
+            run_shift=shift if same_stack else None)
+
+    shift = RunShift()
+    for case, base in pairs:
+        shift.add(judged(case, base, None))
+    found = [CaseComparison(case.kind, case.key, case.kernel, judged(case, base, shift.now()))
+             for case, base in pairs]
     return baseline, new_run, found
 
 

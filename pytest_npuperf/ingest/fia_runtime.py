@@ -1,4 +1,4 @@
-"""`Runtime ...` metadata of FusedInferAttentionScore rows (CONTRACT.md §2, §10).
+"""`Runtime ...` metadata of FusedInferAttentionScore rows (docs/format.md §2, §10).
 
 The kernel table records the 31 input slots of the attention call but not its scalar
 arguments (heads, layout, block size, sparse mode). torch_npu's `operator_details.csv`, written

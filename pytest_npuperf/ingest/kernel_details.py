@@ -1,4 +1,4 @@
-"""Reading torch_npu's `kernel_details*.csv` (CONTRACT.md §5), every variant, in chunks.
+"""Reading torch_npu's `kernel_details*.csv` (docs/format.md §5), every variant, in chunks.
 
 Variants handled: level 1 (full header), level 0 (no shapes: nothing to aggregate), CANN 7.x
 headers without `OP State`/`HF32 Eligible` and with other counter sets, trailing TABs after

@@ -1,6 +1,6 @@
 """Profiler output of a run: where its kernel tables and marker files are, and the kernels.
 
-Layouts (CONTRACT.md §6, msprof's docs/*/user_guide/msprof_parsing_instruct.md, torch_npu's
+Layouts (docs/format.md §6, msprof's docs/*/user_guide/msprof_parsing_instruct.md, torch_npu's
 profiler):
 - msprof: `<output>/**/PROF_*/mindstudio_profiler_output/op_summary_<stamp>.csv` and
   `msprof_tx_<stamp>.csv` (written by msprof's export; a PROF directory without them has not
@@ -20,7 +20,7 @@ profiler):
   and `*msprof_tx*.csv` directly.
 
 Kernel tables are read in chunks into arrays: kernel type codes, device, start, duration and
-the 25 counters of CONTRACT.md §2 (NaN where a file has no such column), plus, on request, a
+the 25 counters of docs/format.md §2 (NaN where a file has no such column), plus, on request, a
 code for each distinct identity (shapes, dtypes, formats) with the identity cells.
 """
 

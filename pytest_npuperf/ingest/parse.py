@@ -51,10 +51,9 @@ from ..kernels.torch_ops import TorchOperators
 from .aggregate import AggregateResult, KernelAggregator, ProfiledKernel
 from .fia_runtime import runtime_for_file
 from .kernel_details import DEFAULT_CHUNK_ROWS, existing_path, find_kernel_details
+from .pooled import MAX_SOURCES, pool_profiles, sources_text
 from .trace import KIND_NPU
 from .trace_rows import TraceSummary, trace_rows
-
-_MAX_SOURCES = 3
 
 
 @dataclass
@@ -136,17 +135,11 @@ def _profiling_values(kernel: ProfiledKernel, stamp: str) -> dict[str, str]:
         PROFILING_COUNT: str(stats.count),
         PROFILING_MIN_DURATION: format_number(stats.min),
         PROFILING_MAX_DURATION: format_number(stats.max),
-        PROFILING_SOURCE: _sources_text(kernel.sources),
+        PROFILING_SOURCE: sources_text(kernel.sources),
         PROFILING_UPDATED: stamp,
     }
     values.update({profiling_counter(m): format_number(v) for m, v in kernel.counters.items()})
     return values
-
-
-def _sources_text(sources: list[str]) -> str:
-    shown = ";".join(sources[:_MAX_SOURCES])
-    more = len(sources) - _MAX_SOURCES
-    return f"{shown} (+{more} more)" if more > 0 else shown
 
 
 def _attach_fia_runtime(aggregator: KernelAggregator, result: AggregateResult,
@@ -173,7 +166,7 @@ def _attach_sparse_runtime(result: AggregateResult) -> None:
             except CellError:
                 continue
             kernel.runtime = sparse_runtime.from_shapes(
-                case, source=";".join(kernel.sources[:_MAX_SOURCES]))
+                case, source=";".join(kernel.sources[:MAX_SOURCES]))
 
 
 def _ep_signature(kernel: ProfiledKernel, ep_size: str) -> Signature:
@@ -199,23 +192,6 @@ def _clearing_stale_counters(frame, updates: dict[Signature, RowUpdate]
 
 def _cells_or_blank(frame, column: str) -> list[str]:
     return frame[column].tolist() if column in frame.columns else [""] * len(frame)
-
-
-def _replaced_profiles(table, updates: dict[Signature, RowUpdate]) -> list[str]:
-    """Rows that held another parse's statistics: this profile's replace them whole (a
-    median cannot be combined from two medians), which the output says."""
-    if PROFILING_AVERAGE_DURATION not in table.frame.columns:
-        return []
-    durations = table.frame[PROFILING_AVERAGE_DURATION].tolist()
-    sources = _cells_or_blank(table.frame, PROFILING_SOURCE)
-    positions = table.positions()
-    replaced = [p for sig in updates for p in positions.get(sig, ()) if durations[p].strip()]
-    if not replaced:
-        return []
-    earlier = _sources_text(sorted({sources[p] for p in replaced if sources[p].strip()}))
-    return [f"{table.name}: {len(replaced)} row(s) held profiling statistics of an earlier parse"
-            f"{f' ({earlier})' if earlier else ''}: replaced by this profile's, not combined "
-            f"(parse the profiles together to aggregate them as one)"]
 
 
 def _keeping_trusted(table, updates: dict[Signature, RowUpdate], why: str) -> list[str]:
@@ -392,7 +368,8 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
             table.check_matchable("npuperf parse")
             if untrusted:
                 summary.notes += _keeping_trusted(table, by_type[kernel_type], untrusted[0])
-            summary.notes += _replaced_profiles(table, by_type[kernel_type])
+            summary.notes += pool_profiles(table.name, table.frame, table.positions(),
+                                           by_type[kernel_type])
             updates = _clearing_stale_counters(table.frame, by_type[kernel_type])
             merged = apply_updates(table.frame, kernel_type, updates, add_new=True,
                                    signatures=table.signatures)
@@ -408,7 +385,7 @@ def parse_profiling(profiling_path: str | Path | Sequence[str | Path], database:
             summary.op_mapping = ensure_op_mapping(tx, database)
             stage_provenance(tx, database, collection=collection_entry(
                 database, "parse", {c.path.stem: c.added for c in summary.changes},
-                version=__version__, when=now, profiles=_sources_text(
+                version=__version__, when=now, profiles=sources_text(
                     sorted({s for k in result.kernels for s in k.sources}))))
             summary.notes[:0] = tx.notes
     summary.notes[:0] = db.notes

@@ -11,7 +11,7 @@ set once the replay module exists) and that replay module.
 
 from __future__ import annotations
 
-from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, Operator, SlotLayout
 from .kernel_types import (
     ENTRIES,
     FIA_BLOCK_TABLE,
@@ -57,6 +57,19 @@ def entries() -> list[KernelEntry]:
     return list(dict.fromkeys(_BY_TYPE.values()))
 
 
+def operators(*, simulator: bool) -> dict[str, tuple[KernelEntry, Operator]]:
+    """The operators the entries name, by name: the simulator's (op_mapping.yaml keys) or
+    those only traces show."""
+    return {op.name: (entry, op) for entry in entries() for op in entry.operators
+            if op.simulator == simulator}
+
+
+def simulator_operators() -> dict[str, dict]:
+    """The op_mapping.yaml entries of the simulator operators the entries name."""
+    return {name: op.op_mapping(entry.name)
+            for name, (entry, op) in operators(simulator=True).items()}
+
+
 def kernel_types() -> list[str]:
     return sorted(_BY_TYPE)
 
@@ -92,6 +105,7 @@ __all__ = [
     "CORES", "CUBE", "FIA_BLOCK_TABLE", "FIA_INPUT_SLOTS", "FIA_KEY", "FIA_KEY_ROPE",
     "FIA_KV_SEQ_LENS", "FIA_MASK", "FIA_QUERY", "FIA_QUERY_ROPE", "FIA_SEQ_LENS", "FIA_VALUE",
     "MIX", "VECTOR", "KernelEntry",
-    "SlotLayout", "accelerator_core", "add", "entries", "entry_for", "kernel_types",
-    "replayable", "replayable_types", "require", "same_call_types", "slot_layout",
+    "Operator", "SlotLayout", "accelerator_core", "add", "entries", "entry_for", "kernel_types",
+    "operators", "replayable", "replayable_types", "require", "same_call_types",
+    "simulator_operators", "slot_layout",
 ]

@@ -2,7 +2,7 @@
 
 Only the `torch.ops._C_ascend.*` operators (AddRmsNormBias, DispatchFFNCombine, and the
 DeepSeek-V3.2 sparse-attention fallbacks) load from vllm-ascend's custom operator package
-(CONTRACT.md §10). `npu_ring_mla` is a torch_npu ATB operator (it needs NNAL, not this),
+(docs/format.md §10). `npu_ring_mla` is a torch_npu ATB operator (it needs NNAL, not this),
 `qkv_rmsnorm_rope` a Triton operator and `npu_kv_rmsnorm_rope_cache` an op-plugin one.
 
 Where the package lives depends on the vllm-ascend version, read from its sources:

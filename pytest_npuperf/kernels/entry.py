@@ -6,9 +6,10 @@ imported on first use) needs torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-# `Accelerator Core` cells (CONTRACT.md §2) of the cores a kernel runs on.
+# `Accelerator Core` cells (docs/format.md §2) of the cores a kernel runs on.
 CUBE = "AI_CORE"
 VECTOR = "AI_VECTOR_CORE"
 MIX = "MIX_AIC"
@@ -26,6 +27,34 @@ class SlotLayout:
 
 
 @dataclass(frozen=True)
+class Operator:
+    """An operator that stands for a kernel: the name the simulator's operator graph gives
+    it (an op_mapping.yaml key: `aten.mm.default`, `tensor_cast.rms_norm.default`); an aten
+    operator is also how a torch trace shows the call (`aten::mm`).
+
+    `alternates`: other kernel tables the same call may be in (`alternate_kernel_types`);
+    `mapping`: the other op_mapping.yaml keys of the operator (`tc_input_count`,
+    `query_mode`, ...); `simulator`: False for an operator only traces show (no simulator
+    operator has its name); `slots`: "module:function" turning a traced call's tensors into
+    the kernel's input and output slots (kernels/torch_ops.py: a function of a list of
+    `Tensor` returning `Slots` or None), where torch_ops.py has no conversion of that name."""
+
+    name: str
+    alternates: tuple[str, ...] = ()
+    mapping: tuple[tuple[str, object], ...] = ()
+    simulator: bool = True
+    slots: str = ""
+
+    def op_mapping(self, kernel_type: str) -> dict:
+        """This operator's op_mapping.yaml entry."""
+        out: dict = {"kernel_type": kernel_type}
+        if self.alternates:
+            out["alternate_kernel_types"] = list(self.alternates)
+        out.update(self.mapping)
+        return out
+
+
+@dataclass(frozen=True)
 class KernelEntry:
     """One kernel of the catalog.
 
@@ -39,6 +68,10 @@ class KernelEntry:
     has its own, evicted by the rest of the step before the next use); the other inputs are
     activations the step has just written, found in the cache. A replay measures streamed
     inputs cold and the others warm (kernels/cache_state.py).
+    `operators`: the simulator's and the traces' operators that are this kernel (their
+    op_mapping.yaml entries and trace conversions, `Operator`). `grid`: the kernel's pattern
+    in the default shape grid, written as grid/default_grid.yaml writes one (iterators,
+    inputs, outputs, ...), for a kernel type that file does not assign.
     """
 
     kernel_types: tuple[str, ...]
@@ -51,6 +84,8 @@ class KernelEntry:
     device_kernels: tuple[str, ...] = ()
     replay: str | None = None
     streamed: tuple[str, ...] = ()
+    operators: tuple[Operator, ...] = ()
+    grid: Mapping | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:

@@ -1,4 +1,4 @@
-"""The kernel catalog's entries: every kernel type of CONTRACT.md §10 and of the shape grid.
+"""The kernel catalog's entries: every kernel type of docs/format.md §10 and of the shape grid.
 
 Slot layouts are in the order the kernel tables list the slots; dtype and format are what a
 new (grid) row gets for a slot that its pattern does not type itself. Adding a kernel type
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..db.columns import DISPATCH_FFN_COMBINE, FIA_KERNEL
 from ..db.signature import MATMUL_FAMILY
-from .entry import CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+from .entry import CUBE, MIX, VECTOR, KernelEntry, Operator, SlotLayout
 
 S = SlotLayout
 BF16, FLOAT, INT8, INT32, INT64, BOOL = (
@@ -18,6 +18,12 @@ BF16, FLOAT, INT8, INT32, INT64, BOOL = (
 
 def opt(name: str, dtype: str = BF16) -> SlotLayout:
     return SlotLayout(name, dtype, optional=True)
+
+
+def op(name: str, *alternates: str, simulator: bool = True, **mapping) -> Operator:
+    """An operator that is the entry's kernel (`Operator`): its alternate kernel tables, then
+    its other op_mapping.yaml keys."""
+    return Operator(name, alternates, tuple(mapping.items()), simulator)
 
 
 def _x_to_y(*, y_dtype: str = BF16) -> dict:
@@ -29,10 +35,17 @@ _REPLAYS = "pytest_npuperf.kernels"
 # -- GEMMs ----------------------------------------------------------------------------------
 MATMUL = KernelEntry(
     MATMUL_FAMILY, "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
-    "torch.mm(a, b.t())", replay=f"{_REPLAYS}.matmul:MatMul", streamed=("b", "bias"))
+    "torch.mm(a, b.t())", replay=f"{_REPLAYS}.matmul:MatMul", streamed=("b", "bias"),
+    operators=(
+        op("aten.mm.default", "MatMulV3", "MatMulCommon"),
+        op("aten.addmm.default"),
+    ))
 BATCH_MATMUL = KernelEntry(
     ("BatchMatMulV2",), "gemm", CUBE, (S("a"), S("b"), opt("bias")), (S("y"),),
-    "torch.matmul(a, b)", replay=f"{_REPLAYS}.matmul:BatchMatMulV2", streamed=("b", "bias"))
+    "torch.matmul(a, b)", replay=f"{_REPLAYS}.matmul:BatchMatMulV2", streamed=("b", "bias"),
+    operators=(
+        op("aten.bmm.default", "TransposeBatchMatMul"),
+    ))
 # Slot orders of the kernels below are their op definitions' input orders (what the kernel
 # tables list), read from the CANN operator sources: hicann/ops-nn
 # matmul/quant_batch_matmul_v3 and matmul/transpose_batch_mat_mul, hicann/ops-transformer
@@ -42,7 +55,10 @@ QUANT_MATMUL = KernelEntry(
     (S("x1", INT8), S("x2", INT8, "FRACTAL_NZ"), S("scale", FLOAT), opt("offset", FLOAT),
      opt("bias", INT32), opt("pertoken_scale", FLOAT)), (S("y"),),
     "torch_npu.npu_quant_matmul(x1, x2, scale)", replay=f"{_REPLAYS}.quant:QuantBatchMatmulV3",
-    streamed=("x2", "scale", "offset", "bias"))
+    streamed=("x2", "scale", "offset", "bias"),
+    operators=(
+        op("tensor_cast.static_quant_linear.default", tc_input_count=2),
+    ))
 TRANSPOSE_BATCH_MATMUL = KernelEntry(
     ("TransposeBatchMatMul",), "gemm", CUBE, (S("x1"), S("x2"), opt("bias"), opt("scale", INT64)),
     (S("y"),), "torch_npu.npu_transpose_batchmatmul(x1, x2)",
@@ -54,14 +70,21 @@ GROUPED_MATMUL = KernelEntry(
      opt("antiquant_scale"), opt("antiquant_offset"), S("group_list", INT64),
      opt("per_token_scale", FLOAT)),
     (S("y"),), "torch_npu.npu_grouped_matmul", replay=f"{_REPLAYS}.moe:GroupedMatmul",
-    streamed=("weight", "bias", "scale", "offset", "antiquant_scale", "antiquant_offset"))
+    streamed=("weight", "bias", "scale", "offset", "antiquant_scale", "antiquant_offset"),
+    # The simulator flattens the operator's tensor lists (x, w, scales, ...) while the kernel
+    # table lists x, weight, then optional slots (bias, scales, ..., group_list): only the
+    # first two compare.
+    operators=tuple(op(f"tensor_cast.grouped_matmul{v}.default", tc_input_count=2)
+                    for v in ("", "_quant", "_quant_int4", "_fp8", "_mxfp4", "_swiglu")))
 GROUPED_MATMUL_SWIGLU_QUANT = KernelEntry(
     ("GroupedMatmulSwigluQuant",), "moe", MIX,
     (S("x", INT8), S("weight", INT8, "FRACTAL_NZ"), S("weight_scale", FLOAT), S("x_scale", FLOAT),
      opt("weight_assistance_matrix", FLOAT), S("group_list", INT64)),
     (S("y", INT8), S("y_scale", FLOAT)), "torch_npu.npu_grouped_matmul_swiglu_quant",
     replay=f"{_REPLAYS}.moe:GroupedMatmulSwigluQuant",
-    streamed=("weight", "weight_scale", "weight_assistance_matrix"))
+    streamed=("weight", "weight_scale", "weight_assistance_matrix"),
+    operators=tuple(op(f"tensor_cast.grouped_matmul{v}_swiglu.default", tc_input_count=2)
+                    for v in ("_quant", "_quant_int4", "_fp8", "_mxfp4")))
 # vllm-ascend csrc/mc2/dispatch_ffn_combine/op_host/dispatch_ffn_combine_def.cpp: the scales are
 # float32 bit patterns in INT64 (vllm-ascend's scale_from_float_to_int64), the token counts INT32.
 DISPATCH_FFN = KernelEntry(
@@ -71,7 +94,11 @@ DISPATCH_FFN = KernelEntry(
     (S("out"), S("expert_token_nums", INT32)),
     "torch.ops._C_ascend.dispatch_ffn_combine (multi-rank, EP group)", custom_op=True,
     replay=f"{_REPLAYS}.moe:DispatchFFNCombine",
-    streamed=("weight1", "weight2", "scale1", "scale2"))
+    streamed=("weight1", "weight2", "scale1", "scale2"),
+    operators=(
+        *(op(f"tensor_cast.dispatch_ffn_combine{v}.default", query_mode="moe_fused",
+             project_full_shape=True) for v in ("", "_quant")),
+    ))
 
 # -- attention ------------------------------------------------------------------------------
 # The kernel's 31 input slots (hicann/ops-transformer attention/fused_infer_attention_score/
@@ -94,9 +121,13 @@ FIA = KernelEntry(
     replay=f"{_REPLAYS}.attention:FusedInferAttentionScore",
     streamed=("key", "value", "key_rope", "key_antiquant_scale", "key_antiquant_offset",
               "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
-              "value_shared_prefix"))
+              "value_shared_prefix"),
+    operators=(
+        op("tensor_cast.attention.default", query_mode="attention_special"),
+        op("tensor_cast.attention_quant.default", query_mode="attention_special"),
+    ))
 # An ATB kernel (op-plugin op_plugin/ops/atb/RingMlaAtb.cpp): it needs NNAL, not vllm-ascend's
-# custom OPP (CONTRACT.md §10). Slot order of the ATB operation's inputs (query1, query2, key1,
+# custom OPP (docs/format.md §10). Slot order of the ATB operation's inputs (query1, query2, key1,
 # key2, value, mask, seqLen: hicann/ascend-transformer-boost src/ops_infer/ring_mla/
 # ring_mla_operation.cpp), the reference replay's too.
 RING_MLA = KernelEntry(
@@ -131,11 +162,14 @@ SPARSE_FLASH_ATTENTION = KernelEntry(
     streamed=("key", "value", "key_rope"))
 
 # -- rope, KV cache -------------------------------------------------------------------------
-# A Triton kernel vllm-ascend registers from Python: no custom OPP (CONTRACT.md §10).
+# A Triton kernel vllm-ascend registers from Python: no custom OPP (docs/format.md §10).
 SPLIT_QKV = KernelEntry(
     ("split_qkv_rmsnorm_rope_kernel",), "rope", VECTOR, (S("qkv"), S("norm_weight")),
     (S("q"), S("k"), S("v")), "torch.ops.vllm.qkv_rmsnorm_rope",
-    replay=f"{_REPLAYS}.rope:SplitQkvRmsNormRope", streamed=("norm_weight",))
+    replay=f"{_REPLAYS}.rope:SplitQkvRmsNormRope", streamed=("norm_weight",),
+    operators=(
+        op("tensor_cast.apply_rope.default", "InterleaveRope", tc_input_count=2),
+    ))
 INTERLEAVE_ROPE = KernelEntry(
     ("InterleaveRope",), "rope", VECTOR, (S("x"), S("cos"), S("sin")), (S("y"),),
     "torch_npu.npu_interleave_rope(x, cos, sin)", replay=f"{_REPLAYS}.rope:InterleaveRope")
@@ -143,7 +177,8 @@ RESHAPE_AND_CACHE = KernelEntry(
     ("ReshapeAndCacheNdKernel",), "cache", VECTOR,
     (S("key"), S("value"), S("key_cache"), S("value_cache"), S("slot_mapping", INT32)),
     (S("key_cache"), S("value_cache")), "torch_npu._npu_reshape_and_cache",
-    replay=f"{_REPLAYS}.kv_cache:ReshapeAndCacheNd", streamed=("key_cache", "value_cache"))
+    replay=f"{_REPLAYS}.kv_cache:ReshapeAndCacheNd", streamed=("key_cache", "value_cache"),
+    operators=(op("tensor_cast.reshape_and_cache.default"),))
 KV_RMSNORM_ROPE_CACHE = KernelEntry(
     ("KvRmsNormRopeCache",), "cache", VECTOR,
     (S("kv"), S("gamma"), S("cos"), S("sin"), S("index", INT64), S("k_rope_cache"),
@@ -151,41 +186,62 @@ KV_RMSNORM_ROPE_CACHE = KernelEntry(
      opt("k_rope_offset", FLOAT), opt("c_kv_offset", FLOAT), opt("reserved_11")),
     (S("k_rope_cache"), S("ckv_cache"), S("k_rope"), S("c_kv")),
     "torch_npu.npu_kv_rmsnorm_rope_cache", replay=f"{_REPLAYS}.kv_cache:KvRmsNormRopeCache",
-    streamed=("gamma", "k_rope_cache", "ckv_cache"))
+    streamed=("gamma", "k_rope_cache", "ckv_cache"),
+    operators=(op("tensor_cast.kv_rmsnorm_rope_cache.default"),))
 
 # -- normalisation, activation, quantisation ------------------------------------------------
 RMS_NORM = KernelEntry(
     ("RmsNorm",), "norm", VECTOR, (S("x"), S("gamma")), (S("y"), S("rstd", FLOAT)),
     "torch_npu.npu_rms_norm(x, gamma, epsilon)", replay=f"{_REPLAYS}.vector:RmsNorm",
-    streamed=("gamma",))
+    streamed=("gamma",),
+    operators=(
+        op("tensor_cast.rms_norm.default"),
+        op("aten.rms_norm.default", simulator=False),
+        op("aten._fused_rms_norm.default", simulator=False),
+    ))
 ADD_RMS_NORM_BIAS = KernelEntry(
     ("AddRmsNormBias",), "norm", VECTOR, (S("x1"), S("x2"), S("gamma"), opt("bias")),
     (S("y"), S("rstd", FLOAT), S("x")), "torch.ops._C_ascend.npu_add_rms_norm_bias",
-    custom_op=True, replay=f"{_REPLAYS}.norm:AddRmsNormBias", streamed=("gamma", "bias"))
+    custom_op=True, replay=f"{_REPLAYS}.norm:AddRmsNormBias", streamed=("gamma", "bias"),
+    operators=(
+        op("tensor_cast.add_rms_norm.default"),
+        op("tensor_cast.add_rms_norm2.default", tc_input_count=3),
+    ))
 SWIGLU = KernelEntry(
     ("SwiGlu",), "activation", VECTOR, **_x_to_y(), npu_api="torch_npu.npu_swiglu(x, dim=-1)",
-    replay=f"{_REPLAYS}.vector:SwiGlu")
+    replay=f"{_REPLAYS}.vector:SwiGlu",
+    operators=(op("tensor_cast.swiglu.default"),))
 # hicann/ops-nn quant/ascend_quant_v2 and quant/dynamic_quant (op_host/*_def.cpp).
 ASCEND_QUANT = KernelEntry(
     ("AscendQuantV2",), "quant", VECTOR, (S("x"), S("scale"), opt("offset")), (S("y", INT8),),
     "torch_npu.npu_quantize", replay=f"{_REPLAYS}.quant:AscendQuantV2",
-    streamed=("scale", "offset"))
+    streamed=("scale", "offset"),
+    operators=(
+        op("tensor_cast.quantize.default", "DynamicQuant", tc_input_count=1),
+    ))
 DYNAMIC_QUANT = KernelEntry(
     ("DynamicQuant",), "quant", VECTOR,
     (S("x"), opt("smooth_scales"), opt("group_index", INT32)), (S("y", INT8), S("scale", FLOAT)),
     "torch_npu.npu_dynamic_quant(x)", replay=f"{_REPLAYS}.quant:DynamicQuant",
-    streamed=("smooth_scales",))
+    streamed=("smooth_scales",),
+    operators=(
+        op("tensor_cast.dynamic_quantize_symmetric.default", "AscendQuantV2", tc_input_count=1),
+        op("tensor_cast.dynamic_quantize_asymmetric.default"),
+    ))
 
 # -- softmax, sampling ----------------------------------------------------------------------
 SOFTMAX = KernelEntry(
     ("SoftmaxV2",), "softmax", VECTOR, **_x_to_y(), npu_api="torch.softmax(x, dim=-1)",
-    replay=f"{_REPLAYS}.vector:SoftmaxV2")
+    replay=f"{_REPLAYS}.vector:SoftmaxV2",
+    operators=(op("aten._softmax.default", simulator=False),))
 SORT = KernelEntry(
     ("Sort",), "sampling", VECTOR, (S("x"),), (S("values"), S("indices", INT64)),
-    "torch.sort(x, dim=-1)", replay=f"{_REPLAYS}.decode_sampling:Sort")
+    "torch.sort(x, dim=-1)", replay=f"{_REPLAYS}.decode_sampling:Sort",
+    operators=(op("aten.sort.default", simulator=False),))
 ARGMAX = KernelEntry(
     ("ArgMaxV2",), "sampling", VECTOR, **_x_to_y(y_dtype=INT64),
-    npu_api="torch.argmax(x, dim=-1)", replay=f"{_REPLAYS}.decode_sampling:ArgMaxV2")
+    npu_api="torch.argmax(x, dim=-1)", replay=f"{_REPLAYS}.decode_sampling:ArgMaxV2",
+    operators=(op("aten.argmax.default", simulator=False),))
 MASKED_FILL = KernelEntry(
     ("MaskedFill",), "elementwise", VECTOR, (S("x"), S("mask", BOOL)), (S("y"),),
     "x.masked_fill_(mask, value)", replay=f"{_REPLAYS}.decode_sampling:MaskedFill")
@@ -193,7 +249,10 @@ MASKED_FILL = KernelEntry(
 # -- elementwise, data movement -------------------------------------------------------------
 ADD = KernelEntry(
     ("Add",), "elementwise", VECTOR, (S("a"), S("b")), (S("y"),), "torch.add(a, b)",
-    replay=f"{_REPLAYS}.vector:Add")
+    replay=f"{_REPLAYS}.vector:Add",
+    operators=(
+        op("aten.add.Tensor", query_mode="elementwise"),
+    ))
 TENSOR_MOVE = KernelEntry(
     ("TensorMove",), "movement", VECTOR, **_x_to_y(), npu_api="dst.copy_(src)",
     replay=f"{_REPLAYS}.movement:TensorMove")
@@ -205,15 +264,24 @@ TRANSPOSE = KernelEntry(
     "x.permute(perm).contiguous()", replay=f"{_REPLAYS}.movement:Transpose")
 PAD = KernelEntry(
     ("PadV3",), "movement", VECTOR, (S("x"), S("paddings", INT64)), (S("y"),),
-    "torch.nn.functional.pad(x, pad, mode='constant')", replay=f"{_REPLAYS}.movement:PadV3")
+    "torch.nn.functional.pad(x, pad, mode='constant')", replay=f"{_REPLAYS}.movement:PadV3",
+    operators=(
+        op("aten.constant_pad_nd.default", tc_input_count=1),
+    ))
 INDEX = KernelEntry(
     ("Index",), "movement", VECTOR,
     (S("x"), S("indexed_sizes", INT64), S("indexed_strides", INT64), S("indices", INT64)),
-    (S("y"),), "x[indices]", replay=f"{_REPLAYS}.movement:Index")
+    (S("y"),), "x[indices]", replay=f"{_REPLAYS}.movement:Index",
+    operators=(
+        op("aten.index.Tensor", "GatherV2", tc_input_count=1),
+    ))
 GATHER = KernelEntry(
     ("GatherV2",), "movement", VECTOR, (S("x"), S("indices", INT32), S("axis", INT64)),
     (S("y"),), "torch.nn.functional.embedding(indices, x)", replay=f"{_REPLAYS}.movement:GatherV2",
-    streamed=("x",))
+    streamed=("x",),
+    operators=(
+        op("aten.embedding.default", tc_input_count=2),
+    ))
 # torch_npu.npu_scatter_nd_update_(var, indices, updates): rows of a cache by slot (N, 1).
 SCATTER_ND_UPDATE = KernelEntry(
     ("ScatterNdUpdate",), "cache", VECTOR, (S("var"), S("indices", INT32), S("updates")),
@@ -223,11 +291,17 @@ SCATTER_ND_UPDATE = KernelEntry(
 MOE_TOKEN_PERMUTE = KernelEntry(
     ("MoeTokenPermute",), "moe", VECTOR, (S("tokens"), S("indices", INT32)),
     (S("permuted_tokens"), S("sorted_indices", INT32)), "torch_npu.npu_moe_token_permute",
-    replay=f"{_REPLAYS}.moe:MoeTokenPermute")
+    replay=f"{_REPLAYS}.moe:MoeTokenPermute",
+    operators=(
+        op("tensor_cast.init_routing_v2.default", tc_input_count=2),
+    ))
 MOE_TOKEN_UNPERMUTE = KernelEntry(
     ("MoeTokenUnpermute",), "moe", VECTOR,
     (S("permuted_tokens"), S("sorted_indices", INT32), opt("probs")), (S("y"),),
-    "torch_npu.npu_moe_token_unpermute", replay=f"{_REPLAYS}.moe:MoeTokenUnpermute")
+    "torch_npu.npu_moe_token_unpermute", replay=f"{_REPLAYS}.moe:MoeTokenUnpermute",
+    operators=(
+        op("tensor_cast.unpermute_tokens.default", tc_input_count=1),
+    ))
 
 ENTRIES: tuple[KernelEntry, ...] = (
     MATMUL, BATCH_MATMUL, QUANT_MATMUL, TRANSPOSE_BATCH_MATMUL, GROUPED_MATMUL,

@@ -33,62 +33,25 @@ from ..db.transaction import Transaction
 from . import catalog
 
 _MLA = {"composite": True, "decomposer": True}
-_MOE_FUSED = {"query_mode": "moe_fused", "project_full_shape": True}
-_ATTENTION = {"query_mode": "attention_special"}
 
-# Simulator operator -> its mapping. The first kernel type named must be a catalog type.
-SIMULATOR_OPERATORS: dict[str, dict] = {
-    "aten.mm.default": {"kernel_type": "MatMulV2",
-                        "alternate_kernel_types": ["MatMulV3", "MatMulCommon"]},
-    "aten.addmm.default": {"kernel_type": "MatMulV2"},
-    "aten.bmm.default": {"kernel_type": "BatchMatMulV2",
-                         "alternate_kernel_types": ["TransposeBatchMatMul"]},
-    "aten.embedding.default": {"kernel_type": "GatherV2", "tc_input_count": 2},
-    "aten.index.Tensor": {"kernel_type": "Index", "alternate_kernel_types": ["GatherV2"],
-                          "tc_input_count": 1},
-    "aten.constant_pad_nd.default": {"kernel_type": "PadV3", "tc_input_count": 1},
-    "aten.add.Tensor": {"kernel_type": "Add", "query_mode": "elementwise"},
-    "tensor_cast.static_quant_linear.default": {"kernel_type": "QuantBatchMatmulV3",
-                                                "tc_input_count": 2},
-    # Grouped GEMMs: the simulator flattens the operator's tensor lists (x, w, scales, ...)
-    # while the kernel table lists x, weight, then optional slots (bias, scales, ...,
-    # group_list): only the first two compare.
-    **{f"tensor_cast.grouped_matmul{v}.default": {"kernel_type": "GroupedMatmul",
-                                                  "tc_input_count": 2}
-       for v in ("", "_quant", "_quant_int4", "_fp8", "_mxfp4", "_swiglu")},
-    **{f"tensor_cast.grouped_matmul{v}_swiglu.default": {"kernel_type": "GroupedMatmulSwigluQuant",
-                                                         "tc_input_count": 2}
-       for v in ("_quant", "_quant_int4", "_fp8", "_mxfp4")},
-    "tensor_cast.dispatch_ffn_combine.default": {"kernel_type": "DispatchFFNCombine", **_MOE_FUSED},
-    "tensor_cast.dispatch_ffn_combine_quant.default": {"kernel_type": "DispatchFFNCombine",
-                                                       **_MOE_FUSED},
-    "tensor_cast.init_routing_v2.default": {"kernel_type": "MoeTokenPermute", "tc_input_count": 2},
-    "tensor_cast.unpermute_tokens.default": {"kernel_type": "MoeTokenUnpermute",
-                                             "tc_input_count": 1},
-    "tensor_cast.attention.default": {"kernel_type": "FusedInferAttentionScore", **_ATTENTION},
-    "tensor_cast.attention_quant.default": {"kernel_type": "FusedInferAttentionScore",
-                                            **_ATTENTION},
+# Simulator operators that decompose into several catalog kernels (multi-head latent attention,
+# its indexer): no one entry's. Every other simulator operator is named by the catalog entry
+# of its kernel (`KernelEntry.operators`, kernels/kernel_types.py).
+DECOMPOSED_OPERATORS: dict[str, dict] = {
     "tensor_cast.multihead_latent_attention.default": dict(_MLA),
     "tensor_cast.multihead_latent_attention_quant.default": dict(_MLA),
     "tensor_cast.dsa_indexer.default": {**_MLA, "primary_kernel_type": "LightningIndexer"},
     "tensor_cast.mla_sparse_attention.default": dict(_MLA),
-    "tensor_cast.reshape_and_cache.default": {"kernel_type": "ReshapeAndCacheNdKernel"},
-    "tensor_cast.kv_rmsnorm_rope_cache.default": {"kernel_type": "KvRmsNormRopeCache"},
-    "tensor_cast.rms_norm.default": {"kernel_type": "RmsNorm"},
-    "tensor_cast.add_rms_norm.default": {"kernel_type": "AddRmsNormBias"},
-    "tensor_cast.add_rms_norm2.default": {"kernel_type": "AddRmsNormBias", "tc_input_count": 3},
-    "tensor_cast.swiglu.default": {"kernel_type": "SwiGlu"},
-    "tensor_cast.quantize.default": {"kernel_type": "AscendQuantV2",
-                                     "alternate_kernel_types": ["DynamicQuant"],
-                                     "tc_input_count": 1},
-    "tensor_cast.dynamic_quantize_symmetric.default": {
-        "kernel_type": "DynamicQuant", "alternate_kernel_types": ["AscendQuantV2"],
-        "tc_input_count": 1},
-    "tensor_cast.dynamic_quantize_asymmetric.default": {"kernel_type": "DynamicQuant"},
-    "tensor_cast.apply_rope.default": {"kernel_type": "split_qkv_rmsnorm_rope_kernel",
-                                       "alternate_kernel_types": ["InterleaveRope"],
-                                       "tc_input_count": 2},
 }
+
+
+def simulator_operators() -> dict[str, dict]:
+    """Simulator operator -> its mapping: the catalog entries' (registered ones included),
+    then the decomposed ones. Which operator lowers to which kernel, its alternates and query
+    mode are facts of the reference database's op_mapping.yaml."""
+    return {**catalog.simulator_operators(), **DECOMPOSED_OPERATORS}
+
+
 # Simulator operators of kernel types outside the catalog, mapped when the directory has the
 # table (a profile parsed into it): facts of the reference mapping, which maps aten.cat to
 # ConcatD because its database ships ConcatD.csv.
@@ -139,7 +102,7 @@ INTERPOLATION_POLICY: dict[str, dict] = {
        for key in ("GatherV2", "Index", "ConcatD")},
 }
 
-# Which simulator operator is costed from which collective table (CONTRACT.md §1, §7).
+# Which simulator operator is costed from which collective table (docs/format.md §1, §7).
 COLLECTIVE_OPERATORS: dict[str, tuple[str, ...]] = {
     "tensor_cast.all_reduce.default": ("hcom_allReduce_",),
     "tensor_cast.all_gather.default": ("hcom_allGather_",),
@@ -171,7 +134,7 @@ def _profiling_entry(kernel_type: str) -> dict:
 
 def _simulator_operators(types: set[str], tables: set[str]) -> dict[str, dict]:
     out = {}
-    for op, mapping in SIMULATOR_OPERATORS.items():
+    for op, mapping in simulator_operators().items():
         primary = mapping.get("kernel_type") or mapping.get("primary_kernel_type")
         needs = [primary] if primary else list(_DECOMPOSED)
         if all(t in types for t in needs):

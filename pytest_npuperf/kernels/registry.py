@@ -6,6 +6,7 @@ catalog's to say (no import needed).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 from . import catalog
@@ -31,12 +32,14 @@ def register(spec_class: type[KernelSpec]) -> type[KernelSpec]:
     spec = spec_class()
     target = f"{spec_class.__module__}:{spec_class.__qualname__}"
     known = catalog.entry_for(spec_class.kernel_type)
-    if known is None or known.replay != target:
-        catalog.add(KernelEntry(
-            spec.kernel_types(), known.family if known else "other",
-            known.core if known else catalog.VECTOR, spec.inputs, spec.outputs, spec.npu_api,
-            custom_op=spec.custom_op, device_kernels=known.device_kernels if known else (),
-            replay=target))
+    if known is None:
+        catalog.add(KernelEntry(spec.kernel_types(), "other", catalog.VECTOR, spec.inputs,
+                                spec.outputs, spec.npu_api, custom_op=spec.custom_op,
+                                replay=target))
+    elif known.replay != target:  # the entry's operators and grid stay
+        catalog.add(dataclasses.replace(
+            known, kernel_types=spec.kernel_types(), inputs=spec.inputs, outputs=spec.outputs,
+            npu_api=spec.npu_api, custom_op=spec.custom_op, replay=target, streamed=()))
     for kernel_type in spec.kernel_types():
         REGISTRY[kernel_type] = spec
     return spec_class
@@ -48,7 +51,9 @@ def spec_for(kernel_type: str) -> KernelSpec | None:
         entry = catalog.entry_for(kernel_type)
         if entry is None or entry.replay is None:
             return None
-        spec = load_replay(entry.replay)()
+        spec_class = load_replay(entry.replay)
+        spec_class.take_entry(entry)
+        spec = spec_class()
         for covered in entry.kernel_types:
             REGISTRY[covered] = spec
     return spec

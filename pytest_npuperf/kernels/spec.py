@@ -21,7 +21,7 @@ from . import catalog, implementation_options
 from .cache_state import Rotation, RotationArena, cycling, input_sets, plan
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
-from .entry import SlotLayout
+from .entry import KernelEntry, SlotLayout
 from .implementation_options import (
     COMPILED,
     EAGER,
@@ -115,8 +115,13 @@ class KernelSpec(ABC):
         """Metadata a subclass does not set itself comes from its catalog entry."""
         super().__init_subclass__(**kwargs)
         entry = catalog.entry_for(cls.__dict__.get("kernel_type", ""))
-        if entry is None:
-            return
+        if entry is not None:
+            cls.take_entry(entry)
+
+    @classmethod
+    def take_entry(cls, entry: KernelEntry) -> None:
+        """The metadata the class does not set itself, from `entry` (also an entry registered
+        after the class was defined: registry.spec_for calls this)."""
         metadata = {"covers": entry.kernel_types if len(entry.kernel_types) > 1 else (),
                     "inputs": entry.inputs, "outputs": entry.outputs,
                     "npu_api": entry.npu_api, "custom_op": entry.custom_op,
@@ -268,7 +273,7 @@ class KernelSpec(ABC):
     @abstractmethod
     def npu_call(self, tensors: dict[str, torch.Tensor], case: KernelCase, backend
                  ) -> Callable[[], object]:
-        """The call the reference replays on the NPU (CONTRACT.md §10)."""
+        """The call the reference replays on the NPU (docs/format.md §10)."""
 
     def results(self, returned: object, tensors: dict[str, torch.Tensor], case: KernelCase
                 ) -> tuple[torch.Tensor, ...]:

@@ -5,7 +5,9 @@ the database has one table per kernel type. The operator's kernel type comes fro
 database's `op_mapping.yaml` (`operator_mappings`, keyed `aten.mm.default`: the simulator's own
 operator names) or, without one, from the mapping npuperf generates from its catalog
 (mapping_writer.py), plus the aten operators of catalog kernel types the simulator has no
-operator for (softmax, RMS norm, sort, argmax). Its row lists the kernel's inputs and outputs
+operator for (softmax, RMS norm, sort, argmax): each catalog entry names its operators
+(`KernelEntry.operators`), and one whose call this module has no conversion for names its own
+(`Operator.slots`). Its row lists the kernel's inputs and outputs
 in the kernel table's slot order (the catalog's layouts): a GEMM `(M,K) x (K,N) -> (M,N)`, an
 RMS norm `(x, gamma) -> (y, rstd)`, and so on.
 
@@ -28,16 +30,8 @@ from ..db.columns import (
     OUTPUT_SHAPES,
 )
 from ..db.shapes import dtype_cell, format_shapes, tensor_dtype
-from .mapping_writer import SIMULATOR_OPERATORS
-
-# aten operators of catalog kernel types that no simulator operator names.
-_CATALOG_OPERATORS = {
-    "aten._softmax.default": {"kernel_type": "SoftmaxV2"},
-    "aten.rms_norm.default": {"kernel_type": "RmsNorm"},
-    "aten._fused_rms_norm.default": {"kernel_type": "RmsNorm"},
-    "aten.sort.default": {"kernel_type": "Sort"},
-    "aten.argmax.default": {"kernel_type": "ArgMaxV2"},
-}
+from . import catalog
+from .mapping_writer import simulator_operators
 
 
 @dataclass(frozen=True)
@@ -167,8 +161,10 @@ def _argmax(t: list[Tensor]) -> Slots | None:
     return ([t[0]], [(x[:-1], "INT64", False, None)]) if x else None
 
 
-# aten operator (base name) -> (tensor inputs it needs, conversion)
-_CONVERSIONS: dict[str, tuple[int, Callable[[list[Tensor]], Slots | None]]] = {
+Conversion = tuple[int, Callable[[list[Tensor]], Slots | None]]  # tensor inputs it needs, how
+
+# aten operator (base name) -> its conversion
+_CONVERSIONS: dict[str, Conversion] = {
     "mm": (2, _mm), "addmm": (3, _addmm), "bmm": (2, _bmm), "embedding": (2, _embedding),
     "add": (2, _add), "_softmax": (1, _same), "rms_norm": (1, _rms_norm),
     "_fused_rms_norm": (1, _rms_norm), "sort": (1, _sort), "argmax": (1, _argmax),
@@ -204,13 +200,16 @@ class TorchOperators:
     """The operators of one database's mapping that a trace's calls can become rows of."""
 
     def __init__(self, operator_mappings: Mapping[str, Mapping] | None = None) -> None:
-        mappings = {**_CATALOG_OPERATORS, **(operator_mappings or SIMULATOR_OPERATORS)}
+        traced = catalog.operators(simulator=False)
+        mappings = {**{name: op.op_mapping(entry.name) for name, (entry, op) in traced.items()},
+                    **(operator_mappings or simulator_operators())}
+        self._conversions = _entry_conversions({**catalog.operators(simulator=True), **traced})
         self._kernels: dict[str, KernelOf] = {}
         self._rows: dict[tuple, dict[str, str] | None] = {}
         for key, mapping in mappings.items():
             parts = str(key).split(".")
             kernel_type = mapping.get("kernel_type") if isinstance(mapping, Mapping) else None
-            if len(parts) < 2 or not kernel_type or parts[1] not in _CONVERSIONS:
+            if len(parts) < 2 or not kernel_type or parts[1] not in self._conversions:
                 continue
             name = f"{parts[0]}::{parts[1]}"  # how a trace names it: aten::mm
             alternates = tuple(str(t) for t in mapping.get("alternate_kernel_types") or ())
@@ -240,7 +239,7 @@ class TorchOperators:
         kernel = self._kernels.get(operator)
         if kernel is None:
             return None
-        needed, convert = _CONVERSIONS[operator.split("::", 1)[1]]
+        needed, convert = self._conversions[operator.split("::", 1)[1]]
         strides = list(strides) + [None] * (len(dims) - len(strides))
         tensors = [_tensor(d, t, st) for d, t, st in zip(dims, types, strides)]
         scalars = operator.endswith("::add")  # a 0-dim operand is an input of Add
@@ -249,3 +248,19 @@ class TorchOperators:
             return None
         slots = convert(tensors)
         return None if slots is None else _cells(kernel.kernel_type, *slots)
+
+
+def _entry_conversions(operators: Mapping[str, tuple]) -> dict[str, Conversion]:
+    """The conversions of this module, and those the catalog's operators name (`slots`: a
+    "module:function"; the call needs the entry's inputs before its first optional one)."""
+    import importlib
+
+    found = dict(_CONVERSIONS)
+    for name, (entry, op) in operators.items():
+        base = name.split(".")[1] if "." in name else ""
+        if not op.slots or not base or base in found:
+            continue
+        module, _, function = op.slots.partition(":")
+        needed = next((i for i, s in enumerate(entry.inputs) if s.optional), len(entry.inputs))
+        found[base] = (max(1, needed), getattr(importlib.import_module(module), function))
+    return found

@@ -38,6 +38,11 @@ STATUS_UNATTRIBUTED = "unattributed"
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_SKIPPED,
             STATUS_SUSPECT, STATUS_NOISY, STATUS_CRASHED, STATUS_UNATTRIBUTED)
 FAILING_STATUSES = (STATUS_FAILED, STATUS_ERROR, STATUS_TIMEOUT, STATUS_CRASHED)  # the case fails
+# Measured, yet no value the database may store: the case is not PASSED but an outcome of its
+# own, `no value` (harness/measurer.py), with its status and reason; --npuperf-no-value fail
+# fails it.
+NO_VALUE_STATUSES = (STATUS_NOISY, STATUS_SUSPECT, STATUS_UNATTRIBUTED)
+NO_VALUE = "no value"  # the outcome's name in pytest's terminal and in the reports
 
 # Results travel between processes and stay in memory for a whole session (10^5 cases): each
 # keeps at most this many of its samples, evenly spread over the run, for plots.
@@ -89,6 +94,9 @@ class CaseResult:
     # CPU: a fixed pure-Python loop's time around the case (measure/reference.py), which says
     # whether the host itself was slower than when the baseline was measured
     reference_us: float | None = None
+    # CPU: a copy from main memory timed around the case (measure/reference.py), which says
+    # whether the memory bandwidth the host gave it moved since the baseline
+    reference_memory_us: float | None = None
     # --npuperf-baseline: measure.compare.Comparison as a dict, decided where the case ran
     regression: dict[str, Any] | None = None
     # Under a device profiler: what attribution needs (mstx marker text, pid, device index,
@@ -111,6 +119,13 @@ class CaseResult:
     def measured(self) -> bool:
         return self.stats is not None and self.status in (STATUS_OK, STATUS_SUSPECT,
                                                           STATUS_NOISY, STATUS_UNATTRIBUTED)
+
+    @property
+    def without_value(self) -> bool:
+        """Whether the case ended without a value the database may store (and was not
+        skipped, nor failed: those say so themselves)."""
+        return self.status in NO_VALUE_STATUSES or (self.status == STATUS_OK
+                                                    and self.value is None)
 
     @property
     def value(self) -> float | None:

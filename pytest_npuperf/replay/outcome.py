@@ -16,7 +16,7 @@ class FileOutcome:
     kernel_type: str
     rows: int = 0  # rows in the file after the write
     updated: int = 0  # rows that received a measurement this session
-    added: int = 0  # replay never adds rows; kept for the report layout of CONTRACT.md §8
+    added: int = 0  # replay never adds rows; kept for the report layout of docs/format.md §8
     deleted: int = 0  # rows pruned (--npuperf-prune-empty-duration-rows)
     unchanged: int = 0
     failed: int = 0  # rows whose case failed, errored, timed out or crashed (status written)

@@ -19,25 +19,26 @@ from dataclasses import dataclass
 import torch
 
 from ..db.errors import CellError
-from ..devices.base import Backend, CaptureError, HostClockTimer
+from ..devices.base import Backend, CaptureError
 from ..kernels.cache_state import RotationArena
 from ..kernels.case import KernelCase, case_from_row
 from ..kernels.implementation_options import AUTO, Unsupported, default_name, resolve_mode
 from ..kernels.registry import spec_for
 from ..kernels.spec import KernelSpec, Prepared, ReplaySkipped
 from ..measure.floor import Floor, latency_floor
-from ..measure.graph import sample_graph
 from ..measure.host import available_cores, host_load
-from ..measure.noise import noise_reason
-from ..measure.overhead import (
-    CAPTURE,
-    INPUTS,
-    REFERENCES,
-    VERIFICATION,
-    WARMUP,
-    PartClock,
+from ..measure.method_events import measure_events
+from ..measure.method_graph import measure_graph
+from ..measure.method_profiler import (
+    ProfilerMismatch,
+    ProfilerUnavailable,
+    measure_profiler,
+    measure_profiler_once,
 )
-from ..measure.reference import reference_samples, reference_us
+from ..measure.methods import Measured, Timing, first_line
+from ..measure.noise import noise_reason
+from ..measure.overhead import CAPTURE, INPUTS, REFERENCES, VERIFICATION, WARMUP, PartClock
+from ..measure.reference import memory_sample, reference_samples, reference_us
 from ..measure.result import (
     METHOD_EVENTS,
     METHOD_GRAPH,
@@ -53,9 +54,8 @@ from ..measure.result import (
     CaseResult,
 )
 from ..measure.roofline import roofline
-from ..measure.sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample, warm_up
+from ..measure.sampler import CaseTimeout, SamplingPolicy
 from ..measure.stats import relative_precision
-from ..measure.torch_profiler import ProfilerSession
 from ..measure.verify import Verifier, VerifyError
 from .cases import CaseRef
 from .choice import choose
@@ -102,40 +102,14 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-class ProfilerMismatch(RuntimeError):
-    """The profiler did not see one sample per timed call."""
-
-
-class ProfilerUnavailable(RuntimeError):
-    """The profiler cannot be started here."""
-
-
-@dataclass
-class Measured:
-    samples: list[float]  # microseconds per call
-    run: SamplingRun
-    method: str  # the method that measured them
-    fallback: str = ""  # why the session's method did not
-
-
 class CaseRunner:
     def __init__(self, backend: Backend, options: RunnerOptions) -> None:
         self.backend = backend
         backend.activate()
         self.options = options
-        self.timer = backend.timer()
-        self.plain_timer = HostClockTimer(backend.synchronize) if backend.kind == "cpu" \
-            else self.timer
-        self._profiler: ProfilerSession | None = None
-        self._flush_buffer: torch.Tensor | None = None
+        self.timing = Timing(backend, options.policy)  # the timing methods' tools
         self.last_samples: list[float] = []
         self._operand_dtype = ""  # the case being measured's first input dtype
-        self.last_range_us: tuple[float, float] | None = None  # wall clock inside the range
         self.stack = ", ".join(f"{k} {v}" for k, v in backend.stack().items())
         # The load average is machine-wide; the cores are those this process may use.
         self.cores = len(available_cores()) if backend.kind == "cpu" else None
@@ -147,33 +121,13 @@ class CaseRunner:
         self._floor: Floor | None = None
         # When the current case's first measurement started (perf_counter).
         self._first_measured: float | None = None
+        self._probed = 0.0  # the current case's host probes before its first measurement (s)
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
         self._clock = PartClock()  # where the current case's time beyond its calls goes
 
-    # -- session-scoped resources -----------------------------------------------------------
-    @property
-    def profiler(self) -> ProfilerSession:
-        if self._profiler is None:
-            self._profiler = ProfilerSession(self.backend.profiler_activities(),
-                                             uses_device=self.backend.kind != "cpu")
-        return self._profiler
-
     def close(self) -> None:
-        if self._profiler is not None:
-            self._profiler.stop()
-            self._profiler = None
-
-    def _flush(self) -> Callable[[], object] | None:
-        if not self.options.policy.flush_l2:
-            return None
-        if self._flush_buffer is None:
-            size = self.backend.l2_cache_bytes() or 64 * 2 ** 20
-            # Writing twice the cache size evicts whatever the previous sample left there.
-            self._flush_buffer = torch.empty(2 * size // 4, dtype=torch.float32,
-                                             device=self.backend.device)
-        buffer = self._flush_buffer
-        return lambda: buffer.zero_()
+        self.timing.close()
 
     # -- one case -----------------------------------------------------------------------------
     def run(self, ref: CaseRef, row: Mapping[str, str], nodeid: str, file_label: str) -> CaseResult:
@@ -186,26 +140,31 @@ class CaseRunner:
                             stack=self.stack, statistic=self.options.policy.statistic,
                             threads=torch.get_num_threads())
         self._check_load(result)
-        self._clock = PartClock()
+        self._clock, self._probed = PartClock(), 0.0
         result.overhead_s = self._clock.parts
         spec = spec_for(ref.kernel_type)
         if spec is None:
             result.status, result.error = STATUS_SKIPPED, f"no replay for {ref.kernel_type} yet"
             return result
-        deadline = (time.monotonic() + self.options.case_timeout_s
-                    if self.options.case_timeout_s else None)
         try:
+            # The host's probes are the tool's time, not the case's: they take none of its
+            # budget or timeout (a memory copy takes 0.1 s or more on a busy host).
+            before = self._references() if self.backend.kind == "cpu" else None
+            self._probed = self._clock.parts.get(REFERENCES, 0.0)
+            deadline = (time.monotonic() + self.options.case_timeout_s
+                        if self.options.case_timeout_s else None)
             with _alarm(self.options.case_timeout_s):
                 case = case_from_row(ref.kernel_type, row, file=file_label,
                                      row_number=ref.row_number)
-                before = self._references() if self.backend.kind == "cpu" else None
                 prepared, measured = self._measure_implementations(
                     ref, spec, case, deadline, result,
-                    budget_end=started + self.options.policy.budget_s)
-                if before is not None:
-                    result.reference_us = reference_us(before, self._references())
+                    budget_end=started + self._probed + self.options.policy.budget_s)
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
+            if before is not None:
+                after = self._references()
+                result.reference_us = reference_us(before[0], after[0])
+                result.reference_memory_us = (before[1] + after[1]) / 2
             self._record(result, measured)
             self._check_budget(result, started)
             if self.options.profiled and measured.method == METHOD_EVENTS:
@@ -219,11 +178,11 @@ class CaseRunner:
             result.status, result.error = STATUS_SKIPPED, str(exc)
         except CaseTimeout as exc:
             result.status, result.error = STATUS_TIMEOUT, str(exc)
-            self._abandon_profiler_cycle()
+            self.timing.abandon_profiler_cycle()
         except Exception as exc:  # the kernel raised: the case fails, the session goes on
-            result.status, result.error = STATUS_FAILED, _first_line(exc)
+            result.status, result.error = STATUS_FAILED, first_line(exc)
             result.detail = traceback.format_exc()
-            self._abandon_profiler_cycle()
+            self.timing.abandon_profiler_cycle()
         finally:
             # Free the case's tensors (every implementation's) before the next case allocates.
             prepared = None  # noqa: F841
@@ -323,21 +282,28 @@ class CaseRunner:
         sets of inputs, all of which a captured graph must hold; `budget_end`: the
         perf_counter value the sampling stops at (measure/sampler.py). The kernel's own
         exceptions propagate."""
-        method = self.options.method
+        timing, method = self.timing, self.options.method
         if method == METHOD_PROFILER:
-            return self._profiled(name, call, deadline, self.profiler, budget_end)
-        if method == METHOD_GRAPH:
-            return self._graph_or_fallback(name, call, deadline, cycle, budget_end)
-        return self._events(name, call, deadline, budget_end)
-
-    def _events(self, name: str, call: Callable[[], object], deadline: float | None,
-                budget_end: float | None = None) -> Measured:
-        with self.backend.named_range(name):
-            opened = time.time()
-            run = sample(call, self.timer, self.options.policy, flush=self._flush(),
-                         deadline=deadline, budget_end=budget_end)
-            self.last_range_us = (opened * 1e6, time.time() * 1e6)
-        return Measured(run.samples, run, METHOD_EVENTS)
+            return measure_profiler(timing, name, call, deadline, timing.profiler, budget_end)
+        if method != METHOD_GRAPH:
+            return measure_events(timing, name, call, deadline, budget_end)
+        try:
+            return measure_graph(timing, name, call, deadline, self._clock, cycle, budget_end)
+        except CaptureError as exc:
+            fallback = f"graph capture failed ({exc})"
+        # A call that cannot be captured goes to the profiler, then to events; on an NPU
+        # straight to events: torch.profiler records no NPU kernels (msprof's durations
+        # replace the events' where msprof wraps the session).
+        if self.backend.kind == "npu":
+            measured = measure_events(timing, name, call, deadline, budget_end)
+        else:
+            try:
+                measured = measure_profiler_once(timing, name, call, deadline, budget_end)
+            except (ProfilerMismatch, ProfilerUnavailable) as exc:
+                fallback += f"; profiler: {exc}"
+                measured = measure_events(timing, name, call, deadline, budget_end)
+        measured.fallback = fallback
+        return measured
 
     def _record_profile(self, result: CaseResult, measured: Measured) -> None:
         """What ties the profiler's kernels to this case: every call inside the range (the
@@ -348,76 +314,12 @@ class CaseRunner:
         result.profile = profile_record(
             result.case_id, result.kernel_type, pid=os.getpid(), device=self.backend.index,
             calls=run.warmup + len(run.samples) + run.preempted, warmup=run.warmup,
-            range_us=self.last_range_us)
+            range_us=measured.range_us)
 
-    def _profiled(self, name: str, call: Callable[[], object], deadline: float | None,
-                  profiler: ProfilerSession, budget_end: float | None = None) -> Measured:
-        # The profiler's samples are every timed call's: the host clock beside them must not
-        # leave preempted ones out, or the two would no longer pair up.
-        with self.backend.named_range(name):
-            run = sample(call, self.plain_timer, self.options.policy, flush=self._flush(),
-                         deadline=deadline, wrap=profiler.wrap, budget_end=budget_end)
-        # The profiler cycle ends outside the case's range: a range left open across cycles
-        # leaves the profiler holding an event it has already handed over.
-        device_samples = profiler.finish_case()
-        if len(device_samples) != len(run.samples):
-            raise ProfilerMismatch(f"profiler attributed {len(device_samples)} samples to this "
-                                   f"case, {len(run.samples)} were taken")
-        return Measured(device_samples, run, METHOD_PROFILER)
-
-    def _graph_or_fallback(self, name: str, call: Callable[[], object],
-                           deadline: float | None, cycle: int = 1,
-                           budget_end: float | None = None) -> Measured:
-        """Graph replays; a call that cannot be captured goes to the profiler, then to
-        events (on an NPU straight to events), and its result says so."""
-        graphs = self.backend.graphs()
-        if graphs is None:
-            raise RuntimeError(f"{self.backend.kind} has no device graphs")
-        # Eagerly first: a kernel that fails fails its case, it is not a capture problem.
-        with self._clock.part(WARMUP):
-            warm = warm_up(call, self.timer, self.options.policy, at_least=1,
-                           budget_end=budget_end)
-        try:
-            with self.backend.named_range(name):
-                run, _ = sample_graph(call, graphs, self.options.policy, deadline=deadline,
-                                      estimate_us=min(warm), min_calls=cycle,
-                                      budget_end=budget_end)
-            return Measured(run.samples, run, METHOD_GRAPH)
-        except CaptureError as exc:
-            if isinstance(exc.__cause__, CaseTimeout):
-                raise exc.__cause__ from None
-            fallback = f"graph capture failed ({exc})"
-        if self.backend.kind == "npu":
-            # torch.profiler records no NPU kernels: events (msprof's durations replace
-            # them where msprof wraps the session).
-            measured = self._events(name, call, deadline, budget_end)
-        else:
-            try:
-                measured = self._fallback_profiled(name, call, deadline, budget_end)
-            except (ProfilerMismatch, ProfilerUnavailable) as exc:
-                fallback += f"; profiler: {exc}"
-                measured = self._events(name, call, deadline, budget_end)
-        measured.fallback = fallback
-        return measured
-
-    def _fallback_profiled(self, name: str, call: Callable[[], object],
-                           deadline: float | None, budget_end: float | None = None
-                           ) -> Measured:
-        """The profiler for one case, stopped right after: one left running would trace
-        every graph replay of the cases that follow."""
-        try:
-            profiler = ProfilerSession(self.backend.profiler_activities(),
-                                       uses_device=self.backend.kind != "cpu")
-        except Exception as exc:  # e.g. another profiler already active in this process
-            raise ProfilerUnavailable(_first_line(exc)) from exc
-        try:
-            return self._profiled(name, call, deadline, profiler, budget_end)
-        finally:
-            profiler.stop()
-
-    def _references(self) -> list[float]:
+    def _references(self) -> tuple[list[float], float]:
+        """The host's probes: the reference loop's samples and a memory copy's time."""
         with self._clock.part(REFERENCES):
-            return reference_samples()
+            return reference_samples(), memory_sample()
 
     def _record(self, result: CaseResult, measured: Measured) -> None:
         result.method, result.fallback = measured.method, measured.fallback
@@ -436,10 +338,11 @@ class CaseRunner:
         before its first measurement (inputs, verification, compilation) cannot be cut
         short; the sampling stopped at the minimum of samples."""
         budget = self.options.policy.budget_s
-        wall = time.perf_counter() - started
+        probed = self._clock.parts.get(REFERENCES, 0.0)  # the host's probes: not the case's
+        wall = time.perf_counter() - started - probed
         if wall <= max(budget * OVER_BUDGET, budget + OVER_BUDGET_S):
             return
-        before = (self._first_measured or started) - started
+        before = (self._first_measured or started) - started - self._probed
         taken = result.stats.samples if result.stats is not None else 0
         over = (f"over its {budget:g} s budget: {wall:.3g} s, {before:.3g} s of it before "
                 f"the first measurement (inputs, checks, compilation); {taken} samples")
@@ -477,11 +380,6 @@ class CaseRunner:
         if reason:
             result.status, result.error = STATUS_NOISY, reason
 
-    def _abandon_profiler_cycle(self) -> None:
-        """Close the cycle of a case that did not finish, so the next case starts clean."""
-        if self._profiler is not None:
-            self._profiler.finish_case()
-
     def _roofline(self, peak, result: CaseResult):
         floor = self.latency_floor()
         spec = spec_for(result.kernel_type)
@@ -499,10 +397,10 @@ class CaseRunner:
         if self._floor is None and not self.options.profiled \
                 and self.options.method != METHOD_PROFILER:
             try:
-                found = latency_floor(self.backend.device, self.timer, self.backend.graphs(),
+                found = latency_floor(self.backend.device, self.timing.timer, self.backend.graphs(),
                                       self.options.method)
             except Exception as exc:  # a device that cannot time a fill: no floor, say why
-                found = Floor(math.nan, f"not measured: {_first_line(exc)}")
+                found = Floor(math.nan, f"not measured: {first_line(exc)}")
             self._floor = found
         return self._floor if self._floor is not None and math.isfinite(self._floor.us) \
             else None

@@ -87,7 +87,7 @@ def render_markdown(results: list[CommResult], info: RunInfo) -> str:
             row += f" {predicted} | {judged} |"
         lines.append(row)
     if not a3:
-        lines += ["", "The analytic model of CONTRACT.md §7 has A3 constants: not applied to "
+        lines += ["", "The analytic model of docs/format.md §7 has A3 constants: not applied to "
                       f"{info.device} (`npuperf comm-validate` applies it to any table)."]
     return "\n".join(lines) + "\n"
 

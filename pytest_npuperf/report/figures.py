@@ -1,5 +1,5 @@
-"""The run as pictures: SVG text (report/charts.py) embedded in the html reports, one
-self-contained file. Drawn only when a report is written.
+"""The run as pictures, drawn with matplotlib (report/charts.py) as inline SVG in the html
+reports, one self-contained file. Drawn only when a report is written.
 
 - latency vs M per (N, K) for the GEMM families (MatMulV2/V3/Common: the case id carries M, K, N);
 - the roofline: achieved TFLOP/s against arithmetic intensity under the device's ceilings,
@@ -8,7 +8,7 @@ self-contained file. Drawn only when a report is written.
 - the regression ratios against the baseline (ratio against significance);
 - collective bandwidth against message size per op (the written database's hcom_*.csv).
 
-Each function returns None when the run has nothing to show for it.
+Each function returns None when the run has nothing to show for it (or matplotlib is missing).
 """
 
 from __future__ import annotations
@@ -19,45 +19,63 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from ..history.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
+from ..history.compare import ALPHA, DEFAULT_THRESHOLD, FASTER, NEW, SAME, SLOWER, UNCERTAIN
 from ..kernels.catalog import same_call_types
 from ..measure.result import STATUS_NOISY, STATUS_SUSPECT, CaseResult
 from ..replay.outcome import GAP_HIGH, GAP_LOW, WriteOutcome
-from .charts import DASHED, DOTTED, INK, MUTED, Figure
+from .charts import DASHED, DOTTED, INK, MUTED, PALETTE, figure, hover, log, svg_figure
 from .regression import Judged, judged
 
 MAX_SERIES = 12  # lines in one plot before it stops being readable
-# Points a scatter draws one by one (each a circle with its hover text): a run of 10^5 cases
-# draws its worst this way and the rest as a density (`_scatter`).
+# Points a scatter draws one by one (each with its hover text): a run of 10^5 cases draws its
+# worst this way and all of them as a density beneath (`_scatter`).
 MAX_DRAWN = 1_000
 _GEMM_ID = re.compile(r"^(?P<type>[A-Za-z0-9_]+)-(?P<m>\d+)x(?P<k>\d+)x(?P<n>\d+)-(?P<dtype>[A-Z0-9_]+)-")
 VERDICT_COLORS = {SLOWER: "#d1242f", FASTER: "#1a7f37", SAME: "#57606a", UNCERTAIN: "#bf8700",
                   NEW: "#8250df"}
 BOUND_COLORS = {"compute": "#0969da", "memory": "#bc4c00", "latency": "#8250df", "": "#57606a"}
 SUSPECT_COLOR, NOISY_COLOR = "#d1242f", "#bf8700"
-MARKER, LINE_WIDTH = 2.0, 1.6  # series: dot radius and line width (drawing units)
+FLAGGED_COLOR = "#e16f24"  # the regression figure's noisy or suspect cases: no verdict's colour
 FLAGGED = (STATUS_NOISY, STATUS_SUSPECT)  # measured, never the row's stored value
+DENSITY_CELLS = 30  # hexagons across a density: at most ~1,000 of them, whatever the run
+
+
+def _drawable(ax, x: float, y: float) -> bool:
+    """Whether (x, y) can stand on `ax`'s scales (finite; positive on a log axis)."""
+    return all(math.isfinite(v) and (v > 0 or scale != "log")
+               for v, scale in ((x, ax.get_xscale()), (y, ax.get_yscale())))
 
 
 def _scatter(ax, xs: list[float], ys: list[float], *, color: str, label: str,
              titles: list[str] | None = None, rank: list[float] | None = None,
-             hollow: bool = False, radius: float = 2.3) -> int:
-    """A scatter of at most MAX_DRAWN points: of a larger one the MAX_DRAWN that rank
-    highest (`rank`: how far from agreement, the worst first; by default those first given)
-    are drawn one by one, with their hover text, and all of them as a density beneath: the
-    figure's size is bounded, a large run's outliers still stand out, and every case stays
-    in the run JSON and the tables. Returns how many points were drawn one by one."""
-    if len(xs) <= MAX_DRAWN:
-        ax.scatter(xs, ys, color=color, label=label, titles=titles or (), hollow=hollow,
-                   radius=radius)
-        return len(xs)
-    ax.density(xs, ys, color=color)
-    chosen = sorted(range(len(xs)), key=lambda i: -rank[i])[:MAX_DRAWN] if rank is not None \
-        else list(range(MAX_DRAWN))
-    ax.scatter([xs[i] for i in chosen], [ys[i] for i in chosen], color=color, label=label,
-               titles=[titles[i] for i in chosen] if titles else (), hollow=hollow,
-               radius=radius)
-    return MAX_DRAWN
+             hollow: bool = False, size: float = 4.6, marker: str = "o") -> int:
+    """A scatter of at most MAX_DRAWN points (set the axes' scales first): of a larger one
+    the MAX_DRAWN that rank highest (`rank`: how far from agreement, the worst first; by
+    default those first given) are drawn one by one, with their hover text, and all of them
+    as a density beneath: the figure's size is bounded, a large run's outliers still stand
+    out, and every case stays in the run JSON and the tables. Returns how many points were
+    drawn one by one."""
+    kept = [i for i, (x, y) in enumerate(zip(xs, ys)) if _drawable(ax, x, y)]
+    if len(kept) > MAX_DRAWN:
+        _density(ax, [xs[i] for i in kept], [ys[i] for i in kept], color)
+        kept = sorted(kept, key=lambda i: -rank[i])[:MAX_DRAWN] if rank is not None \
+            else kept[:MAX_DRAWN]
+    paint = {"facecolors": "white", "edgecolors": color, "linewidths": 1.2} if hollow \
+        else {"color": color, "edgecolors": "none"}
+    points = ax.scatter([xs[i] for i in kept], [ys[i] for i in kept], s=size ** 2,
+                        marker=marker, label=label or None, zorder=3, **paint)
+    hover(ax.figure, points, [titles[i] for i in kept] if titles else ())
+    return len(kept)
+
+
+def _density(ax, xs: list[float], ys: list[float], color: str) -> None:
+    """All the points as hexagons, darker where more fall (log of the count)."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    shades = LinearSegmentedColormap.from_list("density", [color + "26", color + "e6"])
+    ax.hexbin(xs, ys, gridsize=DENSITY_CELLS, bins="log", mincnt=1, cmap=shades,
+              linewidths=0, xscale=ax.get_xscale(), yscale=ax.get_yscale(), zorder=1,
+              gid="density")
 
 
 def _drawn_note(drawn: int, total: int) -> str:
@@ -70,7 +88,13 @@ def _measured(results: list[CaseResult]) -> list[CaseResult]:
     return [r for r in results if r.measured and r.stats is not None and r.stats.median > 0]
 
 
-def gemm_latency(results: list[CaseResult]) -> str | None:
+def _legend_outside(ax, columns: int = 1) -> None:
+    """The legend right of the panel: never over the data, however many series."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, ncols=columns)
+
+
+@svg_figure
+def gemm_latency(results: list[CaseResult]):
     series: dict[tuple[int, int, str], list[tuple[int, float, CaseResult]]] = defaultdict(list)
     # MatMulV2/V3/Common rows are one call (torch.mm): whichever of them the device ran, a
     # GEMM's point belongs on its (N, K, dtype) line.
@@ -84,35 +108,34 @@ def gemm_latency(results: list[CaseResult]) -> str | None:
         return None
     ranked = sorted(series.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     shown = ranked[:MAX_SERIES]
-    fig = Figure(720, 400)
-    ax = fig.axes[0]
+    fig, (ax,) = figure(760 if len(shown) <= 6 else 900, 400)
+    log(ax, "x", base=2)
+    log(ax, "y")
     flagged_any = False
-    for (n, k, dtype), points in shown:
+    for index, ((n, k, dtype), points) in enumerate(shown):
         points.sort(key=lambda p: p[:2])
-        color = ax.next_color()
+        color = PALETTE[index]
         # Only trusted measurements make a line: a noisy or suspect one (never stored as the
         # row's value) is a ring of the series' colour, off the line.
         trusted = [p for p in points if p[2].status not in FLAGGED]
         flagged = [p for p in points if p[2].status in FLAGGED]
-        ax.line([p[0] for p in trusted], [p[1] for p in trusted], color=color, marker=MARKER,
-                width=LINE_WIDTH, label=f"N={n} K={k} {dtype}")
+        ax.plot([p[0] for p in trusted], [p[1] for p in trusted], color=color, marker="o",
+                markersize=4, label=f"N={n} K={k} {dtype}", gid=f"series-{index}")
         if flagged:
             flagged_any = True
             _scatter(ax, [p[0] for p in flagged], [p[1] for p in flagged], color=color,
-                     label="", radius=3.2, hollow=True,
+                     label="", size=6, hollow=True,
                      titles=[f"{p[2].case_id}: {p[2].status_text}" for p in flagged])
     if flagged_any:
-        ax.scatter([], [], color=MUTED, radius=3.2, hollow=True,
+        ax.scatter([], [], s=36, facecolors="white", edgecolors=MUTED,
                    label="ring: noisy or suspect, off the line")
-    ax.log("x", base=2)
-    ax.log("y")
-    ax.xlabel = "M (rows)"
-    ax.ylabel = "median latency (us)"
+    ax.set_xlabel("M (rows)")
+    ax.set_ylabel("median latency (us)")
     more = f" (the {MAX_SERIES} largest of {len(series)} (N, K) series)" \
         if len(series) > MAX_SERIES else ""
-    ax.title = f"GEMM latency vs M per (N, K){more}"
-    ax.legend(columns=2 if len(shown) > 6 else 1)
-    return fig.svg()
+    ax.set_title(f"GEMM latency vs M per (N, K){more}")
+    _legend_outside(ax, columns=2 if len(shown) > 6 else 1)
+    return fig
 
 
 def _ceilings(results: list[CaseResult]) -> tuple[float | None, dict[str, float]]:
@@ -152,23 +175,26 @@ def ceilings_in_order(bandwidths: dict[str, float]) -> list[tuple[str, float, st
     return out
 
 
-def roofline(results: list[CaseResult]) -> str | None:
+@svg_figure
+def roofline(results: list[CaseResult]):
     cases = [r for r in _measured(results) if r.bound_us]
     if not cases:
         return None
     peak, bandwidths = _ceilings(cases)
-    fig = Figure(960, 420, columns=2)
-    left, right = fig.axes
+    fig, (left, right) = figure(1000, 440, columns=2)
+    for ax in (left, right):
+        log(ax)
     with_flops = [r for r in cases if r.flops and r.bytes and r.achieved_tflops]
     if with_flops and peak:
         intensity = [r.flops / r.bytes for r in with_flops]
         lo, hi = min(intensity) / 4, max(intensity) * 4
         xs = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-        for name, bw, note in ceilings_in_order(bandwidths):
-            left.line(xs, [min(peak, x * bw) / 1e12 for x in xs], width=1.3,
-                      dash=DOTTED if note else DASHED,
+        for index, (name, bw, note) in enumerate(ceilings_in_order(bandwidths)):
+            left.plot(xs, [min(peak, x * bw) / 1e12 for x in xs], color=PALETTE[(index + 4) % len(PALETTE)],
+                      linewidth=1.2, linestyle=DOTTED if note else DASHED,
                       label=f"{name} {bw / 1e9:.4g} GB/s{note}")
-        left.hline(peak / 1e12, color=INK, label=f"peak {peak / 1e12:.4g} TFLOP/s")
+        left.axhline(peak / 1e12, color=INK, linewidth=1.2,
+                     label=f"peak {peak / 1e12:.4g} TFLOP/s")
         for bound_by in ("compute", "memory", "latency"):
             chosen = [(x, r) for x, r in zip(intensity, with_flops) if r.bound_by == bound_by]
             if chosen:
@@ -176,15 +202,14 @@ def roofline(results: list[CaseResult]) -> str | None:
                 _scatter(left, [x for x, _ in chosen], [r.achieved_tflops for _, r in chosen],
                          color=BOUND_COLORS[bound_by], label=f"{bound_by}-bound",
                          rank=[r.stats.median / r.bound_us for _, r in chosen])
-        left.log()
-        left.legend()
-    left.xlabel = "arithmetic intensity (FLOP/byte)"
-    left.ylabel = "achieved TFLOP/s (at the median)"
-    left.title = "Roofline"
+        left.legend(loc="lower right")
+    left.set_xlabel("arithmetic intensity (FLOP/byte)")
+    left.set_ylabel("achieved TFLOP/s (at the median)")
+    left.set_title("Roofline")
     times = [r.stats.median for r in cases]
     bounds = [r.bound_us for r in cases]
     lo, hi = min(bounds + times) / 2, max(bounds + times) * 2
-    right.line([lo, hi], [lo, hi], color=INK, width=1.3, label="median = bound")
+    right.plot([lo, hi], [lo, hi], color=INK, linewidth=1.2, label="median = bound")
     drawn = 0
     # Every colour of the panel in its legend: the kind of bound, and the flagged cases.
     for label, color, chosen, hollow in (
@@ -203,103 +228,134 @@ def roofline(results: list[CaseResult]) -> str | None:
             # The worst: furthest from their bound, either way (below it: suspect).
             drawn += _scatter(
                 right, [r.bound_us for r in chosen], [r.stats.median for r in chosen],
-                color=color, hollow=hollow, radius=2.6 if hollow else 2.3,
+                color=color, hollow=hollow, size=5.2 if hollow else 4.6,
                 label=f"{label} ({len(chosen)})",
                 titles=[f"{r.case_id}: median {r.stats.median:.4g} us, bound "
                         f"{r.bound_us:.4g} us ({r.bound_by or 'unknown'})" for r in chosen],
                 rank=[max(r.stats.median / r.bound_us, r.bound_us / r.stats.median)
                       for r in chosen])
-    right.log()
-    right.xlabel = "bound (us): compute, memory or the latency floor, the largest"
-    right.ylabel = "median (us)"
-    right.title = "Achieved vs bound" + _drawn_note(drawn, len(cases))
-    right.legend()
-    return fig.svg()
+    right.set_xlabel("bound (us): compute, memory or the latency floor, the largest")
+    right.set_ylabel("median (us)")
+    right.set_title("Achieved vs bound" + _drawn_note(drawn, len(cases)))
+    right.legend(loc="upper left")
+    return fig
 
 
-def gap_distribution(outcome: WriteOutcome | None) -> str | None:
+@svg_figure
+def gap_distribution(outcome: WriteOutcome | None):
     if outcome is None or not outcome.gaps:
         return None
-    logs = [math.log2(g.ratio) for g in outcome.gaps if g.ratio > 0]
-    if not logs:
+    ratios = [g.ratio for g in outcome.gaps if g.ratio > 0]
+    if not ratios:
         return None
-    fig = Figure(720, 345)
-    ax = fig.axes[0]
-    ax.vband(math.log2(GAP_LOW), math.log2(GAP_HIGH), color="#1a7f37", opacity=0.12,
-             label=f"agreement band [{GAP_LOW:g}x, {GAP_HIGH:g}x]")
-    ax.hist(logs, bins=min(40, max(8, len(logs) // 3)), color="#0969da", opacity=0.8)
-    ticks = [t for t in range(math.floor(min(logs)) - 1, math.ceil(max(logs)) + 2)]
-    ax.set_xticks(ticks, [f"{2.0 ** t:g}x" for t in ticks])
+    fig, (ax,) = figure(720, 345)
+    ax.set_xscale("log", base=2)
+    ax.axvspan(GAP_LOW, GAP_HIGH, color="#1a7f37", alpha=0.12, linewidth=0,
+               label=f"agreement band [{GAP_LOW:g}x, {GAP_HIGH:g}x]")
+    lo, hi = min(ratios), max(ratios)
+    if hi == lo:
+        lo, hi = lo / 1.5, hi * 1.5
+    bins = min(40, max(8, len(ratios) // 3))
+    edges = [lo * (hi / lo) ** (i / bins) for i in range(bins + 1)]
+    ax.hist(ratios, bins=edges, color="#0969da", alpha=0.8, gid="bars")
+    ax.set_xlim(2.0 ** (math.floor(math.log2(lo)) - 1), 2.0 ** (math.ceil(math.log2(hi)) + 1))
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+
+    ax.xaxis.set_major_locator(LogLocator(base=2))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.xaxis.set_minor_locator(LogLocator(base=2, subs=()))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     hot = sum(1 for g in outcome.gaps if g.hotspot)
-    ax.xlabel = "MicroBench / Profiling (log scale)"
-    ax.ylabel = "rows"
-    ax.title = f"Duration gap: replay vs profiling ({len(logs)} rows, {hot} hotspots)"
-    ax.legend()
-    return fig.svg()
+    ax.set_xlabel("MicroBench / Profiling (log scale)")
+    ax.set_ylabel("rows")
+    ax.set_title(f"Duration gap: replay vs profiling ({len(ratios)} rows, {hot} hotspots)")
+    ax.legend(loc="upper right")
+    return fig
 
 
-def replay_vs_model(outcome: WriteOutcome | None) -> str | None:
+@svg_figure
+def replay_vs_model(outcome: WriteOutcome | None):
     """Each compared row: its in-model time (x) and its replay (y), log-log, on the y = x line
     of perfect agreement and the [0.8x, 1.2x] band; one colour per kernel type."""
     gaps = [g for g in outcome.gaps if g.profiling_us > 0 and g.microbench_us > 0] \
         if outcome is not None else []
     if not gaps:
         return None
-    fig = Figure(720, 420)
-    ax = fig.axes[0]
-    ax.log("xy")
+    fig, (ax,) = figure(760, 420)
+    log(ax)
     low = min(min(g.profiling_us, g.microbench_us) for g in gaps) / 1.5
     high = max(max(g.profiling_us, g.microbench_us) for g in gaps) * 1.5
-    ax.line([low, high], [low, high], color=INK, width=1.2, label="replay = in-model")
+    ax.plot([low, high], [low, high], color=INK, linewidth=1.2, label="replay = in-model")
     for factor in (GAP_LOW, GAP_HIGH):
-        ax.line([low, high], [low * factor, high * factor], color=MUTED, width=1.0, dash=DOTTED,
-                label=f"{GAP_LOW:g}x and {GAP_HIGH:g}x" if factor == GAP_LOW else "")
+        ax.plot([low, high], [low * factor, high * factor], color=MUTED, linewidth=1.0,
+                linestyle=DOTTED, label=f"{GAP_LOW:g}x and {GAP_HIGH:g}x"
+                if factor == GAP_LOW else None)
     drawn = 0
-    for kind in sorted({g.operator for g in gaps}):
+    for index, kind in enumerate(sorted({g.operator for g in gaps})):
         chosen = [g for g in gaps if g.operator == kind]
         drawn += _scatter(ax, [g.profiling_us for g in chosen],
-                          [g.microbench_us for g in chosen], radius=3.0,
-                          color=ax.next_color(), label=f"{kind} ({len(chosen)})",
-                          rank=[g.severity for g in chosen])
-    ax.xlabel = "in-model device time (us, profiled)"
-    ax.ylabel = "replay (us)"
-    ax.title = f"Replay vs in-model ({len(gaps)} rows{_drawn_note(drawn, len(gaps))})"
-    ax.legend()
-    return fig.svg()
+                          [g.microbench_us for g in chosen], size=5.5,
+                          color=PALETTE[index % len(PALETTE)], label=f"{kind} ({len(chosen)})",
+                          rank=[g.severity for g in chosen],
+                          titles=[f"{g.operator} {g.shape}: replay {g.microbench_us:.4g} us, "
+                                  f"in-model {g.profiling_us:.4g} us" for g in chosen])
+    ax.set_xlabel("in-model device time (us, profiled)")
+    ax.set_ylabel("replay (us)")
+    ax.set_title(f"Replay vs in-model ({len(gaps)} rows{_drawn_note(drawn, len(gaps))})")
+    _legend_outside(ax)
+    return fig
 
 
-def regression_ratios(results: list[CaseResult]) -> str | None:
+@svg_figure
+def regression_ratios(results: list[CaseResult], min_effect: float = DEFAULT_THRESHOLD):
+    """Each compared case's ratio against its significance, coloured by verdict, in the band
+    of the configured minimum effect (`min_effect`; a case's own may be wider, widened by
+    its baseline's run-to-run spread: its verdict says so). Noisy and suspect cases (no
+    stored value: their verdict is UNCERTAIN) are rings of their own colour."""
+    flagged_ids = {r.case_id: r.status for r in results if r.status in FLAGGED}
     items = [i for i in judged(results) if i.comparison.ratio]
     if not items:
         return None
-    threshold = items[0].comparison.threshold
-    fig = Figure(720, 385)
-    ax = fig.axes[0]
+    fig, (ax,) = figure(860, 400)
+    log(ax, "x")
+    ax.axvspan(1 / (1 + min_effect), 1 + min_effect, color=MUTED, alpha=0.15, linewidth=0,
+               label=f"minimum effect \u00b1{100 * min_effect:g} %", gid="min-effect")
     drawn = 0
-    for verdict in (SAME, UNCERTAIN, FASTER, SLOWER):
-        chosen = [i for i in items if i.comparison.verdict == verdict]
+    for verdict in (SAME, UNCERTAIN, FASTER, SLOWER, "flagged"):
+        if verdict == "flagged":
+            chosen = [i for i in items if i.case_id in flagged_ids]
+            color, label = FLAGGED_COLOR, "noisy or suspect: no stored value"
+        else:
+            chosen = [i for i in items if i.comparison.verdict == verdict
+                      and i.case_id not in flagged_ids]
+            color, label = VERDICT_COLORS[verdict], verdict
         if chosen:
             drawn += _scatter(ax, [i.comparison.ratio for i in chosen],
-                              [_significance(i) for i in chosen], radius=2.5,
-                              color=VERDICT_COLORS[verdict], label=f"{verdict} ({len(chosen)})",
-                              rank=[i.comparison.severity for i in chosen])
-    for x in (1 + threshold, 1 / (1 + threshold)):
-        ax.vline(x, color=MUTED, width=1.1, dash=DASHED)
-    ax.hline(-math.log10(ALPHA), color=MUTED, width=1.1, dash=DOTTED, label=f"p = {ALPHA:g}")
-    worst = sorted((i for i in items if i.comparison.verdict == SLOWER),
+                              [_significance(i) for i in chosen], size=5,
+                              color=color, label=f"{label} ({len(chosen)})",
+                              hollow=verdict == "flagged",
+                              marker="D" if verdict == "flagged" else "o",
+                              rank=[i.comparison.severity for i in chosen],
+                              titles=[f"{i.case_id}: {flagged_ids.get(i.case_id, '')} "
+                                      f"{i.comparison.describe()}".replace(":  ", ": ")
+                                      for i in chosen])
+    ax.axhline(-math.log10(ALPHA), color=MUTED, linewidth=1.1, linestyle=DOTTED,
+               label=f"p = {ALPHA:g}")
+    worst = sorted((i for i in items if i.comparison.verdict == SLOWER
+                    and i.case_id not in flagged_ids),
                    key=lambda i: -i.comparison.severity)[:3]
     # The worst regressions are numbered at their point and named in the legend: case ids
     # are long, and several beside their points would cover each other and the points.
     for number, item in enumerate(worst, start=1):
-        ax.annotate(str(number), item.comparison.ratio, _significance(item))
-        ax.scatter([], [], color=VERDICT_COLORS[SLOWER], radius=2.5,
-                   label=f"{number}: {item.case_id}")
-    ax.log("x")
-    ax.xlabel = "median / baseline median (log scale; dashed: the minimum effect)"
-    ax.ylabel = "-log10 p (Mann-Whitney U)"
-    ax.title = "Change against the baseline per case" + _drawn_note(drawn, len(items))
-    ax.legend()
-    return fig.svg()
+        ax.annotate(str(number), (item.comparison.ratio, _significance(item)),
+                    xytext=(4, 3), textcoords="offset points", fontsize=8, gid=f"note-{number}")
+        ax.scatter([], [], s=25, color=VERDICT_COLORS[SLOWER],
+                   label=f"{number}: {item.case_id} ({item.comparison.ratio:.3f}x)")
+    ax.set_xlabel("median / baseline median (log scale; shaded: the minimum effect)")
+    ax.set_ylabel("-log10 p (Mann-Whitney U)")
+    ax.set_title("Change against the baseline per case" + _drawn_note(drawn, len(items)))
+    _legend_outside(ax)
+    return fig
 
 
 def _significance(item: Judged) -> float:
@@ -315,7 +371,7 @@ def _float(text: str | None) -> float | None:
 
 
 def read_collective_tables(hccl_dir: Path | None) -> dict[str, list[dict[str, str]]]:
-    """op -> rows of every `hcom_<op>_.csv` under `hccl_dir` (CONTRACT.md §7)."""
+    """op -> rows of every `hcom_<op>_.csv` under `hccl_dir` (docs/format.md §7)."""
     tables: dict[str, list[dict[str, str]]] = {}
     if hccl_dir is None or not hccl_dir.is_dir():
         return tables
@@ -329,7 +385,8 @@ def read_collective_tables(hccl_dir: Path | None) -> dict[str, list[dict[str, st
     return tables
 
 
-def collective_bandwidth(hccl_dir: Path | None) -> str | None:
+@svg_figure
+def collective_bandwidth(hccl_dir: Path | None):
     tables = read_collective_tables(hccl_dir)
     plotted: dict[str, dict[tuple[str, str, str], list[tuple[float, float]]]] = {}
     kinds: set[str] = set()
@@ -354,32 +411,35 @@ def collective_bandwidth(hccl_dir: Path | None) -> str | None:
         return None
     columns = min(len(plotted), 2)
     rows_count = math.ceil(len(plotted) / columns)
-    fig = Figure(480 * columns, 326 * rows_count + 25, rows_count, columns,
-                 title="Collective bandwidth vs message size")
-    for ax, (op, series) in zip(fig.axes, sorted(plotted.items())):
-        for (ranks, dtype, tier), points in sorted(series.items())[:MAX_SERIES]:
+    fig, axes = figure(520 * columns, 330 * rows_count + 25, rows_count, columns,
+                       title="Collective bandwidth vs message size")
+    for ax, (op, series) in zip(axes, sorted(plotted.items())):
+        log(ax, "x", base=2)
+        for index, ((ranks, dtype, tier), points) in enumerate(sorted(series.items())[:MAX_SERIES]):
             points.sort()
-            ax.line([p[0] for p in points], [p[1] for p in points], marker=MARKER,
-                    width=LINE_WIDTH, label=f"{ranks} ranks {dtype} tier {tier}")
-        ax.log("x", base=2)
-        ax.title = op
-        ax.xlabel = "message bytes per rank"
-        ax.ylabel = f"{' / '.join(sorted(kinds))} bandwidth (GB/s)"
-        ax.legend()
-    for ax in fig.axes[len(plotted):]:
-        ax.visible = False
-    return fig.svg()
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=4,
+                    color=PALETTE[index], label=f"{ranks} ranks {dtype} tier {tier}",
+                    gid=f"series-{op}-{index}")
+        ax.set_title(op)
+        ax.set_xlabel("message bytes per rank")
+        ax.set_ylabel(f"{' / '.join(sorted(kinds))} bandwidth (GB/s)")
+        ax.legend(loc="best")
+    for ax in axes[len(plotted):]:
+        ax.set_visible(False)
+    return fig
 
 
 def draw_figures(results: list[CaseResult], outcome: WriteOutcome | None,
-                 hccl_dir: Path | None = None) -> dict[str, str]:
-    """Title -> inline SVG, for each figure this run has data for."""
+                 hccl_dir: Path | None = None, *, min_effect: float = DEFAULT_THRESHOLD
+                 ) -> dict[str, str]:
+    """Title -> inline SVG, for each figure this run has data for (none without
+    matplotlib: the pages say so, charts.missing_note)."""
     figures = {
         "GEMM latency vs M": gemm_latency(results),
         "Roofline": roofline(results),
         "Duration gap": gap_distribution(outcome),
         "Replay vs in-model": replay_vs_model(outcome),
-        "Regressions vs baseline": regression_ratios(results),
+        "Regressions vs baseline": regression_ratios(results, min_effect),
         "Collective bandwidth": collective_bandwidth(hccl_dir),
     }
     return {title: svg for title, svg in figures.items() if svg}

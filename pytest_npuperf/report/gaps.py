@@ -1,4 +1,4 @@
-"""The duration gap CSV (`duration_gap_<stamp>.csv`, CONTRACT.md §8): every hotspot, worst
+"""The duration gap CSV (`duration_gap_<stamp>.csv`, docs/format.md §8): every hotspot, worst
 first, in the reference's columns and number format."""
 
 from __future__ import annotations

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 from html import escape
 
-from ..measure.result import CaseResult
+from ..measure.result import NO_VALUE, CaseResult
 from ..replay.outcome import SessionInfo, WriteOutcome
-from . import model_gap
+from . import model_gap, no_value
 from . import summary as S
 from .names import ReportPaths
 from .plots import WIDTH, samples_svg
 from .regression import html_section
 
 WORST_GAPS = 10
+# pytest-html styles its own results table only: without this the summary's numbers run into
+# each other ("1.335x7.3e-30").
+SUMMARY_STYLE = ("<style>.npuperf-summary table{border-collapse:collapse;margin:.4em 0}"
+                 ".npuperf-summary th,.npuperf-summary td{border:1px solid #d0d7de;"
+                 "padding:3px 8px;text-align:left}.npuperf-summary td.num{text-align:right}"
+                 ".npuperf-summary svg{max-width:100%;height:auto}</style>")
 
 # title -> (column key, sortable). pytest-html sorts a column by comparing the cell texts
 # as strings, which would misorder numbers, so only the text columns are sortable.
@@ -67,6 +73,11 @@ def html_row_cells(result: CaseResult | None) -> list[str]:
     contents = html_cells(result)
     return [f'<td class="col-{key}">{contents[title]}</td>'
             for title, (key, _sortable) in COLUMNS.items()]
+
+
+def no_value_result_cell() -> str:
+    """The Result cell of a case without a trusted value (measure/result.py NO_VALUE)."""
+    return f'<td class="col-result">{escape(NO_VALUE.capitalize())}</td>'
 
 
 def html_extra(result: CaseResult) -> str:
@@ -129,6 +140,7 @@ def html_summary(outcome: WriteOutcome, results: list[CaseResult], session: Sess
     items = [
         f"Run <code>{escape(outcome.run_id)}</code> on {escape(S.device_line(session))}",
         escape(S.status_phrase(counts)),
+        *filter(None, [no_value.html_item(results)]),
         *([escape(duty[:1].upper() + duty[1:])] if duty else []),
         *([escape(spent[:1].upper() + spent[1:])] if spent else []),
         *(escape(f"Warning: {w}") for w in S.host_warnings(results, session)),
@@ -142,7 +154,7 @@ def html_summary(outcome: WriteOutcome, results: list[CaseResult], session: Sess
     if paths is not None:
         items.append("Reports: " + ", ".join(f"<code>{escape(str(p))}</code>"
                                              for p in paths.all()))
-    parts = ['<div class="npuperf-summary">', "<h2>Operator performance</h2>",
+    parts = ['<div class="npuperf-summary">', SUMMARY_STYLE, "<h2>Operator performance</h2>",
              "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>", _gap_table(outcome),
              model_gap.html_section(outcome)]
     if baseline:

@@ -1,5 +1,5 @@
 """The replay report (`replay_report_<stamp>.md`), laid out like the reference's
-profile update report (CONTRACT.md §8) plus what this project adds: case statuses with
+profile update report (docs/format.md §8) plus what this project adds: case statuses with
 reasons, suspect measurements, where the session's time went."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 
 from ..measure.result import STATUS_SKIPPED, CaseResult
 from ..replay.outcome import FileOutcome, GapRow, SessionInfo, WriteOutcome
-from . import model_gap
+from . import model_gap, no_value
 from . import summary as S
 from .attribution_section import attribution_section, profiled
 from .names import gap_csv_name, html_name, run_json_name
@@ -78,6 +78,8 @@ def _execution_status(results: list[CaseResult]) -> str:
     counts = S.status_counts(results)
     parts = ["## Execution Status", "",
              *(f"- {STATUS_LABELS.get(status, status)}: {n}" for status, n in counts.items())]
+    if headline := no_value.headline(results):
+        parts.append(f"- Without a value: {headline}")
     failing = S.problems(results)
     if failing:
         parts += ["", "> [!WARNING]", f"> {len(failing)} case(s) failed, errored or timed out; "

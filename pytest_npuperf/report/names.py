@@ -1,8 +1,9 @@
-"""Report file names (CONTRACT.md §8): one stamp ties the files of a run together."""
+"""Report file names (docs/format.md §8): one stamp ties the files of a run together."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,3 +47,22 @@ class ReportPaths:
 def report_paths(reports_dir: Path, stamp: str) -> ReportPaths:
     return ReportPaths(reports_dir / markdown_name(stamp), reports_dir / gap_csv_name(stamp),
                        reports_dir / run_json_name(stamp), reports_dir / html_name(stamp))
+
+
+def comm_report_paths(reports_dir: Path, stamp: str) -> tuple[Path, Path]:
+    """A collective run's reports: its markdown report and its run JSON."""
+    stamp = check_stamp(stamp)
+    return reports_dir / f"comm_report_{stamp}.md", reports_dir / f"comm_run_{stamp}.json"
+
+
+def free_stamp(reports_dir: Path, stamp: str,
+               paths: Callable[[Path, str], Iterable[Path]] = lambda d, s: report_paths(d, s).all()
+               ) -> str:
+    """`stamp`, or `stamp_2`, `stamp_3`...: two runs finishing in the same second must not
+    overwrite each other's reports (`paths`: a run's report files, by stamp)."""
+    check_stamp(stamp)
+    candidate, n = stamp, 1
+    while any(p.exists() for p in paths(reports_dir, candidate)):
+        n += 1
+        candidate = f"{stamp}_{n}"
+    return candidate

@@ -1,8 +1,9 @@
 """`report_<stamp>.html`: the run on one self-contained page (no script, no external file),
 written with every run, whether or not pytest-html is installed.
 
-Summary, figures (inline SVG from report/figures.py), regressions and improvements against
-the baseline worst first, duration-gap hotspots, then every case with its statistics and
+Summary, figures (inline SVG from report/figures.py, or a line saying matplotlib is
+missing), regressions and improvements against the baseline worst first, duration-gap
+hotspots, then every case with its statistics and
 roofline figures. Every value from a database or a case is escaped.
 """
 
@@ -13,6 +14,7 @@ from html import escape
 from ..measure.result import CaseResult
 from ..replay.outcome import SessionInfo, WriteOutcome
 from . import summary as S
+from .charts import available, missing_note
 from .html import html_summary
 from .regression import html_section
 from .tables import html_table
@@ -38,7 +40,8 @@ nav a{margin-right:1em}
 
 def _figures(figures: dict[str, str]) -> str:
     if not figures:
-        return "<p>No figure: nothing measured that one could show.</p>"
+        return missing_note() if not available() else \
+            "<p>No figure: nothing measured that one could show.</p>"
     return "".join(f'<div class="figure" role="figure" aria-label="{escape(title, quote=True)}">'
                     f"<h3>{escape(title)}</h3>{svg}</div>" for title, svg in figures.items())
 

@@ -5,8 +5,10 @@ one, as pytest-benchmark users get a table after every run.
 
 By default the N worst and N best cases, ranked by what the run can judge: the change against
 the baseline (ratio of medians) when cases were compared, else the share of the physical bound
-reached (roofline), else the value itself. Cases that failed or have no value come first
-among the worst; skipped cases are counted, not listed.
+reached (roofline), else the value itself. First among the worst come the cases that failed
+(their own fault, or SLOWER against the baseline, the biggest change first), then those that
+ended without a trusted value (noisy, suspect: their status says why); skipped cases are
+counted, not listed.
 """
 
 from __future__ import annotations
@@ -62,26 +64,35 @@ def _lines(rows: list[tuple[str, ...]]) -> list[str]:
             for row in [HEADER, *rows]]
 
 
+def _slower(r: CaseResult) -> bool:
+    return (r.regression or {}).get("verdict") == "SLOWER"
+
+
 def results_table(results: list[CaseResult], limit: int | None = DEFAULT_ROWS) -> list[str]:
     """The table's lines ([] for `none` or no case)."""
     if limit == 0 or not results:
         return []
-    # First among the worst: cases that failed, and those left without a value (a noisy case
-    # whose every sample the host preempted): their status says why.
-    failing = [r for r in results if r.status in FAILING_STATUSES
-               or (r.value is None and r.status != STATUS_SKIPPED)]
+    failed = [r for r in results if r.status in FAILING_STATUSES]
+    slower = sorted((r for r in results if _slower(r) and r.status not in FAILING_STATUSES),
+                    key=lambda r: (-(_ratio(r) or 1.0), r.case_id))
+    no_value = [r for r in results if r.without_value and not _slower(r)]
     skipped = sum(1 for r in results if r.status == STATUS_SKIPPED)
-    measured = [r for r in results if r.value is not None and r.status not in FAILING_STATUSES]
+    measured = [r for r in results if r.value is not None and r.status not in FAILING_STATUSES
+                and not r.without_value and not _slower(r)]
     by, badness = ranking(measured)
     ordered = sorted(measured, key=lambda r: (-badness(r), r.case_id))
-    listed = failing + ordered
+    first = failed + slower + no_value
+    listed = first + ordered
+    if first:
+        by = f"failed and SLOWER first, then no value, then {by}"
     if limit is None or len(listed) <= 2 * limit + 1:
-        title = f"{len(listed)} case(s), worst first by {by}"
+        title = f"{len(listed)} case(s), worst first: {by}"
         rows, more = [_row(r) for r in listed], 0
     else:
-        worst = (failing + ordered)[:limit]
+        worst = listed[:limit]
         best = ordered[-limit:] if len(ordered) > limit else []
-        title = (f"the {len(worst)} worst and the {len(best)} best of {len(listed)} case(s) by "
+        best = [r for r in best if r not in worst]
+        title = (f"the {len(worst)} worst and the {len(best)} best of {len(listed)} case(s): "
                  f"{by}")
         more = len(listed) - len(worst) - len(best)
         rows = [_row(r) for r in worst] + [("...",) + ("",) * (len(HEADER) - 1)] + \

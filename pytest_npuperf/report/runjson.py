@@ -116,6 +116,7 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "threads": result.threads,
         "host_load": _num(result.host_load),
         "reference_us": _num(result.reference_us),
+        "reference_memory_us": _num(result.reference_memory_us),
         "warmup": result.warmup,
         "preempted": result.preempted,
         "preempted_kept": result.preempted_kept,
@@ -141,6 +142,21 @@ def case_json(result: CaseResult) -> dict[str, Any]:
         "timestamp": result.timestamp,
         "samples_z": samples_text(result.samples),
     }
+
+
+def case_result(entry: dict[str, Any]) -> CaseResult:
+    """A case of a run JSON back as a result (its kept samples, statistics and probes): what a
+    fresh process measured for its parent (harness/fresh.py)."""
+    from ..db.samples import samples_from_text
+    from ..measure.stats import SampleStats
+
+    values = {k: v for k, v in entry.items()
+              if k in CaseResult.__dataclass_fields__ and k not in ("stats", "samples")}
+    result = CaseResult(**values)
+    stats = entry.get("stats")
+    result.stats = SampleStats.from_dict(stats) if isinstance(stats, dict) else None
+    result.samples = samples_from_text(entry.get("samples_z") or "")
+    return result
 
 
 CASES_PER_PIECE = 5_000  # case lines per piece of a run JSON's text (case_pieces)

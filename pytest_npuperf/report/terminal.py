@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..measure.result import CaseResult
 from ..replay.outcome import SessionInfo, WriteOutcome
-from . import model_gap
+from . import model_gap, no_value
 from . import summary as S
 from .names import ReportPaths
 from .regression import terminal_lines as regression_lines
@@ -19,6 +19,7 @@ def terminal_lines(outcome: WriteOutcome, results: list[CaseResult], session: Se
                    paths: ReportPaths | None, *, baseline: str = "", history: str = ""
                    ) -> list[str]:
     lines = [f"npuperf run {outcome.run_id}: {S.status_phrase(S.status_counts(results))}"]
+    lines += no_value.terminal_lines(results)
     lines += regression_lines(results, baseline)
     duty = S.duty_line(results, session)
     if duty is not None:

@@ -4,23 +4,25 @@ self-contained html file a nightly job can publish (inline SVG, no script, nothi
 Per kernel type, per case, one chart: the value of each run on a line through the trusted
 (ok) measurements; noisy and suspect measurements as rings off the line (they are never the
 stored value); a run judged SLOWER than its baseline as a large red dot, FASTER as a green
-one. Hovering a point shows its run, time, git commit, software stack, value, samples,
-status and verdict. Cases of a kernel type are listed regressions first, then by how far
-their newest value moved, at most `max_cases` of them.
+one (on trusted values only), over the time each run started (matplotlib's date ticks: labels
+as precise as their spacing needs, never two alike); a case no run gave a value is a sentence
+saying so, not an empty chart. Hovering a point shows its run, time, git commit, software
+stack, value, samples, status and verdict. Cases of a kernel type are listed regressions
+first, then by how far their newest value moved, at most `max_cases` of them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from html import escape
 
 from ..history.records import CaseRecord, RunRecord
 from ..history.views import commit_text, stack_text
 from ..measure.units import fmt_duration
-from .charts import Figure
+from .charts import available, figure, hover, log, missing_note, svg_figure
 from .page import STYLE
 from .tables import html_table
 
@@ -68,51 +70,81 @@ def _hover(point: CaseRecord, run: RunRecord | None) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _ticks(order: dict[str, int], runs: dict[str, RunRecord]) -> list[tuple[float, str]]:
-    ids = sorted(order, key=order.get)
-    step = max(1, math.ceil(len(ids) / MAX_TICKS))
-    chosen = ids[::step]
-    return [(float(order[i]), (runs[i].started_iso[5:16].replace("T", " ")
-                               if i in runs and runs[i].started_iso else i[:10]))
-            for i in chosen]
+def _when(point: CaseRecord, runs: dict[str, RunRecord]) -> _dt.datetime | None:
+    """When the point's run started, as its own clock read (the time the page lists)."""
+    run = runs.get(point.run_id)
+    if run is not None and run.started_iso:
+        return _dt.datetime.fromisoformat(run.started_iso).replace(tzinfo=None)
+    if point.run_started:
+        return _dt.datetime.fromtimestamp(point.run_started)
+    return None
 
 
 def case_chart(trend: CaseTrend, order: dict[str, int], runs: dict[str, RunRecord]) -> str:
-    """One case's values over the runs (x: the run's place among all runs shown)."""
-    fig = Figure(560, 190)
-    ax = fig.axes[0]
+    """One case's values over the runs (x: when each run started, or its place among the
+    runs shown when one has no time); a sentence instead when no run gave it a value."""
+    if not any(p.value_us for p in trend.points):
+        statuses = ", ".join(f"{status} {count}x" for status, count in sorted(
+            Counter(p.status for p in trend.points).items()))
+        return (f'<p class="no-value"><b>{escape(trend.title or trend.key)}</b>: no value to '
+                f"draw: none of its {len(trend.points)} run(s) measured it ({escape(statuses)})."
+                "</p>")
+    return _case_chart(trend, order, runs) or ""
+
+
+@svg_figure
+def _case_chart(trend: CaseTrend, order: dict[str, int], runs: dict[str, RunRecord]):
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    fig, (ax,) = figure(560, 200)
+    times = {p.run_id: _when(p, runs) for p in trend.points}
+    dated = all(times.values())
+
+    def x(p: CaseRecord):
+        return times[p.run_id] if dated else order[p.run_id]
+
     groups: dict[str, list[CaseRecord]] = defaultdict(list)
     for p in trend.points:
         if p.value_us:
             groups[p.status if p.status in ("noisy", "suspect") else "ok"].append(p)
     values = [p.value_us for p in trend.points if p.value_us]
-    if values and max(values) / min(values) > 20:
-        ax.log("y")
+    if max(values) / min(values) > 20:
+        log(ax, "y")
     ok = groups.get("ok", [])
     if len(ok) > 1:
-        ax.line([order[p.run_id] for p in ok], [p.value_us for p in ok], color=OK_COLOR,
-                width=1.4)
+        ax.plot([x(p) for p in ok], [p.value_us for p in ok], color=OK_COLOR, linewidth=1.4,
+                gid="trusted")
     for status, color, label, hollow in (("ok", OK_COLOR, "ok", False),
                                          ("noisy", NOISY_COLOR, "noisy (off the line)", True),
                                          ("suspect", SUSPECT_COLOR, "suspect (off the line)", True)):
         chosen = groups.get(status, [])
         if chosen:
-            ax.scatter([order[p.run_id] for p in chosen], [p.value_us for p in chosen],
-                       color=color, radius=3.2, hollow=hollow, label=f"{label} ({len(chosen)})",
-                       titles=[_hover(p, runs.get(p.run_id)) for p in chosen])
+            paint = {"facecolors": "white", "edgecolors": color, "linewidths": 1.3} if hollow \
+                else {"color": color}
+            dots = ax.scatter([x(p) for p in chosen], [p.value_us for p in chosen], s=36,
+                              zorder=3, label=f"{label} ({len(chosen)})", **paint)
+            hover(fig, dots, [_hover(p, runs.get(p.run_id)) for p in chosen])
     for verdict, color in (("SLOWER", SLOWER_COLOR), ("FASTER", FASTER_COLOR)):
-        judged = [p for p in trend.points if p.verdict == verdict and p.value_us]
+        # A verdict dot only on a trusted value: a noisy one is a ring, never a green dot.
+        judged = [p for p in ok if p.verdict == verdict]
         if judged:
-            ax.scatter([order[p.run_id] for p in judged], [p.value_us for p in judged],
-                       color=color, radius=5.5, label=f"{verdict} than its baseline "
-                                                      f"({len(judged)})",
-                       titles=[_hover(p, runs.get(p.run_id)) for p in judged])
-    ticks = _ticks(order, runs)
-    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks])
-    ax.ylabel = f"{trend.newest.statistic} (us)"
-    ax.title = trend.title or trend.key
-    ax.legend()
-    return fig.svg()
+            dots = ax.scatter([x(p) for p in judged], [p.value_us for p in judged], s=110,
+                              color=color, zorder=4,
+                              label=f"{verdict} than its baseline ({len(judged)})")
+            hover(fig, dots, [_hover(p, runs.get(p.run_id)) for p in judged])
+    if dated:
+        # Ticks at round times with labels as precise as their spacing needs: two runs in
+        # one minute never share a label.
+        locator = AutoDateLocator(minticks=3, maxticks=MAX_TICKS)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    else:
+        shown = sorted(order, key=order.get)[::max(1, math.ceil(len(order) / MAX_TICKS))]
+        ax.set_xticks([order[i] for i in shown], [i[:10] for i in shown])
+    ax.set_ylabel(f"{trend.newest.statistic} (us)")
+    ax.set_title(trend.title or trend.key)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return fig
 
 
 def device_of(record: CaseRecord, runs: dict[str, RunRecord]) -> str:
@@ -159,8 +191,10 @@ def render_trend_page(records: list[CaseRecord], runs: dict[str, RunRecord], *, 
              f"{len(regressions)} case(s) SLOWER than their baseline in their newest run",
              f"Generated {escape(generated)}. Hover a point for its run, commit, stack and "
              f"value; rings are noisy or suspect measurements, never stored as a value."]
+    drawing = available()
     sections = ['<section id="summary"><h2>Summary</h2><ul>'
-                + "".join(f"<li>{f}</li>" for f in facts) + "</ul>"]
+                + "".join(f"<li>{f}</li>" for f in facts) + "</ul>"
+                + ("" if drawing else missing_note())]
     if regressions:
         rows = [[t.title or t.key, t.kernel, f"{t.newest.ratio:.3f}x" if t.newest.ratio else "-",
                  fmt_duration(t.newest.value_us), t.newest.run_id,
@@ -176,7 +210,8 @@ def render_trend_page(records: list[CaseRecord], runs: dict[str, RunRecord], *, 
         nav.append(f'<a href="#{anchor}">{escape(kernel)} ({len(trends)})</a>')
         bad = sum(1 for t in trends if t.regressed)
         charts = "".join(f'<div class="figure{" regressed" if t.regressed else ""}">'
-                         f"{case_chart(t, order, runs)}</div>" for t in trends[:max_cases])
+                         f"{case_chart(t, order, runs)}</div>"
+                         for t in trends[:max_cases]) if drawing else ""
         more = (f"<p>The first {max_cases} of {len(trends)} cases (regressions and the largest "
                 f"changes first): npuperf trend --kernel {escape(kernel)} --max-cases N shows "
                 f"more.</p>" if len(trends) > max_cases else "")

@@ -14,20 +14,9 @@ from ..measure.result import CaseResult
 from ..replay.outcome import SessionInfo, WriteOutcome
 from .gaps import gap_rows_csv
 from .markdown import render_markdown
-from .names import ReportPaths, check_stamp, report_paths
+from .names import ReportPaths, free_stamp, report_paths
 from .page import render_page
 from .runjson import run_json, spool_cases, spooled_run_json
-
-
-def free_stamp(reports_dir: Path, stamp: str) -> str:
-    """`stamp`, or `stamp_2`, `stamp_3`...: two runs finishing in the same second must not
-    overwrite each other's reports."""
-    check_stamp(stamp)
-    candidate, n = stamp, 1
-    while any(p.exists() for p in report_paths(reports_dir, candidate).all()):
-        n += 1
-        candidate = f"{stamp}_{n}"
-    return candidate
 
 
 def write_reports(outcome: WriteOutcome, results: list[CaseResult],

@@ -45,43 +45,58 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunFacts:
-    """What the history and the reports say about a run besides its results."""
+    """What a run is and how it is to end, in one object from every caller: the history and
+    the reports state the first half, `finish_run` does what the second says."""
 
     run_id: str
     stamp: str  # YYYYmmdd_HHMMSS: report file names
     started: float  # epoch seconds
     started_iso: str
     source: str
-    options: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # recorded with the run, as the run gave them
     history: Path | None = None  # None: no history kept
     baseline: str | None = None
     threshold: float = DEFAULT_THRESHOLD
     figures: bool = True
     root: Path | None = None  # the suite's checkout: the git commit of the run
+    # How the run ends. judge: cases without a verdict are judged now (their durations came
+    # after they ran); record / reports: the run goes into the history / its reports (neither
+    # in a dry run); good: False for a run that is never a `last-good` baseline, whatever its
+    # exit status (partial, or measured on a preempted host); device: the device a baseline
+    # is looked for on when finish_run opens the history itself; write_errors: "note" makes a
+    # failed write a note and a failed run, "raise" lets the error out (a command's one-line
+    # error).
+    judge: bool = False
+    record: bool = True
+    reports: bool = True
+    exit_status: int | None = None
+    good: bool = True
+    device: str = ""
+    write_errors: str = "note"
 
     @classmethod
-    def of(cls, identity: RunIdentity, *, source: str, options: dict,
-           root: Path | None = None) -> RunFacts:
-        """From a run's identity and its options (a session's `Settings.as_dict()`, what a
-        hand-off file carries, or a command's own)."""
-        history = options.get("history")
+    def of(cls, identity: RunIdentity, *, source: str, **facts) -> RunFacts:
+        """The facts of the run `identity` names; `facts`: the other fields."""
         return cls(run_id=identity.run_id, stamp=identity.stamp, started=identity.started,
-                   started_iso=identity.started_iso, source=source, options=dict(options),
-                   history=Path(history) if history else None,
-                   baseline=options.get("baseline") or None,
-                   threshold=float(options.get("regression_threshold") or DEFAULT_THRESHOLD),
-                   figures=bool(options.get("figures", True)), root=root)
+                   started_iso=identity.started_iso, source=source, **facts)
 
     @classmethod
     def from_handoff(cls, session: dict, info: SessionInfo) -> RunFacts:
-        """The facts of the run a wrapped child measured (its hand-off header)."""
+        """The facts of the run a wrapped child measured (its hand-off header, a JSON file:
+        the child's options as a session records them)."""
         try:
             started = _dt.datetime.fromisoformat(info.started).timestamp()
         except (TypeError, ValueError):
             started = 0.0
         identity = RunIdentity(str(session.get("run_id")), str(session.get("stamp")), started,
                                info.started)
-        return cls.of(identity, source=str(session["source"]), options=info.options or {},
+        options = info.options or {}
+        history = options.get("history")
+        return cls.of(identity, source=str(session["source"]), options=dict(options),
+                      history=Path(history) if history else None,
+                      baseline=options.get("baseline") or None,
+                      threshold=float(options.get("regression_threshold") or DEFAULT_THRESHOLD),
+                      figures=bool(options.get("figures", True)),
                       root=Path(session["root"]) if session.get("root") else None)
 
 
@@ -212,7 +227,8 @@ class _Steps:
                                                             "history: nothing was recorded")
 
     def draw_figures(self) -> None:
-        """The report's figures (SVG text, report/figures.py, imported here only)."""
+        """The report's figures (SVG text, report/figures.py, imported here only; none
+        without matplotlib: the pages say so)."""
         from ..report.figures import draw_figures
 
         end = self.end
@@ -220,7 +236,8 @@ class _Steps:
         if end.outcome.target is not None:
             hccl = Path(end.outcome.target).parent.parent / HCCL_DIR
         try:
-            end.figures = draw_figures(end.results, end.outcome, hccl)
+            end.figures = draw_figures(end.results, end.outcome, hccl,
+                                       min_effect=end.facts.threshold)
         except Exception as exc:  # a bug in a figure: say so, keep the reports
             end.notes.append(f"figures not drawn: {type(exc).__name__}: {exc}")
             end.figures = {}
@@ -249,28 +266,23 @@ class _Steps:
 
 def finish_run(facts: RunFacts, results: list, target: Target, *,
                info: Callable[[], SessionInfo], keeper: HistoryKeeper | None = None,
-               notes: list[str] | None = None, judge: bool = False, record: bool = True,
-               reports: bool = True, extra_cases: Iterable = (), exit_status: int | None = None,
-               device: Callable[[], str] = str, write_errors: str = "note",
-               good: bool = True) -> RunEnd:
-    """End a run: profile the demo model (if the target asks), judge (if asked), write,
-    record, draw, report.
+               notes: list[str] | None = None, extra_cases: Iterable = ()) -> RunEnd:
+    """End a run: profile the demo model (if the target asks), judge (if its facts ask),
+    write, record, draw, report.
 
     `info` is called once the target is written (the wall time runs to it); `keeper`: the
     run's history keeper when it has one open (the session's), else one is opened here and
-    closed at the end; `notes`: the run's notes so far (appended to, in place); `record` /
-    `reports`: whether the run goes into the history / its reports (neither in a dry run);
+    closed at the end; `notes`: the run's notes so far (appended to, in place);
     `extra_cases`: results of other kinds recorded with the run (collectives of a kernel
-    session); `good`: False for a run that is never a `last-good` baseline, whatever its exit
-    status (partial, or measured on a preempted host); `write_errors`: "note" makes a failed
-    write a note and a failed run, "raise" lets the error out (a command's one-line error)."""
+    session)."""
     from ..history.keeper import HistoryKeeper
 
     own_keeper = keeper is None
     if keeper is None:
-        keeper = HistoryKeeper(facts.history if record else None, facts.baseline,
+        keeper = HistoryKeeper(facts.history if facts.record else None, facts.baseline,
                                facts.threshold, run_id=facts.run_id, started=facts.started,
-                               device=device)
+                               device=lambda: facts.device)
+    record, reports = facts.record, facts.reports
     end = RunEnd(facts, results, None, notes if notes is not None else [],
                  history=keeper.history if record else None)
     steps = _Steps(end, keeper)
@@ -280,14 +292,14 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
             with clock.part(DEMO):
                 if not steps.profile_demo(target.demo):
                     return end
-        if judge:
+        if facts.judge:
             with clock.part(VERDICTS):
                 steps.judge()
 
         def write() -> None:
             end.outcome = target.write(results, facts)
         with clock.part(WRITE):
-            if write_errors == "raise":
+            if facts.write_errors == "raise":
                 write()
             elif not steps.attempt(write, target.failed, target.interrupted):
                 end.ok = False
@@ -298,12 +310,12 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
         if not (record or reports):
             return end
         entered = time.perf_counter()
-        status = 1 if end.slower else exit_status  # the run fails on a case judged here
+        status = 1 if end.slower else facts.exit_status  # the run fails on a case judged here
         # (On a thread beside the figures and reports, the history took longer than both
         # one after the other: SQLite hands the interpreter back at every row, and waits
         # for it at every row.)
         with clock.part(HISTORY):
-            recorded = steps.record_history(status, extra_cases, good) if record else True
+            recorded = steps.record_history(status, extra_cases, facts.good) if record else True
         if reports and target.reports_dir is not None and facts.figures:
             with clock.part(FIGURES):
                 steps.draw_figures()

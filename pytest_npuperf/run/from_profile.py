@@ -19,7 +19,6 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,6 @@ import numpy as np
 from ..db.columns import COUNTERS
 from ..db.layout import REPORTS_DIR
 from ..devices.mstx import MSTX_MESSAGE_LIMIT
-from ..history.compare import DEFAULT_THRESHOLD
 from ..ingest.kernel_child import ChildRead
 from ..ingest.op_summary import ProfileSource, find_sources, read_kernels, read_markers
 from ..kernels.catalog import same_call_types
@@ -143,16 +141,6 @@ def _signature_results(catalog: CaseCatalog, sources: list[ProfileSource], stati
     return results
 
 
-@dataclass
-class FinishOptions:
-    """The end of the run, as a session's (finish.py): history, baseline, figures."""
-
-    history: Path | None = None  # None: no history kept
-    baseline: str | None = None
-    threshold: float = DEFAULT_THRESHOLD
-    figures: bool = True
-
-
 def _cases(handoffs: list[Path], markers, database: DatabaseCases, statistic: str,
            sources: list[ProfileSource], notes: list[str]) -> tuple[list[CaseResult], str]:
     """The cases the profile is for, and how they were found."""
@@ -171,21 +159,23 @@ def _cases(handoffs: list[Path], markers, database: DatabaseCases, statistic: st
 def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
                      prune_empty: bool = False, dry_run: bool = False,
                      statistic: str = "median", reports: bool = True,
-                     finish: FinishOptions | None = None) -> tuple[list[str], int]:
+                     run: RunFacts | None = None) -> tuple[list[str], int]:
     """Fill `database` from the profiler output at `prof_path`; returns the summary lines and
     the exit status (1: a case SLOWER than the baseline, or the history or the reports not
-    written). `reports=False` writes the database only (benchmarks time the ingest on its
-    own): no history, no reports."""
+    written). `run`: the run's identity, history, baseline, threshold and figures (default:
+    a run starting now, no history); its other facts are this command's. `reports=False`
+    writes the database only (benchmarks time the ingest on its own): no history, no
+    reports."""
     with gc_paused():
         return _backfill_profile(Path(prof_path), DatabaseCases(database, "--db"),
                                  update_mode, prune_empty, dry_run, statistic, reports,
-                                 finish or FinishOptions())
+                                 run or RunFacts.of(mint_run(), source=""))
 
 
 def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str, prune_empty: bool,
-                      dry_run: bool, statistic: str, reports: bool, finish: FinishOptions
+                      dry_run: bool, statistic: str, reports: bool, run: RunFacts
                       ) -> tuple[list[str], int]:
-    started = time.time()
+    started = run.started
     clock = PartClock()  # where the command's time went (measure/overhead.py)
     notes: list[str] = []
     reading_started = time.perf_counter()
@@ -237,11 +227,14 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
         results = keep
     options = {"prof_path": str(prof_path), "update_mode": update_mode,
                "prune_empty": prune_empty, "dry_run": dry_run, "statistic": statistic,
-               "history": None if finish.history is None else str(finish.history),
-               "baseline": finish.baseline, "regression_threshold": finish.threshold,
-               "figures": finish.figures}
+               "history": None if run.history is None else str(run.history),
+               "baseline": run.baseline, "regression_threshold": run.threshold,
+               "figures": run.figures}
     path = database.path
-    facts = RunFacts.of(mint_run(started), source=str(path), options=options)
+    keep = reports and not dry_run
+    facts = dataclasses.replace(run, source=str(path), options=options, judge=True,
+                                record=keep, reports=keep, exit_status=0,
+                                device=database.device, write_errors="raise")
     target = DatabaseTarget(path, path, native=True, reports_dir=path / REPORTS_DIR,
                             prune_empty=prune_empty, dry_run=dry_run, snapshot=catalog.database,
                             purpose="npuperf backfill")
@@ -254,10 +247,7 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
                            device={"kind": "npu", "name": f"profile {prof_path}",
                                    "database_device": database.device or None},
                            options=options, parts=dict(clock.parts), timed_here=False)
-    keep = reports and not dry_run
-    end = finish_run(facts, results, target, info=info, notes=notes, judge=True, record=keep,
-                     reports=keep, exit_status=0, device=lambda: database.device,
-                     write_errors="raise")
+    end = finish_run(facts, results, target, info=info, notes=notes)
     return summary_lines(end), end.code
 
 
@@ -273,11 +263,16 @@ def finish_handoff(session: dict, results: list[CaseResult], notes: list[str], w
     if parts:
         info = dataclasses.replace(info, parts={**info.parts, **parts})
     entered = time.time()
-    facts = RunFacts.from_handoff(session, info)
     partial = str(session.get("partial") or "")
+    dry_run = bool(session.get("dry_run"))
+    device = str((info.device or {}).get("database_device") or "")
+    # The child measured no durations under msprof: its cases are judged now, before the
+    # write-back stores their verdicts.
+    facts = dataclasses.replace(RunFacts.from_handoff(session, info), judge=True,
+                                record=not dry_run, reports=not dry_run,
+                                exit_status=exit_status, device=device, good=not partial)
     facts.options["partial"] = partial
     source = Path(session["source"])
-    dry_run = bool(session.get("dry_run"))
     reports_dir = Path(session["reports_dir"])
     if session.get("grid"):
         target = NoDatabase(source, reports_dir, dry_run=dry_run)
@@ -286,13 +281,8 @@ def finish_handoff(session: dict, results: list[CaseResult], notes: list[str], w
                                 native=bool(session.get("native")), reports_dir=reports_dir,
                                 prune_empty=bool(session.get("prune_empty")), dry_run=dry_run,
                                 purpose=f"msprof run {facts.run_id}")
-    device = str((info.device or {}).get("database_device") or "")
 
     def final_info() -> SessionInfo:
         return dataclasses.replace(info, wall_s=wall_s + time.time() - entered,
                                    wall_from="the msprof parent's start")
-    # The child measured no durations under msprof: its cases are judged now, before the
-    # write-back stores their verdicts.
-    return finish_run(facts, results, target, info=final_info, notes=notes, judge=True,
-                      record=not dry_run, reports=not dry_run, exit_status=exit_status,
-                      device=lambda: device, good=not partial)
+    return finish_run(facts, results, target, info=final_info, notes=notes)

@@ -1,0 +1,177 @@
+"""How far a case moves from one session to the next on its own: its session-to-session spread,
+taken from the history.
+
+Samples within one session do not say it. They share the session's state (the memory
+bandwidth co-tenants leave, where the allocator put the weights, which cores the threads got),
+so two sessions of the same build differ "significantly" (p = 1e-58) by 5 to 65 % on a shared
+host while each session's samples stay tight. What an unchanged build does from night to
+night is in the history: the medians of the case's recent good runs. A change is SLOWER or
+FASTER only beyond SPREAD_FACTOR times their spread (history/compare.py), so a case that moved
+1.5x between quiet nights needs more than that to fail, and one that held within 1 % fails on
+a few percent beyond the minimum effect.
+
+- Good runs: the case's newest SPREAD_RUNS measurements on the device that are trusted (`ok`,
+  no preempted samples kept), measured as the baseline was (same cache state and
+  implementation), and not themselves a change (a SLOWER or FASTER verdict: a regression night
+  is not noise). With a `last-good` baseline, only passed runs count.
+- Spread: slowest / fastest median of those runs, less one.
+- Few runs: a range over two or three values is often far narrower than the next night's
+  move; below FULL_RUNS runs the spread is at least the host's typical one (the median spread
+  of the cases with two good runs or more in the newest HOST_RUNS runs). With fewer than two
+  good runs the case has no spread of its own: a change is UNCERTAIN, never SLOWER (another
+  case's nights are no evidence of this one's; on a busy host, where most runs are noisy, a
+  case's first good runs come late).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .records import CaseRecord
+from .store import HistoryStore, Prefetched
+
+SPREAD_RUNS = 5
+READ_RUNS = 2 * SPREAD_RUNS  # measurements read to find SPREAD_RUNS good ones among them
+FULL_RUNS = 4
+# A change must exceed the spread this many times, on a log scale: beyond the recent runs'
+# range by twice that range again. Past medians are few and session noise has heavy tails
+# (1.65x jumps of one case between quiet nights), so a next night of an unchanged build lands
+# beyond twice the range about once in hundreds of cases; and a regression fails only when a
+# fresh process confirms it (harness/measurer.py).
+SPREAD_FACTOR = 3.0
+HOST_RUNS = 20
+_CHANGED = ("SLOWER", "FASTER")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A case's session-to-session spread, as fractions (0.08 is 8 %)."""
+
+    value: float  # what the verdict uses
+    runs: int  # the case's good runs it was taken over
+    host: float | None = None  # the host's typical spread, when known
+    own: float = 0.0  # the case's own runs' spread
+
+    @property
+    def limit(self) -> float:
+        """The smallest change (log of the ratio) beyond this spread."""
+        return SPREAD_FACTOR * math.log1p(max(self.value, 0.0))
+
+    def describe(self) -> str:
+        text = f"its {self.runs} recent good runs spread {100 * self.own:.1f} %"
+        if self.value > self.own:
+            text += f" (taken as the host's typical {100 * self.value:.1f} %: few runs)"
+        return text
+
+    def to_extra(self) -> dict[str, float | int | None]:
+        return {"run_to_run": self.value, "spread_runs": self.runs, "host_spread": self.host,
+                "own_spread": self.own}
+
+    @classmethod
+    def from_extra(cls, extra: dict) -> Spread | None:
+        """The spread a baseline record carries (None: none known)."""
+        value = extra.get("run_to_run")
+        if not _finite(value) or value < 0:
+            return None
+        own = extra.get("own_spread", value)  # older records: the spread of DEPTH runs
+        host = extra.get("host_spread")
+        return cls(float(value), int(extra.get("spread_runs") or 2),
+                   float(host) if _finite(host) else None,
+                   float(own) if _finite(own) else float(value))
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _condition(extra: dict) -> tuple[str, str]:
+    """The cache mode and implementation a measurement ran in (older records: warm, default)."""
+    cache = str(extra.get("cache") or "warm").split(" ", 1)[0]
+    return cache, str(extra.get("impl") or "")
+
+
+def _extra(text: str) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def good_runs(found: Iterable[tuple[float, str, str]], like: CaseRecord) -> list[float]:
+    """The medians among `found` ((median, verdict, extra JSON) of trusted measurements,
+    newest first) that tell the case's noise (see the module docstring)."""
+    condition = _condition(like.extra)
+    kept = []
+    for median, verdict, text in found:
+        extra = _extra(text)
+        if median > 0 and verdict not in _CHANGED and not extra.get("preempted_kept") \
+                and _condition(extra) == condition:
+            kept.append(median)
+            if len(kept) == SPREAD_RUNS:
+                break
+    return kept
+
+
+def own_spread(values: list[float]) -> float | None:
+    """Slowest / fastest - 1 of two values or more (None with fewer)."""
+    finite = [v for v in values if _finite(v) and v > 0]
+    return max(finite) / min(finite) - 1.0 if len(finite) >= 2 else None
+
+
+def combine(own: float | None, runs: int, host: float | None) -> Spread | None:
+    """The spread a verdict uses: the case's own (None with fewer than two good runs), at
+    least the host's below FULL_RUNS runs."""
+    if own is None:
+        return None
+    floor = host if runs < FULL_RUNS and host is not None else 0.0
+    return Spread(max(own, floor), runs, host, own)
+
+
+class SpreadSource:
+    """Spreads read from one history, for the runs a baseline stands among."""
+
+    def __init__(self, store: HistoryStore, *, device: str | None, before: float | None,
+                 passed_only: bool, exclude: Iterable[str] = ()) -> None:
+        self.store, self.device, self.before = store, device, before
+        self.passed_only, self.exclude = passed_only, tuple(exclude)
+        self._host: dict[str, float | None] = {}
+        self._values: Prefetched[tuple[float, str, str]] = Prefetched()
+
+    def prefetch(self, kind: str, keys: list[str]) -> None:
+        """Read the values of these cases at once (a large run's verdicts); `of` answers
+        them from memory until the next prefetch."""
+        self._values.load(kind, keys, lambda kind, keys: self.store.case_values_many(
+            kind, keys, device=self.device, before=self.before,
+            passed_only=self.passed_only, exclude=self.exclude, limit=READ_RUNS))
+
+    def of(self, kind: str, key: str, like: CaseRecord) -> Spread | None:
+        """The spread of case (`kind`, `key`) measured as `like` was."""
+        found = self._values.get(kind, key, lambda kind, key: self.store.case_values(
+            kind, key, device=self.device, before=self.before, passed_only=self.passed_only,
+            exclude=self.exclude, limit=READ_RUNS))
+        runs = good_runs(found, like)
+        return combine(own_spread(runs), len(runs), self.host(kind))
+
+    def host(self, kind: str) -> float | None:
+        """The host's typical spread: the median over its cases with two good runs or more
+        in the newest HOST_RUNS runs (None when no case has two)."""
+        if kind not in self._host:
+            by_case: dict[str, list[float]] = {}
+            for key, median, verdict, extra, _ in self.store.recent_values(
+                    kind, device=self.device, before=self.before,
+                    passed_only=self.passed_only, exclude=self.exclude, runs=HOST_RUNS):
+                if verdict in _CHANGED or ('"preempted_kept": true' in extra
+                                           and json.loads(extra).get("preempted_kept")):
+                    continue
+                values = by_case.setdefault(key, [])
+                if len(values) < SPREAD_RUNS:
+                    values.append(median)
+            spreads = [s for values in by_case.values()
+                       if (s := own_spread(values)) is not None]
+            self._host[kind] = statistics.median(spreads) if spreads else None
+        return self._host[kind]

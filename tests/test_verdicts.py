@@ -1,0 +1,162 @@
+"""Verdicts that hold from night to night: a change is SLOWER only beyond the case's own
+session-to-session spread taken from its recent good runs in the history, the whole run's move
+is the host's, and `npuperf compare` judges a run as one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_npuperf.history.baseline import judge_samples, resolve_baseline
+from pytest_npuperf.history.compare import SAME, SLOWER, UNCERTAIN
+from pytest_npuperf.history.records import KIND_KERNEL, CaseRecord, RunRecord
+from pytest_npuperf.history.spread import SPREAD_RUNS, good_runs, own_spread
+from pytest_npuperf.history.store import HistoryStore
+from pytest_npuperf.history.views import compare_runs
+
+DEVICE = "CPU_TEST"
+WIDE, TIGHT = "MatMulV2-2x5120x320-BF16-aaaaaaaa", "MatMulV2-64x7168x576-BF16-bbbbbbbb"
+
+
+def samples(median: float, seed: int, n: int = 60) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in median * (1 + 0.01 * rng.standard_normal(n))]
+
+
+def record(key: str, median: float, seed: int, **extra) -> CaseRecord:
+    verdict = extra.pop("verdict", "")
+    return CaseRecord(kind=KIND_KERNEL, key=key, kernel="MatMulV2", status="ok", method="events",
+                      value_us=median, median_us=median, samples=samples(median, seed),
+                      samples_count=60, verdict=verdict, stack="torch 2.13.0",
+                      extra={"cache": "model (weight cold)", **extra})
+
+
+def nights(path: Path, medians: dict[str, list[float]]) -> Path:
+    """One passed run per night, oldest first, each case with its median that night."""
+    with HistoryStore(path) as store:
+        for night in range(len(next(iter(medians.values())))):
+            store.record(RunRecord(run_id=f"n{night}", started=float(night + 1), device=DEVICE,
+                                   passed=True, exit_status=0),
+                         [record(key, values[night], seed=10 * night + i)
+                          for i, (key, values) in enumerate(medians.items())])
+    return path
+
+
+def judge(history: Path, key: str, median: float, ref: str = "last", **kwargs):
+    baseline = resolve_baseline(ref, history=history, device=DEVICE, before=100.0)
+    try:
+        return judge_samples(KIND_KERNEL, key, samples(median, seed=99), baseline, 0.05,
+                             condition="model", stack="torch 2.13.0", **kwargs)
+    finally:
+        baseline.close()
+
+
+def test_a_history_that_spread_1_5x_gives_no_slower_for_1_3x_and_one_that_spread_1_percent_does(
+        tmp_path):
+    history = nights(tmp_path / "h.sqlite", {
+        WIDE: [355.0, 585.0, 320.0, 410.0, 480.0],  # issue 29: small-M BF16 GEMMs, quiet host
+        TIGHT: [100.0, 100.6, 100.3, 101.0, 100.2]})
+    wide = judge(history, WIDE, 1.3 * 320.0)
+    assert wide.verdict == UNCERTAIN and wide.p_value < 1e-10  # significant, and no evidence
+    assert "its 5 recent good runs spread 82.8 %" in wide.reason
+    assert wide.spread == pytest.approx(585 / 320 - 1) and wide.spread_runs == 5
+    tight = judge(history, TIGHT, 1.3 * 100.2)
+    assert tight.verdict == SLOWER and tight.spread == pytest.approx(0.01)
+    assert tight.threshold == pytest.approx(0.05)  # 3x a 1 % spread is below the 5 % asked
+    assert judge(history, TIGHT, 100.5).verdict == SAME
+
+
+def test_one_good_run_gives_no_slower_whatever_the_other_cases_do(tmp_path):
+    alone = nights(tmp_path / "one.sqlite", {TIGHT: [100.0]})
+    first = judge(alone, TIGHT, 150.0)
+    assert first.verdict == UNCERTAIN and "no session-to-session spread known" in first.reason
+    # Other cases' quiet nights are no evidence of this one's: still no SLOWER.
+    history = nights(tmp_path / "h.sqlite", {WIDE: [100.0, 104.0, 101.0, 102.0]})
+    with HistoryStore(history) as store:
+        store.record(RunRecord(run_id="late", started=10.0, device=DEVICE, passed=True),
+                     [record(TIGHT, 100.0, seed=1)])
+    assert judge(history, TIGHT, 150.0).verdict == UNCERTAIN
+    # A second good night gives it a spread, held to at least the host's typical one while its
+    # runs are few: the median of its 0.5 % and the other case's 4 %.
+    with HistoryStore(history) as store:
+        store.record(RunRecord(run_id="later", started=11.0, device=DEVICE, passed=True),
+                     [record(TIGHT, 100.5, seed=2)])
+    within = judge(history, TIGHT, 106.0)
+    assert within.verdict == UNCERTAIN and "taken as the host's typical 2.2 %" in within.reason
+    found = judge(history, TIGHT, 150.0)
+    assert found.verdict == SLOWER and found.spread == pytest.approx(0.0225)
+
+
+def test_good_runs_are_trusted_unchanged_measurements_in_the_baselines_conditions(tmp_path):
+    like = record(TIGHT, 100.0, 0)
+    found = [record(TIGHT, 100.0, 1), record(TIGHT, 150.0, 2, verdict="SLOWER"),
+             record(TIGHT, 300.0, 3, preempted_kept=True),
+             record(TIGHT, 50.0, 4, cache="warm"), record(TIGHT, 60.0, 5, impl="compiled"),
+             record(TIGHT, 102.0, 6), record(TIGHT, 101.0, 7)]
+    found[-2].status = "noisy"
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        for night, case in enumerate(reversed(found)):  # newest first, as read back
+            store.record(RunRecord(run_id=f"n{night}", started=night + 1.0, device=DEVICE),
+                         [case])
+        values = store.case_values(KIND_KERNEL, TIGHT, device=DEVICE)
+    assert [v[0] for v in values] == [100.0, 150.0, 300.0, 50.0, 60.0, 101.0]  # ok ones
+    assert good_runs(values, like) == [100.0, 101.0]
+    assert own_spread([100.0, 110.0, 105.0]) == pytest.approx(0.1)
+    assert own_spread([100.0]) is None
+    many = [(100.0 + i, "", '{"cache": "model"}') for i in range(2 * SPREAD_RUNS)]
+    assert good_runs(many, like) == [100.0 + i for i in range(SPREAD_RUNS)]  # the newest
+
+
+def test_the_probe_holds_a_case_uncertain_when_it_moved(tmp_path):
+    """The baseline nights ran with the host's memory copy at 5 ms; tonight it takes 7 ms and
+    the memory-bound GEMM 1.4x as long: the host's move, not the kernel's."""
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        for night, median in enumerate((100.0, 100.8, 100.4)):
+            store.record(RunRecord(run_id=f"n{night}", started=night + 1.0, device=DEVICE,
+                                   passed=True),
+                         [record(TIGHT, median, night, reference_us=40.0,
+                                 reference_memory_us=5000.0)])
+    history = tmp_path / "h.sqlite"
+    held = judge(history, TIGHT, 140.0, reference=40.2, memory=7000.0, bound_by="memory")
+    assert held.verdict == UNCERTAIN
+    assert "the host's memory copy ran 1.40x as long as during the baseline, which accounts for " \
+           "the change" in held.reason
+    quiet = judge(history, TIGHT, 140.0, reference=40.2, memory=5050.0, bound_by="memory")
+    assert quiet.verdict == SLOWER
+
+
+def test_npuperf_compare_judges_a_run_that_moved_as_the_hosts_move(tmp_path):
+    keys = [f"MatMulV2-{m}x64x64-FLOAT-{m:08x}" for m in range(1, 9)]
+    history = nights(tmp_path / "h.sqlite", {k: [10.0, 10.05, 10.1] for k in keys})
+    moved = {k: 13.0 for k in keys} | {keys[0]: 30.0}  # all 1.3x, one kernel 3x
+    with HistoryStore(history) as store:
+        store.record(RunRecord(run_id="moved", started=50.0, device=DEVICE, passed=False),
+                     [record(k, m, seed=i) for i, (k, m) in enumerate(moved.items())])
+    _, _, found = compare_runs("last", "moved", history=history, threshold=0.05)
+    verdicts = {item.key: item.comparison for item in found}
+    assert verdicts[keys[0]].verdict == SLOWER  # beyond the run's move: the kernel's own
+    for key in keys[1:]:
+        assert verdicts[key].verdict == UNCERTAIN
+        assert verdicts[key].reason.startswith("the whole run moved: median ratio 1.30")
+
+
+def test_a_fresh_process_replays_the_same_row_with_the_invocations_plugins(tmp_path):
+    from pytest_npuperf.harness.fresh import one_row_database, plugin_args, test_function
+    from pytest_npuperf.replay.cases import CaseCatalog
+    from tests.replay_project import MATMUL_ROWS, write_db
+
+    source = write_db(tmp_path / "src", {"MatMulV2": MATMUL_ROWS})
+    catalog = CaseCatalog(source)
+    refs = list(catalog.cases())
+    ref = refs[1]
+    row = catalog.row(ref)
+    db = one_row_database(tmp_path / "fresh", source, "CPU_X", ref.file, row)
+    assert db.relative_to(tmp_path / "fresh").parts == source.parts[-3:]
+    [again] = list(CaseCatalog(db).cases())
+    assert again.case_id == ref.case_id and CaseCatalog(db).row(again) == row
+    assert plugin_args(["-k", "x", "-p", "slow", "-pno:cacheprovider", "-p=y", "--pdb"]) == [
+        "-p", "slow", "-p", "no:cacheprovider", "-p", "y"]
+    assert test_function("bench/test_kernels.py::test_kernel[MatMulV2-8x128x64-FLOAT-b9]") \
+        == "bench/test_kernels.py::test_kernel"
