@@ -1,10 +1,10 @@
-"""The run on pytest's terminal: each measured case's `-v` word (`teststatus`), and the progress
-line: cases done of those selected, the time so far, and the time left
-at the rate so far, as pytest-xdist and tqdm users expect. Written by the process that
-receives every result (the serial process, or the xdist controller), and only in a session
-that runs longer than one interval: on a terminal every 10 s, in a log (not a TTY) every
-60 s, plain lines either way, so a CI log gets a line a minute, not one per case. The
-throttle is db/progress.py's, as for every long job."""
+"""The run on pytest's terminal: each case's outcome word (`teststatus`: `no value`, and under
+`-v` the value measured), and the progress line: cases done of those selected, the time so
+far, and the time left at the rate so far, as pytest-xdist and tqdm users expect. Written by
+the process that receives every result (the serial process, or the xdist controller), and
+only in a session that runs longer than one interval: on a terminal every 10 s, in a log
+(not a TTY) every 60 s, plain lines either way, so a CI log gets a line a minute, not one per
+case. The throttle is db/progress.py's, as for every long job."""
 
 from __future__ import annotations
 
