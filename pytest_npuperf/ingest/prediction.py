@@ -74,6 +74,7 @@ class Prediction:
     unmapped_us: float = 0.0
     unmapped: list[tuple[str, float]] = field(default_factory=list)  # the largest
     trust: str = ""
+    waited_us: float = 0.0  # of measured_us: the profile's threads waiting for a CPU
 
     @property
     def predicted_us(self) -> float:
@@ -86,6 +87,14 @@ class Prediction:
     @property
     def ratio(self) -> float:
         return self.predicted_us / self.measured_us if self.measured_us > 0 else float("nan")
+
+    @property
+    def on_cpu_ratio(self) -> float:
+        """Predicted / the measured step less what its threads waited for a CPU (a CPU
+        trace's run-queue delay): the replays' samples leave such waits out (the preempted
+        ones are dropped), so this is the like-for-like figure on a busy host."""
+        on_cpu = self.measured_us - self.waited_us
+        return self.predicted_us / on_cpu if on_cpu > 0 else float("nan")
 
     @property
     def covered_ratio(self) -> float:
@@ -107,6 +116,11 @@ class Prediction:
                  f"ms measured): predicted / measured {self.ratio:.3f} ({self.covered_ratio:.3f} "
                  f"over the calls with a row; {self.from_replays():.0%} of the predicted time "
                  f"from replays, the rest from in-model values)"]
+        if self.waited_us > 0:
+            lines.append(f"  of the measured time, {self.waited_us / 1e3:,.3f} ms "
+                         f"({self.share(self.waited_us):.1%}) the profile's threads waited for a "
+                         f"CPU (run-queue delay): predicted / measured without it "
+                         f"{self.on_cpu_ratio:.3f}")
         if self.trust and self.trust != "ok":
             lines.append(f"  measured on a host where the in-model times are {self.trust}")
         width = max((len(t) for t in self.types), default=0)
@@ -134,6 +148,9 @@ class Prediction:
                 f"**{self.ratio:.3f}** over the whole step ({self.measured_us:,.1f} us measured), "
                 f"{self.covered_ratio:.3f} over the calls with a row; unmapped "
                 f"{self.share(self.unmapped_us):.1%}, no row {self.share(self.missed_us):.1%}.")
+        if self.waited_us > 0:
+            head += (f" The profile's threads waited {self.share(self.waited_us):.1%} of the "
+                     f"measured time for a CPU: {self.on_cpu_ratio:.3f} without it.")
         return head + "\n\n" + "\n".join(rows)
 
     def as_dict(self) -> dict:
@@ -141,7 +158,8 @@ class Prediction:
                 "measured_us": self.measured_us, "predicted_us": self.predicted_us,
                 "ratio": self.ratio, "covered_ratio": self.covered_ratio,
                 "unmapped_us": self.unmapped_us, "missed_us": self.missed_us,
-                "steps": self.steps, "trust": self.trust,
+                "steps": self.steps, "trust": self.trust, "waited_us": self.waited_us,
+                "on_cpu_ratio": self.on_cpu_ratio,
                 "types": {k: {"calls": t.calls, "measured_us": t.measured_us,
                               "predicted_us": t.predicted_us, "missed_calls": t.missed_calls,
                               "missed_us": t.missed_us, "sources": t.sources,
@@ -189,7 +207,8 @@ def predict_tables(trace: Path, tables: dict[str, Table], database: Path, *,
 def _predict(rows, summary: TraceSummary, values: _Values, database: Path) -> Prediction:
     result = Prediction(summary.path, database, summary.total_us, summary.steps,
                         unmapped_us=sum(summary.unmapped.values()),
-                        unmapped=summary.unmapped.most_common(_SHOWN), trust=summary.trust)
+                        unmapped=summary.unmapped.most_common(_SHOWN), trust=summary.trust,
+                        waited_us=summary.waited_us)
     cached: dict[tuple, object] = {}
     for row in rows.to_dict("records") if len(rows) else []:
         kernel_type = row["Type"]

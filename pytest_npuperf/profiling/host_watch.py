@@ -63,6 +63,21 @@ def _running_own() -> int:
     return count
 
 
+@dataclass(frozen=True)
+class StepWait:
+    """One traced step: its wall time and the time its threads waited for a CPU (Linux's
+    run-queue delay; per busy thread, their mean). For one thread, wall - waited is exactly
+    its CPU time (measured: 532.9 ms against 532.8 ms of thread CPU time for a Llama forward
+    beside 12 runnable tasks): the in-model times inside the step hold that wait."""
+
+    wall_us: float
+    waited_us: float
+    threads: int
+
+    def as_list(self) -> list:
+        return [round(self.wall_us, 3), round(self.waited_us, 3), self.threads]
+
+
 @dataclass
 class HostVerdict:
     trust: str  # ok, untrusted: <why>, or "" (nothing could be read)
@@ -106,6 +121,8 @@ class HostWatch:
         self._thread = threading.Thread(target=self._sample, name="npuperf-host-watch",
                                         daemon=True)
         self._started = 0.0
+        self.steps: list[StepWait] = []  # per traced step, in order
+        self._step: tuple[float, dict] | None = None
 
     def start(self) -> HostWatch:
         if self.queue is not None:
@@ -114,6 +131,26 @@ class HostWatch:
         self._started = time.perf_counter()
         self._thread.start()
         return self
+
+    def step_begin(self) -> None:
+        if self.queue is None:
+            return
+        self.queue.refresh()  # intra-op workers a step may have started
+        self._step = (time.perf_counter(), self.queue.snapshot())
+
+    def step_end(self) -> None:
+        """The step's wall and what its busy threads waited for a CPU: a thread that ran
+        less than 5 % of the step (this watch's sampler, idle workers) is not the step's."""
+        if self.queue is None or self._step is None:
+            return
+        after = self.queue.snapshot()
+        started, before = self._step
+        wall_ns = (time.perf_counter() - started) * 1e9
+        self._step = None
+        waits = [after[t][1] - b[1] for t, b in before.items()
+                 if t in after and after[t][0] - b[0] > 0.05 * wall_ns]
+        self.steps.append(StepWait(wall_ns / 1e3, sum(waits) / 1e3 / max(len(waits), 1),
+                                   len(waits)))
 
     def _sample(self) -> None:
         while not self._stop.wait(PERIOD_S):
