@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pytest_npuperf.db.columns import AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, RAW_DURATION
 from pytest_npuperf.devices.preemption import RunQueueDelay
 from pytest_npuperf.ingest.prediction import predict
 from pytest_npuperf.ingest.trace_rows import trace_rows
@@ -104,13 +105,23 @@ def test_the_prediction_tells_the_wait_apart_from_the_models_time(tmp_path, prof
     waits = [[total / 3, total * 0.1, 1], [total / 3, total * 0.05, 1], [total / 3, 0.0, 1]]
     trace = _with_waits(profiled, tmp_path / "busy.json", waits)
     gemm = rows[rows["Type"] == "MatMulV2"].iloc[0]
-    db = write_db(tmp_path, {"MatMulV2": [cells(
-        gemm["Input Shapes"], gemm["Input Data Types"], gemm["Input Formats"],
-        gemm["Output Shapes"], gemm["Output Data Types"], **{"Average Duration(us)": "3"})]})
+    softmax = rows[rows["Type"] == "SoftmaxV2"].iloc[0]
+
+    def row(r, **values):
+        return cells(r["Input Shapes"], r["Input Data Types"], r["Input Formats"],
+                     r["Output Shapes"], r["Output Data Types"], **values)
+    # The GEMM replayed; the softmax only profiled (its value may hold its own profile's
+    # wait: it is left out of the figure without the wait).
+    db = write_db(tmp_path, {"MatMulV2": [row(gemm, **{AVERAGE_DURATION: "3"})],
+                             "SoftmaxV2": [row(softmax, **{PROFILING_AVERAGE_DURATION: "2"})]})
     prediction = predict(trace, db)
     assert prediction.waited_us == pytest.approx(total * 0.15)
     assert prediction.measured_us == pytest.approx(total)
-    assert prediction.on_cpu_ratio == pytest.approx(prediction.predicted_us / (total * 0.85))
+    calls = rows[(rows["Type"] == "MatMulV2") & (rows["Input Shapes"] == gemm["Input Shapes"])]
+    measured = float(calls[RAW_DURATION].sum())
+    softmaxes = int((rows["Type"] == "SoftmaxV2").sum())
+    assert prediction.predicted_us == pytest.approx(3 * len(calls) + 2 * softmaxes)
+    assert prediction.on_cpu_ratio == pytest.approx(3 * len(calls) / (measured * 0.85))
     text = "\n".join(prediction.lines())
     assert "waited for a CPU" in text and f"{prediction.on_cpu_ratio:.3f}" in text
     assert "waited 15.0% of the measured time" in prediction.markdown()

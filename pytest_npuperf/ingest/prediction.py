@@ -56,6 +56,7 @@ class TypePrediction:
     missed_us: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)  # replay / profiled -> calls
     source_us: dict[str, float] = field(default_factory=dict)  # replay / profiled -> predicted
+    source_measured_us: dict[str, float] = field(default_factory=dict)  # -> those calls' time
     misses: dict[str, float] = field(default_factory=dict)  # shape -> measured us
 
     @property
@@ -89,12 +90,24 @@ class Prediction:
         return self.predicted_us / self.measured_us if self.measured_us > 0 else float("nan")
 
     @property
+    def wait_share(self) -> float:
+        return self.waited_us / self.measured_us if self.measured_us > 0 else 0.0
+
+    def _by_source(self, source: str) -> tuple[float, float]:
+        """(predicted, measured) of the calls whose value came from `source`."""
+        return (sum(t.source_us.get(source, 0.0) for t in self.types.values()),
+                sum(t.source_measured_us.get(source, 0.0) for t in self.types.values()))
+
+    @property
     def on_cpu_ratio(self) -> float:
-        """Predicted / the measured step less what its threads waited for a CPU (a CPU
-        trace's run-queue delay): the replays' samples leave such waits out (the preempted
-        ones are dropped), so this is the like-for-like figure on a busy host."""
-        on_cpu = self.measured_us - self.waited_us
-        return self.predicted_us / on_cpu if on_cpu > 0 else float("nan")
+        """Over the calls a replay costed: predicted / measured less the wait for a CPU (a
+        CPU trace's run-queue delay). A replay leaves the host's waits out (its preempted
+        samples are dropped); the in-model times hold them. The step's wait is exact; each
+        call's is taken in proportion to its time (preemption lands where time is spent).
+        In-model values are left out: they may hold a wait of their own profile."""
+        predicted, measured = self._by_source(REPLAY)
+        on_cpu = measured * (1.0 - self.wait_share)
+        return predicted / on_cpu if on_cpu > 0 else float("nan")
 
     @property
     def covered_ratio(self) -> float:
@@ -117,10 +130,12 @@ class Prediction:
                  f"over the calls with a row; {self.from_replays():.0%} of the predicted time "
                  f"from replays, the rest from in-model values)"]
         if self.waited_us > 0:
+            replayed = self._by_source(REPLAY)[1]
             lines.append(f"  of the measured time, {self.waited_us / 1e3:,.3f} ms "
                          f"({self.share(self.waited_us):.1%}) the profile's threads waited for a "
-                         f"CPU (run-queue delay): predicted / measured without it "
-                         f"{self.on_cpu_ratio:.3f}")
+                         f"CPU (run-queue delay); without it, predicted / measured "
+                         f"{self.on_cpu_ratio:.3f} over the calls a replay costed "
+                         f"({self.share(replayed):.1%} of the step)")
         if self.trust and self.trust != "ok":
             lines.append(f"  measured on a host where the in-model times are {self.trust}")
         width = max((len(t) for t in self.types), default=0)
@@ -150,7 +165,8 @@ class Prediction:
                 f"{self.share(self.unmapped_us):.1%}, no row {self.share(self.missed_us):.1%}.")
         if self.waited_us > 0:
             head += (f" The profile's threads waited {self.share(self.waited_us):.1%} of the "
-                     f"measured time for a CPU: {self.on_cpu_ratio:.3f} without it.")
+                     f"measured time for a CPU: {self.on_cpu_ratio:.3f} without it, over the "
+                     f"calls a replay costed.")
         return head + "\n\n" + "\n".join(rows)
 
     def as_dict(self) -> dict:
@@ -234,6 +250,7 @@ def _predict(rows, summary: TraceSummary, values: _Values, database: Path) -> Pr
         t.hit_measured_us += us
         t.sources[source] = t.sources.get(source, 0) + 1
         t.source_us[source] = t.source_us.get(source, 0.0) + value
+        t.source_measured_us[source] = t.source_measured_us.get(source, 0.0) + us
     return result
 
 

@@ -139,16 +139,19 @@ class HostWatch:
         self._step = (time.perf_counter(), self.queue.snapshot())
 
     def step_end(self) -> None:
-        """The step's wall and what its busy threads waited for a CPU: a thread that ran
-        less than 5 % of the step (this watch's sampler, idle workers) is not the step's."""
+        """The step's wall and what its threads waited for a CPU: the calling thread's, and
+        those of the others that ran at least 5 % of the step (intra-op workers; not this
+        watch's sampler). The calling thread always counts: the kernel updates a running
+        thread's CPU time only at a tick, so a short step may show none."""
         if self.queue is None or self._step is None:
             return
         after = self.queue.snapshot()
         started, before = self._step
         wall_ns = (time.perf_counter() - started) * 1e9
         self._step = None
+        caller = str(threading.get_native_id())
         waits = [after[t][1] - b[1] for t, b in before.items()
-                 if t in after and after[t][0] - b[0] > 0.05 * wall_ns]
+                 if t in after and (t == caller or after[t][0] - b[0] > 0.05 * wall_ns)]
         self.steps.append(StepWait(wall_ns / 1e3, sum(waits) / 1e3 / max(len(waits), 1),
                                    len(waits)))
 
