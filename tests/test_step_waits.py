@@ -96,7 +96,9 @@ def test_a_step_beside_a_busy_process_on_its_core_records_the_time_taken_from_it
         busy.wait()
     [step] = watch.steps
     assert step.waited_us > 0.2 * step.wall_us
-    assert step.wall_us - step.waited_us == pytest.approx(cpu, rel=0.1, abs=3000)
+    # Within a few scheduler ticks (4 ms at 250 Hz) on a host that may be busy besides.
+    assert step.wall_us - step.waited_us == pytest.approx(cpu, abs=max(0.05 * step.wall_us,
+                                                                        8000))
 
 
 def test_the_prediction_tells_the_wait_apart_from_the_models_time(tmp_path, profiled):

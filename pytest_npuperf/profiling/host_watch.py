@@ -150,8 +150,12 @@ class HostWatch:
         wall_ns = (time.perf_counter() - started) * 1e9
         self._step = None
         caller = str(threading.get_native_id())
-        waits = [after[t][1] - b[1] for t, b in before.items()
-                 if t in after and (t == caller or after[t][0] - b[0] > 0.05 * wall_ns)]
+        sampler = str(self._thread.native_id)
+        # A wait is counted when the thread gets its CPU back: one begun before the step may
+        # land inside it, hence the bound (the caller, running at both ends, needs none).
+        waits = [min(after[t][1] - b[1], wall_ns) for t, b in before.items()
+                 if t in after and t != sampler
+                 and (t == caller or after[t][0] - b[0] > 0.05 * wall_ns)]
         self.steps.append(StepWait(wall_ns / 1e3, sum(waits) / 1e3 / max(len(waits), 1),
                                    len(waits)))
 
