@@ -182,8 +182,6 @@ class _Session:
         return path
 
 
-
-
 def trace_workload(step: Callable[[], object], out: str | Path, *, kind: str = "auto",
                    warmup: int = 1, steps: int = 1, kinds: ModuleKinds | bool | None = True
                    ) -> Path:
