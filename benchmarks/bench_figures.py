@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_npuperf.history.compare import compare_samples  # noqa: E402
 from pytest_npuperf.measure.result import STATUS_SUSPECT, CaseResult  # noqa: E402
-from pytest_npuperf.replay.outcome import BackfillOutcome, GapRow  # noqa: E402
+from pytest_npuperf.replay.outcome import GapRow, WriteOutcome  # noqa: E402
 
 M_VALUES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, 8192)
 HCOM_HEADER = "message_bytes,num_devices,dtype,topology_tier,Duration(us),busbw_gbps\n"
@@ -68,11 +68,11 @@ def results(count: int, seed: int = 7) -> list[CaseResult]:
     return made
 
 
-def outcome(cases: list[CaseResult], seed: int = 11) -> BackfillOutcome:
+def outcome(cases: list[CaseResult], seed: int = 11) -> WriteOutcome:
     rng = random.Random(seed)
     gaps = [GapRow("MatMulV2", "MatMulV2.csv", r.stats.median,
                    r.stats.median * rng.lognormvariate(0, 0.4), r.case_id) for r in cases]
-    return BackfillOutcome(source=Path("db"), target=None, native=False, dry_run=False,
+    return WriteOutcome(source=Path("db"), target=None, native=False, dry_run=False,
                            run_id="bench", stamp="bench", files=[], gaps=gaps)
 
 

@@ -63,7 +63,7 @@ from pytest_npuperf.db.table import write_table  # noqa: E402
 from pytest_npuperf.harness.options import DEFAULT_DB  # noqa: E402
 from pytest_npuperf.measure.result import CaseResult  # noqa: E402
 from pytest_npuperf.replay.cases import CaseCatalog  # noqa: E402
-from pytest_npuperf.replay.writeback import backfill  # noqa: E402
+from pytest_npuperf.replay.write import write_results  # noqa: E402
 
 _DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 5120, 7168]
 
@@ -329,7 +329,7 @@ def bench_backfill(work: Path, rows: int) -> None:
         result.set_samples([10.0 + ref.position % 7, 11.0, 12.5])
         results.append(result)
     start = time.perf_counter()
-    outcome = backfill(db, db, results, native=True, run_id="bench", stamp="bench",
+    outcome = write_results(db, db, results, native=True, run_id="bench", stamp="bench",
                        snapshot=catalog.database)
     elapsed = time.perf_counter() - start
     updated = outcome.totals()["updated"]

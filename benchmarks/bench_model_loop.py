@@ -4,7 +4,7 @@ For each architecture (a Llama and a Qwen3, random weights, nothing downloaded):
 that builds the model and marks its forward as the step is profiled with `npuperf profile`
 (a fresh process; on a CPU with the thread count the replay gets), parsed into a fresh flat
 database (`npuperf parse --db`), replayed on the same device with `pytest --pyargs
-pytest_npuperf.bench --npuperf-db` (into this device's copy), and then:
+pytest_npuperf.suite --npuperf-db` (into this device's copy), and then:
 
 - mapped: the share of the step's operator (device) time that maps to kernel-type rows
   (goal >= 95 %); initialisation in the trace (goal: none);
@@ -159,7 +159,7 @@ def plain_trace(name: str, args, work: Path) -> Path:
 def replay(database: Path, args, work: Path) -> Path:
     """Replays the database on this device; returns this device's copy, where they went."""
     out = work / "out"
-    command = [sys.executable, "-m", "pytest", "--pyargs", "pytest_npuperf.bench", "-q",
+    command = [sys.executable, "-m", "pytest", "--pyargs", "pytest_npuperf.suite", "-q",
                "-p", "no:cacheprovider", "--npuperf-db", str(database), "--npuperf-device",
                args.device, "--npuperf-out", str(out), "--npuperf-model-profile", "off",
                "--npuperf-history", "none"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .harness import collect, lifecycle
+from .harness import lifecycle, parametrize
 from .harness.configure import configure, rank_env
 from .harness.nodeids import may_be_cases
 from .harness.options import add_options
@@ -47,15 +47,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if collect.PARAM in metafunc.fixturenames:
-        collect.parametrize(metafunc)
+    if parametrize.PARAM in metafunc.fixturenames:
+        parametrize.parametrize(metafunc)
     if "npuperf_comm_case" in metafunc.fixturenames:
         comm_session(metafunc.config).parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    collect.kernel_cases_left_out(config, items, rank_env().world)
-    collect.resumed_left_out(config, items)
+    parametrize.kernel_cases_left_out(config, items, rank_env().world)
+    parametrize.resumed_left_out(config, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -123,7 +123,7 @@ def npuperf_trace(request: pytest.FixtureRequest):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
-    collect.report_case(item, outcome.get_result())
+    parametrize.report_case(item, outcome.get_result())
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):

@@ -18,7 +18,7 @@ from pytest_npuperf.measure.result import (
     STATUS_TIMEOUT,
     CaseResult,
 )
-from pytest_npuperf.replay.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
+from pytest_npuperf.replay.outcome import FileOutcome, GapRow, SessionInfo, WriteOutcome
 
 ASCEND = "ATLAS_800_A3_752T_128G_DIE"
 VERSION = "vllm0.18.0_torch2.9.0_cann8.5"
@@ -88,7 +88,7 @@ def gaps() -> list[GapRow]:
 
 
 def outcome(tmp: Path | None = None, *, native: bool = False, dry_run: bool = False,
-            with_gaps: bool = True) -> BackfillOutcome:
+            with_gaps: bool = True) -> WriteOutcome:
     root = tmp or Path("/data")
     source = root / "data" / ASCEND / "vllm_ascend" / VERSION
     target = None if dry_run else (
@@ -102,7 +102,7 @@ def outcome(tmp: Path | None = None, *, native: bool = False, dry_run: bool = Fa
         FileOutcome("RmsNorm.csv", "RmsNorm", rows=5, updated=1, deleted=2, unchanged=4,
                     examples={"deleted": ["1,7168;7168", "2,7168;7168"]}),
     ]
-    return BackfillOutcome(source=source, target=target, native=native, dry_run=dry_run,
+    return WriteOutcome(source=source, target=target, native=native, dry_run=dry_run,
                            run_id=RUN_ID, stamp=STAMP, files=files,
                            gaps=gaps() if with_gaps else [gaps()[3]],
                            notes=["3 MatMul measurements landed in MatMulV3.csv (cross-file rule)"])
@@ -119,7 +119,7 @@ def session(wall_s: float = 40.0) -> SessionInfo:
         workers=1)
 
 
-def with_stamp(value: BackfillOutcome, stamp: str) -> BackfillOutcome:
+def with_stamp(value: WriteOutcome, stamp: str) -> WriteOutcome:
     return dataclasses.replace(value, stamp=stamp)
 
 

@@ -1,5 +1,5 @@
 """Collective cases end to end: two real gloo ranks under torchrun (two runs only: each pays
-torch's import per rank). The measurement loop's cases are in test_comm_measure.py."""
+torch's import per rank). The measurement loop's cases are in test_comm_timing.py."""
 
 from __future__ import annotations
 

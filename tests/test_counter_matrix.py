@@ -13,7 +13,7 @@ import numpy as np
 from pytest_npuperf.db.columns import COUNTERS, microbench_counter
 from pytest_npuperf.measure.counters import CounterMatrix, shared_rows
 from pytest_npuperf.measure.result import STATUS_FAILED, CaseResult
-from pytest_npuperf.replay import writeback as module
+from pytest_npuperf.replay import write as module
 
 NAN = float("nan")
 

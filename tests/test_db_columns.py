@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_npuperf.db import columns as C
-from pytest_npuperf.db.merge import migrate_legacy
 from pytest_npuperf.db.table import read_table
+from pytest_npuperf.db.upsert import migrate_legacy
 
 from .conftest import COUNTERS
 

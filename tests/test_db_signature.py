@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from pytest_npuperf.db.errors import CellError
-from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import MATMUL_FAMILY, short_hash, signature
+from pytest_npuperf.db.upsert import row_signatures
 
 
 def sig(kernel: str, ins: str, idt: str, ifm: str, outs: str, odt: str, ep: str = ""):

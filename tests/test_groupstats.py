@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_npuperf.db.merge import format_number, format_numbers
+from pytest_npuperf.db.upsert import format_number, format_numbers
 from pytest_npuperf.measure.groupstats import (
     group_means,
     group_precision,

@@ -11,9 +11,9 @@ import pytest
 import torch  # noqa: F401
 
 from pytest_npuperf.db.columns import MICROBENCH_IMPLEMENTATION, MICROBENCH_STATUS
-from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
+from pytest_npuperf.db.upsert import row_signatures
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.kernels import catalog, registry
 from pytest_npuperf.kernels.entry import SlotLayout
@@ -22,7 +22,7 @@ from pytest_npuperf.measure.policy import SamplingPolicy
 from pytest_npuperf.measure.result import STATUS_OK, STATUS_SKIPPED, CaseResult
 from pytest_npuperf.replay.cases import CaseRef
 from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
-from pytest_npuperf.replay.writeback import backfill
+from pytest_npuperf.replay.write import write_results
 from tests.kernel_rows import prepare, row, slots
 from tests.replay_project import BENCH, FAST, VERSION, write_db
 
@@ -70,7 +70,7 @@ def test_the_implementation_reaches_the_result_and_the_row(scratch_catalog, tmp_
     db = write_db(tmp_path / "db", {"DoublingForTest": [row([((4,), F32)], [((4,), F32)])]})
     signatures, _ = row_signatures(read_table(db / "DoublingForTest.csv"), "DoublingForTest")
     result.signature = short_hash(signatures[0])  # the row it was collected from
-    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r", stamp="s")
     assert read_table(db / "DoublingForTest.csv")[MICROBENCH_IMPLEMENTATION][0] == \
         "eager: torch.add (test)"
 

@@ -24,7 +24,7 @@ from pytest_npuperf.measure.sampler import CaseTimeout, SamplingPolicy
 from pytest_npuperf.replay import runner as runner_module
 from pytest_npuperf.replay.cases import CaseRef
 from pytest_npuperf.replay.runner import CaseRunner, RunnerOptions
-from pytest_npuperf.replay.writeback import _values
+from pytest_npuperf.replay.write import _values
 
 ROW = {"Input Shapes": "16,64;32,64", "Input Data Types": "DT_FLOAT;DT_FLOAT",
        "Input Formats": "ND;ND", "Output Shapes": "16,32", "Output Data Types": "DT_FLOAT"}

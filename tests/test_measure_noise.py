@@ -9,7 +9,7 @@ import pytest
 from pytest_npuperf.measure.noise import noise_reason
 from pytest_npuperf.measure.result import STATUS_NOISY, STATUS_OK, CaseResult
 from pytest_npuperf.replay.runner import CaseRunner
-from pytest_npuperf.replay.writeback import _values
+from pytest_npuperf.replay.write import _values
 
 RNG = np.random.default_rng(7)
 

@@ -8,16 +8,16 @@ import json
 
 from pytest_npuperf.db.layout import database_dir, parse_version_dir
 from pytest_npuperf.db.measured_stack import MEASURED_STACK_FILE
-from pytest_npuperf.replay.writeback import backfill
+from pytest_npuperf.replay.write import write_results
 from pytest_npuperf.report.summary import non_native_note
 from tests.replay_project import MATMUL_ROWS, VERSION, write_db
-from tests.test_backfill import result_for
+from tests.test_write_results import result_for
 
 
 def _measure(source, target, run_id: str, stack: str):
     results = [result_for(source, "MatMulV2.csv", 0, stack=stack,
                           timestamp=f"2026-11-2{run_id[-1]}T08:00:00")]
-    return backfill(source, target, results, native=False, run_id=run_id,
+    return write_results(source, target, results, native=False, run_id=run_id,
                     stamp="20261126_080000")
 
 
@@ -43,5 +43,5 @@ def test_a_cpu_copy_is_named_after_the_source_and_records_the_stack_that_measure
 def test_a_native_database_gets_no_record(tmp_path):
     source = write_db(tmp_path / "data", {"MatMulV2": MATMUL_ROWS}, device="CPU_TEST")
     results = [result_for(source, "MatMulV2.csv", 0, stack="torch 2.13.0+cpu")]
-    backfill(source, source, results, native=True, run_id="r1", stamp="20261126_080000")
+    write_results(source, source, results, native=True, run_id="r1", stamp="20261126_080000")
     assert not (source / MEASURED_STACK_FILE).exists()

@@ -13,7 +13,7 @@ from pytest_npuperf.db.columns import AVERAGE_DURATION, PROFILING_AVERAGE_DURATI
 from pytest_npuperf.ingest.prediction import predict
 from pytest_npuperf.ingest.trace_rows import trace_rows
 from pytest_npuperf.kernels.torch_ops import TorchOperators
-from pytest_npuperf.replay.outcome import BackfillOutcome
+from pytest_npuperf.replay.outcome import WriteOutcome
 from pytest_npuperf.report import model_gap
 from tests.replay_project import cells, write_db
 from tests.trace_data import cpu_trace
@@ -69,7 +69,7 @@ def test_npuperf_predict_prints_it_and_json_too(tmp_path, trace, npuperf):
 
 def test_the_sessions_reports_carry_the_prediction(tmp_path, trace):
     db = write_db(tmp_path, {"MatMulV2": []})
-    outcome = BackfillOutcome(source=db, target=db, native=True, dry_run=False, run_id="r",
+    outcome = WriteOutcome(source=db, target=db, native=True, dry_run=False, run_id="r",
                               stamp="s")
     outcome.predictions.append(predict(trace, db))
     assert any(line.startswith("model prediction for") for line in

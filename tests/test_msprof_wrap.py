@@ -243,7 +243,7 @@ def test_auto_wraps_only_replay_runs_on_an_npu_host_with_msprof(pytester, standi
 def test_auto_wraps_the_packaged_suite_by_module_name_and_through_the_clones_bench(pytester,
                                                                                   standin):
     assert should_wrap(pytester.parseconfig("--npuperf-device", "npu", "--pyargs",
-                                            "pytest_npuperf.bench"))
+                                            "pytest_npuperf.suite"))
     assert not should_wrap(pytester.parseconfig("--npuperf-device", "npu", "--pyargs",
                                                 "pytest_npuperf.kernels"))
     clone_bench = Path(__file__).resolve().parents[1] / "bench"

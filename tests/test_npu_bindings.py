@@ -121,7 +121,7 @@ def _variant_rows() -> list[tuple[str, str, dict]]:
     smallest rows record every output): (id, kernel type, cells)."""
     from tests.kernel_rows import row
     from tests.test_kernels_attention import INDEXER, RING, SPARSE, fia_row
-    from tests.test_kernels_cache import KV_DECODE, KV_PREFILL
+    from tests.test_kernels_kv_cache import KV_DECODE, KV_PREFILL
 
     f32, i32, i64 = "DT_FLOAT", "DT_INT32", "DT_INT64"
     mask = ((2048, 2048), "DT_INT8")

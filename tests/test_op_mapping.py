@@ -22,7 +22,7 @@ from pytest_npuperf.db.transaction import Transaction
 from pytest_npuperf.kernels import catalog
 from pytest_npuperf.kernels.entry import VECTOR, KernelEntry, SlotLayout
 from pytest_npuperf.kernels.mapping_writer import ensure_op_mapping
-from pytest_npuperf.replay.writeback import backfill
+from pytest_npuperf.replay.write import write_results
 
 from .conftest import kd_row, write_kernel_details
 from .replay_project import MATMUL_ROWS, VERSION, write_db
@@ -172,7 +172,7 @@ def test_parse_grid_and_device_copies_write_it(tmp_path, npuperf):
 
     source = write_db(tmp_path / "src", {"MatMulV2": MATMUL_ROWS})
     target = tmp_path / "cpu" / VERSION
-    backfill(source, target, [], native=False)
+    write_results(source, target, [], native=False)
     assert _doc(target)["operator_mappings"]["profiling.MatMulV2"]["kernel_type"] == "MatMulV2"
     assert not (source / "op_mapping.yaml").exists()  # the source is not written
 

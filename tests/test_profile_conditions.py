@@ -29,10 +29,10 @@ from pytest_npuperf.kernels.case import case_from_row
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.tensors import generator_for
 from pytest_npuperf.profiling.host_watch import HostWatch
-from pytest_npuperf.replay.writeback import backfill
+from pytest_npuperf.replay.write import write_results
 from tests.conftest import write_csv
 from tests.replay_project import cells, write_db
-from tests.test_backfill import result_for
+from tests.test_write_results import result_for
 from tests.trace_data import cpu_trace
 
 HERE = "CPU_TEST"
@@ -64,7 +64,7 @@ def test_a_flat_database_profiled_here_is_compared_with_this_devices_replay(tmp_
     flat = _flat(tmp_path, **{PROFILING_AVERAGE_DURATION: "10", PROFILING_DEVICE: HERE,
                               PROFILING_TRUST: "ok"})
     target = _copy(tmp_path)
-    outcome = backfill(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False,
+    outcome = write_results(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False,
                        run_id="r", stamp="s")
     assert [(g.microbench_us, g.profiling_us) for g in outcome.gaps] == [(12.0, 10.0)]
     assert not any("measured on" in n for n in outcome.notes)
@@ -76,13 +76,13 @@ def test_a_profile_parsed_into_the_copy_later_is_not_overwritten_by_the_sources(
     flat = _flat(tmp_path, **{PROFILING_AVERAGE_DURATION: "10", PROFILING_DEVICE: HERE,
                               PROFILING_UPDATED: "2026-01-01T00:00:00"})
     target = _copy(tmp_path)
-    backfill(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False, run_id="r",
+    write_results(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False, run_id="r",
              stamp="s")
     table = read_table(target / "MatMulV2.csv")
     table.loc[0, PROFILING_AVERAGE_DURATION] = "20"
     table.loc[0, PROFILING_UPDATED] = "2026-06-01T00:00:00"
     write_csv(target / "MatMulV2.csv", list(table.columns), table.to_dict("records"))
-    outcome = backfill(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False,
+    outcome = write_results(flat, target, [result_for(flat, "MatMulV2.csv", 0)], native=False,
                        run_id="r2", stamp="s2")
     assert [g.profiling_us for g in outcome.gaps] == [20.0]
 
@@ -90,7 +90,7 @@ def test_a_profile_parsed_into_the_copy_later_is_not_overwritten_by_the_sources(
 def test_another_devices_profile_is_still_not_compared(tmp_path):
     flat = _flat(tmp_path, **{PROFILING_AVERAGE_DURATION: "10",
                               PROFILING_DEVICE: "CUDA_NVIDIA_H200"})
-    outcome = backfill(flat, _copy(tmp_path), [result_for(flat, "MatMulV2.csv", 0)],
+    outcome = write_results(flat, _copy(tmp_path), [result_for(flat, "MatMulV2.csv", 0)],
                        native=False, run_id="r", stamp="s")
     assert outcome.gaps == [] and any("measured on" in n for n in outcome.notes)
     assert read_table(_copy(tmp_path) / "MatMulV2.csv").iloc[0][PROFILING_AVERAGE_DURATION] == ""
@@ -100,7 +100,7 @@ def test_untrusted_in_model_times_are_left_out_of_the_gap_and_the_report_says_wh
     why = "untrusted: oversubscribed host: 4 runnable tasks on 2 cores"
     flat = _flat(tmp_path, **{PROFILING_AVERAGE_DURATION: "10", PROFILING_DEVICE: HERE,
                               PROFILING_TRUST: why})
-    outcome = backfill(flat, _copy(tmp_path), [result_for(flat, "MatMulV2.csv", 0)],
+    outcome = write_results(flat, _copy(tmp_path), [result_for(flat, "MatMulV2.csv", 0)],
                        native=False, run_id="r", stamp="s")
     assert outcome.gaps == []
     assert any(why in n and "not compared" in n for n in outcome.notes)
@@ -109,7 +109,7 @@ def test_untrusted_in_model_times_are_left_out_of_the_gap_and_the_report_says_wh
 def test_a_different_thread_count_is_said(tmp_path):
     flat = _flat(tmp_path, **{PROFILING_AVERAGE_DURATION: "10", PROFILING_DEVICE: HERE,
                               PROFILING_THREADS: "1"})
-    outcome = backfill(flat, _copy(tmp_path), [result_for(flat, "MatMulV2.csv", 0, threads=2)],
+    outcome = write_results(flat, _copy(tmp_path), [result_for(flat, "MatMulV2.csv", 0, threads=2)],
                        native=False, run_id="r", stamp="s")
     assert len(outcome.gaps) == 1
     assert any("profiled with 1 thread(s) and replayed with 2" in n for n in outcome.notes)

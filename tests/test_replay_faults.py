@@ -1,6 +1,6 @@
 """The replay harness facing user mistakes and faults (issue 8, items 4-7): one-line usage
 errors, a bad CSV that does not block other cases, crashed xdist workers, Ctrl-C during the
-backfill, names and symlinks that would lead out of the output directory. All in process."""
+write, names and symlinks that would lead out of the output directory. All in process."""
 
 from __future__ import annotations
 
@@ -143,18 +143,18 @@ def test_a_case_whose_worker_crashed_is_marked_crashed_and_fails_the_session(pro
     result.stdout.fnmatch_lines(["*1 crashed*"])
 
 
-def test_ctrl_c_during_the_backfill_leaves_every_database_and_says_so(project, monkeypatch):
-    import pytest_npuperf.replay.writeback as writeback
+def test_ctrl_c_during_the_write_leaves_every_database_and_says_so(project, monkeypatch):
+    import pytest_npuperf.replay.write as write
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(writeback, "backfill", interrupted)  # the run is in this process
+    monkeypatch.setattr(write, "write_results", interrupted)  # the run is in this process
     pytester, db = project
     before = tree_digest(db)
     result = run(pytester, db, "-k", "RmsNorm")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*interrupted during backfill: the database was left as it was*"])
+    result.stdout.fnmatch_lines(["*interrupted during the database write: the database was left as it was*"])
     assert "Traceback" not in result.stdout.str()
     assert tree_digest(db) == before
     assert not list((pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv"))

@@ -16,9 +16,9 @@ import pytest
 import torch  # noqa: F401
 
 from pytest_npuperf.db.lock import database_lock
-from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
+from pytest_npuperf.db.upsert import row_signatures
 from pytest_npuperf.harness.options import DEFAULT_DB
 from tests.replay_project import (
     BENCH,
@@ -581,13 +581,13 @@ def test_a_session_that_runs_no_case_writes_nothing(project):
     assert not (pytester.path / "out").exists()
 
 
-def test_a_failed_backfill_fails_the_session_and_says_so(project):
+def test_a_failed_write_fails_the_session_and_says_so(project):
     pytester, db = project
     pytester.makeconftest(f"""
 from pathlib import Path
 
 def pytest_runtest_teardown(item):
-    # The database being written changes under the session: the backfill must refuse it.
+    # The database being written changes under the session: the write must refuse it.
     for target in Path({str(pytester.path / "out")!r}).glob("CPU_*/vllm_ascend/*"):
         (target / "RmsNorm.csv").write_text(
             "version https://git-lfs.github.com/spec/v1\\noid sha256:00\\nsize 1\\n")
@@ -595,6 +595,6 @@ def pytest_runtest_teardown(item):
     result = run(pytester, db, "-k", "RmsNorm")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*backfill failed*Git LFS pointer*"])
+    result.stdout.fnmatch_lines(["*database write failed*Git LFS pointer*"])
     assert [p.name for p in (pytester.path / "out").glob("CPU_*/vllm_ascend/*/*.csv")] == [
         "RmsNorm.csv"]  # the pointer planted above, nothing written beside it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from pytest_npuperf.replay.outcome import BackfillOutcome
+from pytest_npuperf.replay.outcome import WriteOutcome
 from pytest_npuperf.report import render_markdown
 from pytest_npuperf.report.tables import md_cell, md_table
 
@@ -94,7 +94,7 @@ def test_hotspots_worst_first_with_ratio_format() -> None:
 def test_hotspot_table_is_capped_at_twenty() -> None:
     base = outcome()
     many = [g for g in base.gaps for _ in range(10)]  # 40 hotspots, 10 in band
-    big = BackfillOutcome(**{**base.__dict__, "gaps": many})
+    big = WriteOutcome(**{**base.__dict__, "gaps": many})
     section = _section(render_markdown(big, session_results(), session()),
                        "## Duration Gap Hotspots")
     assert len(_table_rows(section)) == 20

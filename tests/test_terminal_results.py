@@ -12,7 +12,7 @@ import pytest
 # imported twice into one process: imported here, before any run replays a case.
 import torch  # noqa: F401
 
-from pytest_npuperf.harness.progress import ProgressLine, clock_text
+from pytest_npuperf.harness.progress import case_progress, clock_text
 from pytest_npuperf.measure.result import STATUS_FAILED, STATUS_NOISY, STATUS_SKIPPED
 from pytest_npuperf.report.results_table import results_table
 from tests.replay_project import BENCH, FAST, MATMUL_ROWS, RMSNORM_ROWS, cells, write_db
@@ -81,8 +81,8 @@ def test_a_few_cases_are_listed_whole():
 def test_progress_lines_come_an_interval_apart_with_the_time_left():
     clock = iter([0.0, 5.0, 30.0, 61.0, 62.0, 125.0])
     written: list[str] = []
-    line = ProgressLine(400, written.append, interval_s=60.0, now=lambda: next(clock))
-    assert [line.done(n) for n in (10, 60, 120, 121, 250)][:4] == [None, None, written[0], None]
+    line = case_progress(400, written.append, interval_s=60.0, now=lambda: next(clock))
+    assert [line.update(n) for n in (10, 60, 120, 121, 250)][:4] == [None, None, written[0], None]
     assert written == ["npuperf: 120/400 cases (30 %), 1:01 elapsed, about 2:22 left "
                        "(0.51 s per case)",
                        "npuperf: 250/400 cases (62 %), 2:05 elapsed, about 1:15 left "

@@ -28,7 +28,7 @@ from pytest_npuperf.db.columns import (
 from pytest_npuperf.db.layout import PROFILES_DIR
 from pytest_npuperf.harness.options import DEFAULT_DB
 from pytest_npuperf.ingest.trace_rows import profile_metadata
-from pytest_npuperf.replay.outcome import BackfillOutcome, GapRow
+from pytest_npuperf.replay.outcome import GapRow, WriteOutcome
 from pytest_npuperf.report import model_gap
 from pytest_npuperf.report.figures import replay_vs_model
 from tests.conftest import kd_row, read_rows, tree_digest, write_csv, write_kernel_details
@@ -161,8 +161,8 @@ def test_profile_without_a_python_command_says_how(tmp_path, npuperf):
 
 
 # -- the gap report -------------------------------------------------------------------------------
-def _outcome(gaps: list[GapRow], model_us: dict[str, float]) -> BackfillOutcome:
-    outcome = BackfillOutcome(source=Path("s"), target=Path("t"), native=False, dry_run=False,
+def _outcome(gaps: list[GapRow], model_us: dict[str, float]) -> WriteOutcome:
+    outcome = WriteOutcome(source=Path("s"), target=Path("t"), native=False, dry_run=False,
                               run_id="r", stamp="20260101_000000")
     outcome.gaps, outcome.model_us = gaps, model_us
     return outcome

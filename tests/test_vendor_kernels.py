@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from pytest_npuperf.devices import CpuBackend
-from pytest_npuperf.kernels import implementations
+from pytest_npuperf.kernels import implementation_options
 from pytest_npuperf.kernels.implementation import Unsupported
 from pytest_npuperf.kernels.registry import spec_for
 from pytest_npuperf.kernels.vendors.vllm_ops import _operator
@@ -222,7 +222,7 @@ def test_flash_attn_reads_a_paged_cache_in_place_in_pages_of_256(flash_attn_stan
 
 # -- FlexAttention over the paged cache -----------------------------------------------------------
 def test_flex_attention_reads_the_pages_its_block_table_names(monkeypatch):
-    monkeypatch.setattr(implementations, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(implementation_options, "COMPILE_BACKEND", "aot_eager")
     no_lse = fia_row(
         {0: ((3, 4, 16), F32), 1: ((8, 4, 32), F32), 2: ((8, 4, 32), F32), 4: MASK,
          5: ((3,), I64), 6: ((3,), I64), 14: ((3, 3), I32)}, [((3, 4, 16), F32)],

@@ -294,11 +294,11 @@ def _check_bindings(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from ..history.merging import merge_sources
+    from ..history.combine import combine_sources
 
     if args.db is not None and not args.dry_run:
         args.db.mkdir(parents=True, exist_ok=True)
-    print(merge_sources(args.sources, history=args.history, database=args.db,
+    print(combine_sources(args.sources, history=args.history, database=args.db,
                         dry_run=args.dry_run))
     return EXIT_OK
 
@@ -333,7 +333,7 @@ class _Parser(argparse.ArgumentParser):
                               f"{self.prog} --help)\n")
 
 
-BENCH_SUITE = "pytest_npuperf.bench"
+BENCH_SUITE = "pytest_npuperf.suite"
 
 
 def run_bench(pytest_args: Sequence[str]) -> int:

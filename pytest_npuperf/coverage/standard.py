@@ -70,10 +70,6 @@ class AxisRule:
     segments: tuple[Segment, ...] = ()
     required: tuple[float, ...] = ()
 
-    @property
-    def has_spacing(self) -> bool:
-        return bool(self.segments)
-
     def describe(self) -> str:
         parts = []
         if self.low is not None or self.high is not None:

@@ -31,10 +31,10 @@ from .columns import (
 )
 from .database import Table
 from .errors import ContractError, NpuperfError, os_error
-from .merge import ensure_columns
 from .signature import Signature
 from .table import check_not_lfs
 from .transaction import FileStamp, Transaction, check_table_text
+from .upsert import ensure_columns
 
 
 @dataclass

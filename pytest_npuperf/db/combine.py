@@ -21,8 +21,8 @@ import pandas as pd
 from .columns import AVERAGE_DURATION, MICROBENCH_TIMESTAMP
 from .database import Database, Table, kernel_csvs
 from .errors import NpuperfError, clip
-from .merge import RowUpdate, apply_updates, canonical_order, ensure_columns
 from .signature import Signature
+from .upsert import RowUpdate, apply_updates, canonical_order, ensure_columns
 
 
 @dataclass

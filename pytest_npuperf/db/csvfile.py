@@ -65,10 +65,6 @@ class CsvLayout:
                 return row
             row = kept + skipped
 
-    @property
-    def clean(self) -> bool:
-        return not (self.short_count or self.long_count)
-
     def describe(self, kind: str) -> str:
         """`3 row(s) with fewer fields than the header (lines 5, 9, 12)`."""
         count, examples = ((self.short_count, self.short) if kind == "short"

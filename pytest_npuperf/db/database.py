@@ -34,10 +34,10 @@ from .columns import SIGNATURE_COLUMNS, contract_columns_for
 from .errors import CellError, ContractError, NpuperfError, os_error
 from .layout import kernel_file_name, kernel_type_of_file
 from .lock import DatabaseLock
-from .merge import migrate_legacy, row_signatures
 from .signature import Signature, short_hash, signature_text
 from .table import empty_table, read_table
 from .transaction import FileStamp, Transaction, recover_if_free
+from .upsert import migrate_legacy, row_signatures
 
 
 @dataclass

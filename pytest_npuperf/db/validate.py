@@ -37,7 +37,6 @@ from .database import walk_files
 from .errors import CellError, NpuperfError
 from .layout import OP_MAPPING_FILE, REPORTS_DIR, kernel_type_of_file
 from .measured_stack import MEASURED_STACK_FILE
-from .merge import row_signatures
 from .provenance import (
     PROVENANCE_FILE,
     measured_lines,
@@ -47,6 +46,7 @@ from .provenance import (
 from .shapes import is_known_dtype, parse_shapes, split_list
 from .table import read_table
 from .transaction import pending_journals, recover_if_free
+from .upsert import row_signatures
 
 # Durations that must be > 0 when present; spreads that must be >= 0.
 _POSITIVE = (AVERAGE_DURATION, PROFILING_AVERAGE_DURATION, PROFILING_MEDIAN_DURATION,

@@ -30,9 +30,9 @@ def rank_env() -> RankEnv:
 def configure(config: pytest.Config) -> None:
     mark_start(config)
     choose_roles(config)
-    from .collector import ResultCollector
+    from .receiver import ResultReceiver
 
-    config.pluginmanager.register(ResultCollector(config), "npuperf-results")
+    config.pluginmanager.register(ResultReceiver(config), "npuperf-results")
     config.addinivalue_line("markers", "npuperf: a replay case of pytest_npuperf")
     for op in OP_NAMES:
         config.addinivalue_line("markers", f"{op}: collective cases of {op}")

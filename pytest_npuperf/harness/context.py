@@ -15,7 +15,7 @@ import pytest
 
 from ..db.errors import NpuperfError
 from ..devices import BackendError, check_workers, select_backend
-from ..kernels.implementations import ALL, AUTO, BEST
+from ..kernels.implementation_options import ALL, AUTO, BEST
 from ..measure.clock import inherited_run
 from ..measure.host import available_cores, default_threads, host_load, worker_cores
 from ..measure.policy import auto_method
@@ -224,11 +224,11 @@ class RunContext:
     def impl(self) -> str:
         """--npuperf-impl for this device (auto resolved); a name that cannot run here at all
         is a usage error."""
-        from ..kernels.implementations import known_names, resolve_mode
+        from ..kernels.implementation_options import known_names, resolve_mode
 
         mode = resolve_mode(self.settings.impl, self.backend.kind)
         if mode in known_names():
-            from ..kernels.implementations import absent_everywhere
+            from ..kernels.implementation_options import absent_everywhere
 
             why = absent_everywhere(mode, self.backend.kind)
             if why:

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from . import collect
+from . import parametrize
 from .roles import existing_comm, existing_context, existing_measurer, existing_owner
 
 
 def after_collection(session: pytest.Session) -> None:
     comm = existing_comm(session.config)
     if comm is not None:
-        comm.after_collection(session.items)
-    collect.after_collection(session)
+        comm.check_selection(session.items)
+    parametrize.check_and_lock(session)
 
 
 def worker_lost(session: pytest.Session, exc: OSError) -> None:

@@ -86,7 +86,7 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
         return True
     from ..ingest.parse import parse_profiling
     from ..profiling.workload import trace_workload
-    from ..replay.writeback import backfill
+    from ..replay.write import write_results
 
     backend = context.backend
     cached = device_trace(backend.database_device(), backend.stack())
@@ -94,7 +94,7 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
         if not any(target.glob("*.csv")):
             # The device's copy first: a GEMM's row is found in the table of the kernel that
             # holds it (MatMulV3), which the parse can only see in an existing database.
-            backfill(context.destination.source, target, [], native=False, lock=lock or True,
+            write_results(context.destination.source, target, [], native=False, lock=lock or True,
                      run_id=context.run_id, stamp=context.identity.stamp,
                      purpose=f"pytest run {context.run_id}: the device's database")
         with tempfile.TemporaryDirectory(prefix="npuperf_demo_") as scratch:

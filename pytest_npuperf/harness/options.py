@@ -47,7 +47,7 @@ _OPTIONS: tuple[tuple[str, str, object, str, tuple[str, ...] | None], ...] = (
      "derived from the device; on an NPU, the database's own Atlas device)", None),
     ("update-mode", "str", "all", "all rows, or only rows without a valid Average Duration(us) "
      "in the database being written", UPDATE_MODES),
-    ("prune-empty-duration-rows", "bool", False, "after backfill, delete rows that have neither a "
+    ("prune-empty-duration-rows", "bool", False, "after the write, delete rows that have neither a "
      "replay nor a profiling duration", None),
     ("dry-run", "bool", False, "measure, but write nothing (no database, no reports)", None),
     ("out", "path", None, "directory for reports and for databases of other devices "
@@ -424,7 +424,7 @@ def parse_progress(text: object) -> float | None:
 
 
 def _impl(value: object) -> str:
-    from ..kernels.implementations import MODES, known_names
+    from ..kernels.implementation_options import MODES, known_names
 
     name = str(value).strip().lower()
     if name not in (*MODES, *known_names()):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..db.errors import NpuperfError
+from ..db.progress import Progress
 from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
 from ..measure.overhead import AFTER, BETWEEN, DEMO, STARTUP
@@ -39,7 +40,7 @@ from .journal import (
 )
 from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
-from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, ProgressLine
+from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, case_progress
 
 # What a CI timeout or a closed terminal sends: the run ends as after Ctrl-C (its finished
 # cases written), not killed with nothing saved. A second one ends the process at once.
@@ -72,7 +73,7 @@ class Owner:
         self._resumed_header: dict = {}
         self._journal_failed = False
         self._handlers: dict[int, object] = {}
-        self._progress: ProgressLine | bool | None = None  # False: no progress lines
+        self._progress: Progress | bool | None = None  # False: no progress lines
         self._benchmarks: object = None  # pytest-benchmark's session (False: not asked for)
         # The cases' span on this clock (epoch s: the first began, the last ended) and their
         # wall times: what is not in a case between them is pytest's (measure/overhead.py).
@@ -199,9 +200,9 @@ class Owner:
         """After a case's line: the progress line, when one is due."""
         progress = self._progress_line()
         if progress:
-            progress.done(len(self.results))
+            progress.update(len(self.results))
 
-    def _progress_line(self) -> ProgressLine | None:
+    def _progress_line(self) -> Progress | None:
         """--npuperf-progress: created with the first result, on pytest's terminal."""
         if self._progress is None:
             interval = self.context.settings.progress
@@ -212,8 +213,8 @@ class Owner:
             else:
                 tty = bool(getattr(reporter, "isatty", False))
                 interval = interval or (TTY_INTERVAL_S if tty else LOG_INTERVAL_S)
-                self._progress = ProgressLine(self.selected, partial(_own_line, reporter, tty),
-                                              interval_s=interval)
+                self._progress = case_progress(self.selected, partial(_own_line, reporter, tty),
+                                               interval_s=interval)
         return self._progress or None
 
     def _journal_for_write(self) -> Journal | None:

@@ -12,7 +12,7 @@ import pytest
 from .stash import COMM_KEY, CONTEXT_KEY, MEASURER_KEY, OWNER_KEY, roles
 
 if TYPE_CHECKING:
-    from .comm import CommSession
+    from .comm_session import CommSession
     from .context import RunContext
     from .measurer import Measurer
     from .owner import Owner
@@ -71,7 +71,7 @@ def measurer(config: pytest.Config) -> Measurer:
 def comm_session(config: pytest.Config) -> CommSession:
     """The run's collective session, created on first use (no torch until cases run)."""
     def create() -> CommSession:
-        from .comm import CommSession
+        from .comm_session import CommSession
 
         return CommSession(config)
     return _created(config, COMM_KEY, create)

@@ -63,7 +63,7 @@ def should_wrap(config: pytest.Config) -> bool:
 
 def _module_path(name: str) -> Path | None:
     """Where `--pyargs NAME` collects from, as pytest finds it: a package's directory or a
-    module's file (`pytest --pyargs pytest_npuperf.bench` from an installed copy)."""
+    module's file (`pytest --pyargs pytest_npuperf.suite` from an installed copy)."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError, AttributeError):

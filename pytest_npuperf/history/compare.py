@@ -378,17 +378,6 @@ def _resolutions(ordered: np.ndarray, start: np.ndarray, n: np.ndarray,
             for widths, middle in zip(width, medians)]
 
 
-def verdict_counts(comparisons: list[Comparison]) -> dict[str, int]:
-    counts = dict.fromkeys(VERDICTS, 0)
-    for c in comparisons:
-        counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    return counts
-
-
-def worst_first(comparisons: list[Comparison], verdict: str) -> list[Comparison]:
-    return sorted((c for c in comparisons if c.verdict == verdict), key=lambda c: -c.severity)
-
-
 SHIFT_MIN_CASES = 5
 
 

@@ -7,7 +7,7 @@
 - The owner process (serial, or the xdist controller) checks the history and the baseline
   before any case runs (a bad REF is a usage error, not 1000 failed cases), judges at report
   time any result that arrives without a verdict (a worker that could not open the baseline),
-  and records the run, once, after the backfill.
+  and records the run, once, after the write.
 """
 
 from __future__ import annotations

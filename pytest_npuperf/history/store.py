@@ -639,7 +639,3 @@ def is_history_file(path: Path) -> bool:
         return False
 
 
-def default_history(out: Path) -> Path:
-    return Path(out) / "history.sqlite"
-
-

@@ -37,12 +37,12 @@ from ..db.database import Database, walk_files
 from ..db.errors import CellError, ContractError, NpuperfError, clip
 from ..db.layout import OP_MAPPING_FILE, kernel_file_name
 from ..db.lock import DatabaseLock
-from ..db.merge import RowUpdate, apply_updates, format_number
 from ..db.op_mapping import KEPT, load_op_mapping
 from ..db.progress import Progress
 from ..db.provenance import collection_entry, stage_provenance
 from ..db.signature import Signature, signature
 from ..db.table import check_writable_dir
+from ..db.upsert import RowUpdate, apply_updates, format_number
 from ..kernels import sparse_runtime
 from ..kernels.case import case_from_row
 from ..kernels.mapping_writer import ensure_op_mapping

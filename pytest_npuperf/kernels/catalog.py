@@ -5,13 +5,14 @@ Torch-free and pandas-free, so that collection (which rows are replayable), the 
 metadata without importing any replay. `kernels.registry.spec_for` imports the replay an
 entry names, on first use.
 
-Adding a kernel type: one `KernelEntry` in `kernels/entries.py` (its `replay` "module:Class"
+Adding a kernel type: one `KernelEntry` in `kernels/kernel_types.py` (its `replay` "module:Class"
 set once the replay module exists) and that replay module.
 """
 
 from __future__ import annotations
 
-from .entries import (
+from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, SlotLayout
+from .kernel_types import (
     ENTRIES,
     FIA_BLOCK_TABLE,
     FIA_INPUT_SLOTS,
@@ -24,7 +25,6 @@ from .entries import (
     FIA_SEQ_LENS,
     FIA_VALUE,
 )
-from .entry import CORES, CUBE, MIX, VECTOR, KernelEntry, SlotLayout
 
 _BY_TYPE: dict[str, KernelEntry] = {}
 

@@ -1,4 +1,4 @@
-"""What an implementation of kernels is (kernels/implementations.py holds the registry):
+"""What an implementation of kernels is (kernels/implementation_options.py holds the registry):
 plain data, importable without torch or the libraries it names."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from . import catalog
 from .custom_ops import custom_op_environment
-from .implementations import options
+from .implementation_options import options
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class KernelInfo:
     replayable_here: bool
     why: str  # how it replays here, or why it cannot
     streamed: tuple[str, ...] = ()  # inputs a model reads cold: rotated by --npuperf-cache model
-    # Implementations on the device (kernels/implementations.py): (name, why absent or "").
+    # Implementations on the device (kernels/implementation_options.py): (name, why absent or "").
     implementations: tuple[tuple[str, str], ...] = ()
 
 

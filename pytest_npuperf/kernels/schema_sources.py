@@ -66,9 +66,6 @@ class SchemaSet:
         return [t for t in self.texts if t.namespace == namespace
                 and t.name.split(".")[0] == name]
 
-    def namespaces(self) -> list[str]:
-        return sorted({t.namespace for t in self.texts})
-
 
 def read_schema_dir(root: Path | str) -> SchemaSet:
     """Every schema of the source files under `root` (NpuperfError for a missing file)."""

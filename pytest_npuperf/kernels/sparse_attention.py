@@ -181,7 +181,7 @@ def npu_op(backend, name: str) -> tuple[Callable, str]:
     torch_npu's first: it runs CANN's kernel of the row's type (LightningIndexer), and every
     torch_npu since 2.9.0 has both (op-plugin 7.3.0 op_plugin_functions.yaml). DeepSeek-V3.2 in
     vllm-ascend calls the `_C_ascend` ones (v0.18.0 attention/sfa_v1.py:988, 1009), whose
-    indexer up to v0.20.2rc1 is another kernel (LightningIndexerVllm, entries.py)."""
+    indexer up to v0.20.2rc1 is another kernel (LightningIndexerVllm, kernel_types.py)."""
     op = getattr(backend.torch_npu, name, None)
     if op is not None:
         return op, f"torch_npu.{name}"

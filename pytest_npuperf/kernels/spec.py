@@ -4,7 +4,7 @@ torch call, and the work it does (FLOPs, bytes).
 A spec covers one or more kernel types (database files): `torch.mm` replays MatMulV2,
 MatMulV3 and MatMulCommon rows alike, since which of them runs is only known after profiling.
 What it covers, its slot layout, its NPU API and whether it is a custom operator come from its
-kernel catalog entry (`kernels/entries.py`); a spec class only says its `kernel_type`.
+kernel catalog entry (`kernels/kernel_types.py`); a spec class only says its `kernel_type`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import ClassVar
 import torch
 
 from ..db.errors import CellError
-from . import catalog, implementations
+from . import catalog, implementation_options
 from .cache_state import Rotation, RotationArena, cycling, input_sets, plan
 from .case import KernelCase, TensorSlot
 from .custom_ops import custom_op_environment
 from .entry import SlotLayout
-from .implementations import (
+from .implementation_options import (
     COMPILED,
     EAGER,
     NPU,
@@ -74,7 +74,7 @@ class Prepared:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     implementation: str = ""  # what `call` runs, as the row's MicroBench Implementation says
     rotation: Rotation = field(default_factory=lambda: Rotation("warm"))
-    impl: str = EAGER  # which implementation (kernels/implementations.py)
+    impl: str = EAGER  # which implementation (kernels/implementation_options.py)
     note: str = ""  # e.g. why another implementation runs than the one asked for
     # The spec's outputs (by index) the call computes, when not all of them (a vendor kernel
     # without the rstd an NPU RMS norm also returns): what verification compares.
@@ -206,7 +206,7 @@ class KernelSpec(ABC):
         if impl == EAGER:
             return f"{EAGER}: {named or self.portable}"
         if impl == COMPILED:
-            backend = implementations.COMPILE_BACKEND
+            backend = implementation_options.COMPILE_BACKEND
             return f"{COMPILED}: torch.compile[{backend}] of {named or self.portable}"
         return f"{impl}: {named}" if named else impl
 

@@ -2,7 +2,7 @@
 identity (its id and stamp), minted here and nowhere else.
 
 The duty cycle (time inside measured calls / wall time) is meant against everything the user
-waits for once pytest starts: interpreter start-up, imports, collection, cases, backfill and
+waits for once pytest starts: interpreter start-up, imports, collection, cases, the write and
 reports; not what ran before pytest in the same process. The operating system dates a process
 by its creation (fork), not by its last exec: `bash -c 'pip install ... && pytest bench'`
 execs pytest into the shell's own process, and the process's start counted the install

@@ -3,7 +3,7 @@ profile has no such counter for that result).
 
 A profile of 10^5 cases gives each result 25 mean counters: as a dict per result that is
 about 1.8 kB each (380 MB at 2 x 10^5 results). Each result's `counters` is instead a
-read-only mapping onto its row of the shared matrix; the backfill formats the counter columns
+read-only mapping onto its row of the shared matrix; the write formats the counter columns
 straight from the matrix (`shared_rows`).
 """
 

@@ -98,7 +98,7 @@ class CaseResult:
     extra_kernels: dict[str, int] = field(default_factory=dict)  # other kernels in the range
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
     implementation: str = ""  # what ran (`Prepared.implementation`): MicroBench Implementation
-    impl: str = ""  # which implementation (kernels/implementations.py): eager, compiled, npu...
+    impl: str = ""  # which implementation (kernels/implementation_options.py): eager, compiled, npu...
     cache: str = ""  # the cache state it was measured in (kernels/cache_state.py)
     # Samples the host's other processes took CPU time from (devices/preemption.py): left
     # out, or with --npuperf-preempted keep kept among the samples (`preempted_kept`).

@@ -7,7 +7,7 @@ Modes as this process sees them:
   of the database: the parent reads msprof's output, attributes and writes.
 - `torch_npu`: one torch_npu profiler session per measuring process around all its cases; at
   session finish the owner reads each process's output and completes the results before the
-  backfill.
+  write.
 - `none`: the in-case timing is what is stored.
 """
 

@@ -1,1 +1,1 @@
-"""Database rows as cases: collection, the runner loop, the write-back of results."""
+"""Database rows as cases: collection, the runner loop, the write of a run's results (write.py)."""

@@ -115,7 +115,7 @@ class DatabaseCases:
 class CaseCatalog:
     """The rows of one database version directory, and the cases they become.
 
-    It holds the `Database` snapshot read at collection: backfill updates these tables instead
+    It holds the `Database` snapshot read at collection: the write updates these tables instead
     of reading and signing every CSV again. A file that cannot be read does not stop the
     others: it becomes one case that errors with the file's problem (`failed`).
     """

@@ -1,5 +1,5 @@
 """Which implementations of its kernel type a case measures (`--npuperf-impl`,
-kernels/implementations.py), and how one of them is kept.
+kernels/implementation_options.py), and how one of them is kept.
 
 - a case of `--npuperf-impl all` names its implementation: that one, or the case is skipped;
 - `best`: every implementation available here, each verified against the float64 reference
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..kernels.catalog import entry_for
-from ..kernels.implementations import ALL, BEST, default_name, options
+from ..kernels.implementation_options import ALL, BEST, default_name, options
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What a session's backfill did, per file and in all: the input of every report."""
+"""What a run's write did, per file and in all: the input of every report."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ GAP_LOW, GAP_HIGH = 0.8, 1.2  # a microbench/profiling ratio outside this band i
 class FileOutcome:
     file: str  # CSV file name
     kernel_type: str
-    rows: int = 0  # rows in the file after backfill
+    rows: int = 0  # rows in the file after the write
     updated: int = 0  # rows that received a measurement this session
     added: int = 0  # replay never adds rows; kept for the report layout of CONTRACT.md §8
     deleted: int = 0  # rows pruned (--npuperf-prune-empty-duration-rows)
@@ -72,7 +72,7 @@ class GapRow:
 
 
 @dataclass
-class BackfillOutcome:
+class WriteOutcome:
     source: Path  # the database the cases came from
     target: Path | None  # the database written (None for a dry run)
     native: bool  # True when the source belongs to the measuring device

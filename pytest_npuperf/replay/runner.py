@@ -22,7 +22,7 @@ from ..db.errors import CellError
 from ..devices.base import Backend, CaptureError, HostClockTimer
 from ..kernels.cache_state import RotationArena
 from ..kernels.case import KernelCase, case_from_row
-from ..kernels.implementations import AUTO, Unsupported, default_name, resolve_mode
+from ..kernels.implementation_options import AUTO, Unsupported, default_name, resolve_mode
 from ..kernels.registry import spec_for
 from ..kernels.spec import KernelSpec, Prepared, ReplaySkipped
 from ..measure.floor import Floor, latency_floor
@@ -37,7 +37,6 @@ from ..measure.overhead import (
     WARMUP,
     PartClock,
 )
-from ..measure.profiler import ProfilerSession
 from ..measure.reference import reference_samples, reference_us
 from ..measure.result import (
     METHOD_EVENTS,
@@ -56,6 +55,7 @@ from ..measure.result import (
 from ..measure.roofline import roofline
 from ..measure.sampler import CaseTimeout, SamplingPolicy, SamplingRun, sample, warm_up
 from ..measure.stats import relative_precision
+from ..measure.torch_profiler import ProfilerSession
 from ..measure.verify import Verifier, VerifyError
 from .cases import CaseRef
 from .choice import choose

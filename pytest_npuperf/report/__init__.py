@@ -1,7 +1,10 @@
-"""Reports of a replay session: markdown, gap CSV, run JSON, terminal summary, HTML extras.
+"""Reports of a run: markdown, gap CSV, run JSON, terminal summary, HTML extras, figures, the
+trend page and the collective sessions' reports.
 
-Everything here reads a BackfillOutcome, the CaseResults and the SessionInfo; nothing here
-measures or decides. Layering: imports measure, db and the standard library only.
+Everything here reads what a run produced (a WriteOutcome, the CaseResults, the SessionInfo,
+the history's verdicts, the collective results); nothing here measures or decides. Layering:
+imports replay (the outcome), history, comm, kernels, measure and db, never the run or the
+harness above it.
 """
 
 from .gaps import GAP_COLUMNS, gap_rows_csv

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..history.compare import ALPHA, FASTER, NEW, SAME, SLOWER, UNCERTAIN
 from ..kernels.catalog import same_call_types
 from ..measure.result import STATUS_NOISY, STATUS_SUSPECT, CaseResult
-from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome
+from ..replay.outcome import GAP_HIGH, GAP_LOW, WriteOutcome
 from .charts import DASHED, DOTTED, INK, MUTED, Figure
 from .regression import Judged, judged
 
@@ -217,7 +217,7 @@ def roofline(results: list[CaseResult]) -> str | None:
     return fig.svg()
 
 
-def gap_distribution(outcome: BackfillOutcome | None) -> str | None:
+def gap_distribution(outcome: WriteOutcome | None) -> str | None:
     if outcome is None or not outcome.gaps:
         return None
     logs = [math.log2(g.ratio) for g in outcome.gaps if g.ratio > 0]
@@ -238,7 +238,7 @@ def gap_distribution(outcome: BackfillOutcome | None) -> str | None:
     return fig.svg()
 
 
-def replay_vs_model(outcome: BackfillOutcome | None) -> str | None:
+def replay_vs_model(outcome: WriteOutcome | None) -> str | None:
     """Each compared row: its in-model time (x) and its replay (y), log-log, on the y = x line
     of perfect agreement and the [0.8x, 1.2x] band; one colour per kernel type."""
     gaps = [g for g in outcome.gaps if g.profiling_us > 0 and g.microbench_us > 0] \
@@ -371,7 +371,7 @@ def collective_bandwidth(hccl_dir: Path | None) -> str | None:
     return fig.svg()
 
 
-def draw_figures(results: list[CaseResult], outcome: BackfillOutcome | None,
+def draw_figures(results: list[CaseResult], outcome: WriteOutcome | None,
                  hccl_dir: Path | None = None) -> dict[str, str]:
     """Title -> inline SVG, for each figure this run has data for."""
     figures = {

@@ -6,13 +6,13 @@ from __future__ import annotations
 import csv
 import io
 
-from ..replay.outcome import BackfillOutcome
+from ..replay.outcome import WriteOutcome
 
 GAP_COLUMNS = ("Operator", "CSV Name", "MicroBench(us)", "Profiling(us)", "Abs Diff(us)",
                "MB/Profile", "Shape")
 
 
-def gap_rows_csv(outcome: BackfillOutcome) -> str:
+def gap_rows_csv(outcome: WriteOutcome) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(GAP_COLUMNS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from ..measure.result import CaseResult
-from ..replay.outcome import BackfillOutcome, SessionInfo
+from ..replay.outcome import SessionInfo, WriteOutcome
 from . import model_gap
 from . import summary as S
 from .names import ReportPaths
@@ -118,7 +118,7 @@ def html_extra(result: CaseResult) -> str:
     return "".join(parts)
 
 
-def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
+def html_summary(outcome: WriteOutcome, results: list[CaseResult], session: SessionInfo,
                  paths: ReportPaths | None = None, *, figures: dict[str, str] | None = None,
                  baseline: str = "") -> str:
     """The section heading the pytest-html report (with `figures` and the comparison with
@@ -153,7 +153,7 @@ def html_summary(outcome: BackfillOutcome, results: list[CaseResult], session: S
     return "".join(parts)
 
 
-def _gap_table(outcome: BackfillOutcome) -> str:
+def _gap_table(outcome: WriteOutcome) -> str:
     hotspots = outcome.hotspots
     title = (f"<h3>Duration gap hotspots: {len(hotspots)} "
              f"({escape(S.GAP_THRESHOLD_TEXT)})</h3>")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..measure.result import STATUS_SKIPPED, CaseResult
-from ..replay.outcome import BackfillOutcome, FileOutcome, GapRow, SessionInfo
+from ..replay.outcome import FileOutcome, GapRow, SessionInfo, WriteOutcome
 from . import model_gap
 from . import summary as S
 from .attribution_section import attribution_section, profiled
@@ -20,7 +20,7 @@ LISTED_PROBLEMS = 50  # beyond this the JSON report has them all
 SLOWEST_CASES = 10
 EXAMPLES_PER_CELL = 3
 
-# FileOutcome.examples categories this report shows (what backfill records under them).
+# FileOutcome.examples categories this report shows (what the write records under them).
 EXAMPLE_DUPLICATES = "duplicates"
 EXAMPLE_MISSING = "missing"
 EXAMPLE_DELETED = "deleted"
@@ -31,7 +31,7 @@ STATUS_LABELS = {"ok": "OK", "failed": "Failed", "error": "Error", "timeout": "T
                  "unattributed": "Unattributed (profiler kernels not found)"}
 
 
-def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
+def render_markdown(outcome: WriteOutcome, results: list[CaseResult],
                     session: SessionInfo, *, baseline: str = "", history: str = "") -> str:
     hotspots = outcome.hotspots  # a sort of every gap row: once per report
     sections = [
@@ -53,7 +53,7 @@ def render_markdown(outcome: BackfillOutcome, results: list[CaseResult],
     return "\n\n".join(sections) + "\n"
 
 
-def _header(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo) -> str:
+def _header(outcome: WriteOutcome, results: list[CaseResult], session: SessionInfo) -> str:
     target = f"`{outcome.target}`" if outcome.target is not None else "none (nothing written)"
     native = "yes" if outcome.native else f"no ({S.non_native_note(outcome)})"
     time_line = S.duty_line(results, session) or "-"
@@ -117,7 +117,7 @@ def _execution_status(results: list[CaseResult]) -> str:
     return "\n".join(parts)
 
 
-def _overview(outcome: BackfillOutcome, hotspot_count: int) -> str:
+def _overview(outcome: WriteOutcome, hotspot_count: int) -> str:
     totals = outcome.totals()
     rows = [
         ["CSV files touched", len(outcome.files)],
@@ -173,7 +173,7 @@ def _slowest(results: list[CaseResult]) -> str:
                     right=(2, 3, 4, 5))
 
 
-def _notes(outcome: BackfillOutcome, results: list[CaseResult]) -> str:
+def _notes(outcome: WriteOutcome, results: list[CaseResult]) -> str:
     methods = sorted({r.method for r in results if r.measured})
     notes = list(outcome.notes)
     note = S.non_native_note(outcome)

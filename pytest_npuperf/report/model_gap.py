@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 from html import escape
 
-from ..replay.outcome import BackfillOutcome, GapRow
+from ..replay.outcome import GapRow, WriteOutcome
 from . import summary as S
 from .tables import md_table
 
@@ -30,7 +30,7 @@ class TypeGap:
     share: float  # of the model's profiled device time, every profiled row of the type
 
 
-def type_gaps(outcome: BackfillOutcome) -> list[TypeGap]:
+def type_gaps(outcome: WriteOutcome) -> list[TypeGap]:
     """Per kernel type with compared rows, the largest share of the model first."""
     total = outcome.model_total_us
     by_type: dict[str, list[float]] = {}
@@ -50,15 +50,15 @@ def _share(value: float) -> str:
     return S.fmt_pct(value) if value == value else "-"
 
 
-def prediction_lines(outcome: BackfillOutcome) -> list[str]:
+def prediction_lines(outcome: WriteOutcome) -> list[str]:
     return [line for prediction in outcome.predictions for line in prediction.lines()]
 
 
-def terminal_lines(outcome: BackfillOutcome) -> list[str]:
+def terminal_lines(outcome: WriteOutcome) -> list[str]:
     return _gap_lines(outcome) + prediction_lines(outcome)
 
 
-def _gap_lines(outcome: BackfillOutcome) -> list[str]:
+def _gap_lines(outcome: WriteOutcome) -> list[str]:
     types = type_gaps(outcome)
     if not types:
         return []
@@ -86,12 +86,12 @@ _ROW_HEADER = ["Operator", "Shape", "Replay(us)", "In-model(us)", "Ratio", "Call
 _TYPE_HEADER = ["Operator", "Rows", "Median ratio", "Range", "Share of model time"]
 
 
-def markdown_section(outcome: BackfillOutcome) -> str:
+def markdown_section(outcome: WriteOutcome) -> str:
     predicted = "".join(f"\n\nModel prediction: {p.markdown()}" for p in outcome.predictions)
     return _gap_markdown(outcome) + predicted
 
 
-def _gap_markdown(outcome: BackfillOutcome) -> str:
+def _gap_markdown(outcome: WriteOutcome) -> str:
     types = type_gaps(outcome)
     if not types:
         return ("No row has both a replay and an in-model time on this device: profile the model "
@@ -116,13 +116,13 @@ def _html_table(header: list[str], rows: list[list[object]]) -> str:
     return f'<table class="npuperf-gaps"><tr>{head}</tr>{body}</table>'
 
 
-def html_section(outcome: BackfillOutcome) -> str:
+def html_section(outcome: WriteOutcome) -> str:
     predicted = "".join(f"<h3>Model prediction</h3><pre>{escape(chr(10).join(p.lines()))}</pre>"
                         for p in outcome.predictions)
     return _gap_html(outcome) + predicted
 
 
-def _gap_html(outcome: BackfillOutcome) -> str:
+def _gap_html(outcome: WriteOutcome) -> str:
     types = type_gaps(outcome)
     title = "<h3>Replay vs the model</h3>"
     if not types:

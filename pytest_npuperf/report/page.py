@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 
 from ..measure.result import CaseResult
-from ..replay.outcome import BackfillOutcome, SessionInfo
+from ..replay.outcome import SessionInfo, WriteOutcome
 from . import summary as S
 from .html import html_summary
 from .regression import html_section
@@ -71,7 +71,7 @@ def cases_html(results: list[CaseResult]) -> str:
     return table
 
 
-def render_page(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo, *,
+def render_page(outcome: WriteOutcome, results: list[CaseResult], session: SessionInfo, *,
                 figures: dict[str, str] | None = None, baseline: str = "",
                 history: str = "") -> str:
     title = f"npuperf run {outcome.run_id}"

@@ -1,5 +1,5 @@
 """`run_<stamp>.json`: everything a later tool needs to read a session back (every case with
-its statistics, totals, the backfill per file), strict JSON (no NaN: null instead)."""
+its statistics, totals, the write per file), strict JSON (no NaN: null instead)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import Any, BinaryIO, TextIO
 from ..db.samples import samples_text
 from ..measure.overhead import DEFINITION as OVERHEAD_DEFINITION
 from ..measure.result import CaseResult
-from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
+from ..replay.outcome import GAP_HIGH, GAP_LOW, SessionInfo, WriteOutcome
 from . import summary as S
 
 SCHEMA = "npuperf-run/1"
 
 
-def run_json(outcome: BackfillOutcome, results: list[CaseResult],
+def run_json(outcome: WriteOutcome, results: list[CaseResult],
              session: SessionInfo, *, baseline: str = "", cases: bool = True
              ) -> dict[str, Any]:
     """The run JSON as a dict; `cases=False` leaves the case list out (`case_lines` renders

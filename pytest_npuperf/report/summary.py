@@ -21,7 +21,7 @@ from ..measure.result import (
     STATUSES,
     CaseResult,
 )
-from ..replay.outcome import GAP_HIGH, GAP_LOW, BackfillOutcome, SessionInfo
+from ..replay.outcome import GAP_HIGH, GAP_LOW, SessionInfo, WriteOutcome
 
 PROBLEM_STATUSES = FAILING_STATUSES  # failed, error, timeout, crashed
 GAP_THRESHOLD_TEXT = f"microbench/profiling not in [{GAP_LOW:.2f}x, {GAP_HIGH:.2f}x]"
@@ -76,7 +76,7 @@ def per_case_overhead(in_calls_s: float, session: SessionInfo, cases: int) -> fl
 
 
 def session_calls_s(results: Iterable[CaseResult], session: SessionInfo) -> float:
-    """Time inside the timed calls within the session's wall time (none for a backfill of
+    """Time inside the timed calls within the session's wall time (none for `npuperf backfill` of
     calls made earlier)."""
     return time_in_calls(results) if session.timed_here else 0.0
 
@@ -186,11 +186,11 @@ def noisy(results: Iterable[CaseResult]) -> list[CaseResult]:
     return [r for r in results if r.status == STATUS_NOISY]
 
 
-def source_device(outcome: BackfillOutcome) -> str:
+def source_device(outcome: WriteOutcome) -> str:
     return device_of(outcome.source) or str(outcome.source)
 
 
-def non_native_note(outcome: BackfillOutcome) -> str | None:
+def non_native_note(outcome: WriteOutcome) -> str | None:
     """Why the source database was left alone: it belongs to another device, or it is the
     embedded one."""
     if outcome.native or (outcome.target is None and not outcome.dry_run):

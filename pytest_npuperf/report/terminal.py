@@ -4,7 +4,7 @@ with the paths needed to find everything else."""
 from __future__ import annotations
 
 from ..measure.result import CaseResult
-from ..replay.outcome import BackfillOutcome, SessionInfo
+from ..replay.outcome import SessionInfo, WriteOutcome
 from . import model_gap
 from . import summary as S
 from .names import ReportPaths
@@ -15,7 +15,7 @@ SLOWEST = 3
 SHAPE_WIDTH = 60
 
 
-def terminal_lines(outcome: BackfillOutcome, results: list[CaseResult], session: SessionInfo,
+def terminal_lines(outcome: WriteOutcome, results: list[CaseResult], session: SessionInfo,
                    paths: ReportPaths | None, *, baseline: str = "", history: str = ""
                    ) -> list[str]:
     lines = [f"npuperf run {outcome.run_id}: {S.status_phrase(S.status_counts(results))}"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..db.table import write_texts
 from ..measure.result import CaseResult
-from ..replay.outcome import BackfillOutcome, SessionInfo
+from ..replay.outcome import SessionInfo, WriteOutcome
 from .gaps import gap_rows_csv
 from .markdown import render_markdown
 from .names import ReportPaths, check_stamp, report_paths
@@ -30,7 +30,7 @@ def free_stamp(reports_dir: Path, stamp: str) -> str:
     return candidate
 
 
-def write_reports(outcome: BackfillOutcome, results: list[CaseResult],
+def write_reports(outcome: WriteOutcome, results: list[CaseResult],
                   session: SessionInfo | Callable[[], SessionInfo], reports_dir: Path, *,
                   figures: dict[str, str] | None = None, baseline: str = "",
                   history: str | Callable[[], str] = "") -> ReportPaths:

@@ -1,1 +1,1 @@
-"""How every run ends, whoever started it: one finish (write-back, history, figures, reports)."""
+"""How every run ends, whoever started it: one finish (the write, history, figures, reports)."""

@@ -7,21 +7,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..replay.outcome import BackfillOutcome
+from ..replay.outcome import WriteOutcome
 
 if TYPE_CHECKING:
     from ..db.database import Database
     from ..db.lock import DatabaseLock
     from .finish import RunFacts
 
-_FAILED = "backfill failed, the database was left as it was"
-_INTERRUPTED = "interrupted during backfill: the database was left as it was"
+_FAILED = "the database write failed, the database was left as it was"
+_INTERRUPTED = "interrupted during the database write: the database was left as it was"
 
 
 @dataclass
 class DatabaseTarget:
     """The database a run writes: `target` (the source itself when `native`, else this
-    device's copy), through the write-back of replay/writeback.py."""
+    device's copy), through the write-back of replay/write.py."""
 
     source: Path
     target: Path
@@ -37,14 +37,14 @@ class DatabaseTarget:
     failed: str = _FAILED
     interrupted: str = _INTERRUPTED
 
-    def write(self, results: list, facts: RunFacts) -> BackfillOutcome:
-        from ..replay.writeback import backfill
+    def write(self, results: list, facts: RunFacts) -> WriteOutcome:
+        from ..replay.write import write_results
 
         snapshot, own = self.snapshot, self.own
         # Written once: the tables are not kept through the history and the reports (a
         # database of 10^5 rows is hundreds of MB).
         self.snapshot = self.own = None
-        return backfill(self.source, self.target, results, native=self.native,
+        return write_results(self.source, self.target, results, native=self.native,
                         prune_empty=self.prune_empty, dry_run=self.dry_run,
                         run_id=facts.run_id, stamp=facts.stamp, snapshot=snapshot,
                         own=own, lock=self.lock, purpose=self.purpose or f"run {facts.run_id}")
@@ -61,8 +61,8 @@ class NoDatabase:
     failed: str = _FAILED
     interrupted: str = _INTERRUPTED
 
-    def write(self, results: list, facts: RunFacts) -> BackfillOutcome:
-        outcome = BackfillOutcome(source=self.source, target=None, native=False,
+    def write(self, results: list, facts: RunFacts) -> WriteOutcome:
+        outcome = WriteOutcome(source=self.source, target=None, native=False,
                                   dry_run=self.dry_run, run_id=facts.run_id, stamp=facts.stamp)
         outcome.notes.append("grid cases: measured, not written to any database")
         return outcome

@@ -1,4 +1,4 @@
-"""Vendor libraries as implementations of kernel types (kernels/implementations.py).
+"""Vendor libraries as implementations of kernel types (kernels/implementation_options.py).
 
 Plain data, importable without the libraries: `npuperf kernels` lists each beside the kernel
 types it replays, as available or as absent with how to get it. A build function ("module:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from .. import implementations
+from .. import implementation_options
 from ..attention import NONE, RIGHT_DOWN, fia_plan
 from ..implementation import Unsupported
 from ..spec import implemented
@@ -77,7 +77,7 @@ def fused_infer_attention(spec, inputs, case, backend) -> Callable[[], object]:
                              BLOCK_SIZE=(_query_block(tokens), block))
     k, v = (_heads_pool(inputs[name], plan) for name in ("key", "value"))
     q = _query_rows(query, plan)  # (1, N, T, D)
-    attend = torch.compile(flex_attention, backend=implementations.COMPILE_BACKEND)
+    attend = torch.compile(flex_attention, backend=implementation_options.COMPILE_BACKEND)
     extra = {"return_aux": AuxRequest(lse=True)} if plan.lse else {}
     empty = torch.zeros(1, dtype=torch.float32, device=device)
     batched = plan.in_layout != "TND"

@@ -1,4 +1,4 @@
-"""Backfill at session finish, on database files directly."""
+"""`write_results` at a run's end, on database files directly."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pytest_npuperf.db.merge import row_signatures
 from pytest_npuperf.db.signature import short_hash
 from pytest_npuperf.db.table import read_table
+from pytest_npuperf.db.upsert import row_signatures
 from pytest_npuperf.measure.result import (
     STATUS_FAILED,
     STATUS_NOISY,
@@ -17,7 +17,7 @@ from pytest_npuperf.measure.result import (
     STATUS_SUSPECT,
     CaseResult,
 )
-from pytest_npuperf.replay.writeback import backfill
+from pytest_npuperf.replay.write import write_results
 from tests.replay_project import cells, tree_digest, write_db
 
 V2_ROWS = [
@@ -48,7 +48,7 @@ def db(tmp_path):
 
 
 def test_measurement_lands_in_the_row_with_mean_and_project_columns(db):
-    outcome = backfill(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, run_id="r1",
+    outcome = write_results(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, run_id="r1",
                        stamp="s")
     table = read_table(db / "MatMulV2.csv")
     assert table["Average Duration(us)"].tolist() == ["12", "99"]
@@ -67,7 +67,7 @@ def test_average_duration_holds_the_chosen_statistic_and_the_row_says_how_it_was
         db, statistic, stored):
     result = result_for(db, "MatMulV2.csv", 0, samples=(10.0, 11.0, 30.0), statistic=statistic,
                         precision=0.0123, stop_reason="time budget")
-    backfill(db, db, [result], native=True, run_id="r1", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r1", stamp="s")
     table = read_table(db / "MatMulV2.csv")
     row = table.iloc[0]
     assert row["Average Duration(us)"] == stored
@@ -92,7 +92,7 @@ def test_average_duration_holds_the_chosen_statistic_and_the_row_says_how_it_was
 def test_a_noisy_result_keeps_its_statistics_and_the_earlier_latency(db):
     result = result_for(db, "MatMulV2.csv", 1, samples=(10.0,) * 4 + (80.0,) * 8,
                         status=STATUS_NOISY, error="median 8.00x its minimum")
-    outcome = backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    outcome = write_results(db, db, [result], native=True, run_id="r", stamp="s")
     row = read_table(db / "MatMulV2.csv").iloc[1]
     assert row["Average Duration(us)"] == "99"  # never replaced by a number not to trust
     assert row["MicroBench Status"] == "noisy: median 8.00x its minimum"
@@ -104,14 +104,14 @@ def test_a_noisy_result_keeps_its_statistics_and_the_earlier_latency(db):
 def test_matmul_measurement_follows_the_kernel_that_ran_and_never_adds_rows(db):
     before_v2 = read_table(db / "MatMulV2.csv")
     result = result_for(db, "MatMulV2.csv", 0, measured_kernel_type="MatMulV3")
-    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r", stamp="s")
     v2, v3 = read_table(db / "MatMulV2.csv"), read_table(db / "MatMulV3.csv")
     assert v3["Average Duration(us)"].tolist() == ["12"]
     assert v2["Average Duration(us)"].tolist() == before_v2["Average Duration(us)"].tolist()
     assert (len(v2), len(v3)) == (2, 1)
     # A MatMulCommon run with no MatMulCommon file: it stays in the case's own row.
     result = result_for(db, "MatMulV2.csv", 1, measured_kernel_type="MatMulCommon")
-    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r", stamp="s")
     assert read_table(db / "MatMulV2.csv")["Average Duration(us)"].tolist() == ["", "12"]
     assert not (db / "MatMulCommon.csv").exists()
 
@@ -119,7 +119,7 @@ def test_matmul_measurement_follows_the_kernel_that_ran_and_never_adds_rows(db):
 def test_failed_case_keeps_durations_and_gets_its_status(db):
     result = result_for(db, "MatMulV2.csv", 1, samples=(), status=STATUS_FAILED,
                         error="RuntimeError: boom")
-    outcome = backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    outcome = write_results(db, db, [result], native=True, run_id="r", stamp="s")
     table = read_table(db / "MatMulV2.csv")
     assert table["Average Duration(us)"][1] == "99"
     assert table["MicroBench Status"][1] == "failed: RuntimeError: boom"
@@ -129,7 +129,7 @@ def test_failed_case_keeps_durations_and_gets_its_status(db):
 def test_suspect_result_is_flagged_and_kept_out_of_average_duration(db):
     result = result_for(db, "MatMulV2.csv", 0, status=STATUS_SUSPECT,
                         error="faster than the device allows")
-    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r", stamp="s")
     table = read_table(db / "MatMulV2.csv")
     assert table["Average Duration(us)"][0] == ""
     assert table["MicroBench Median Duration(us)"][0] == "12"
@@ -139,7 +139,7 @@ def test_suspect_result_is_flagged_and_kept_out_of_average_duration(db):
 def test_a_case_pytest_skipped_leaves_the_file_untouched(db):
     before = tree_digest(db)
     result = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_SKIPPED, method="")
-    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r", stamp="s")
     assert tree_digest(db) == before
 
 
@@ -148,7 +148,7 @@ def test_a_row_the_replay_cannot_run_here_keeps_its_values_and_says_why(db):
     before = read_table(db / "MatMulV2.csv")
     why = "MatMulV2: its tensors need 14,901.2 GiB and cpu has 24.0 GiB available"
     result = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_SKIPPED, error=why)
-    backfill(db, db, [result], native=True, run_id="r", stamp="s")
+    write_results(db, db, [result], native=True, run_id="r", stamp="s")
     table = read_table(db / "MatMulV2.csv")
     assert table["MicroBench Status"][0] == f"skipped: {why}"
     assert table["Average Duration(us)"][0] == before["Average Duration(us)"][0]
@@ -156,12 +156,12 @@ def test_a_row_the_replay_cannot_run_here_keeps_its_values_and_says_why(db):
 
 def test_prune_never_deletes_a_row_whose_case_failed(db):
     """Issue 8: a failed case is promised to keep its row; prune used to delete it."""
-    outcome = backfill(db, db, [], native=True, prune_empty=True, run_id="r", stamp="s")
+    outcome = write_results(db, db, [], native=True, prune_empty=True, run_id="r", stamp="s")
     assert len(read_table(db / "MatMulV3.csv")) == 1  # not attempted: never pruned
     assert outcome.totals()["deleted"] == 0
     failed = result_for(db, "MatMulV3.csv", 0, samples=(), status=STATUS_FAILED, error="x")
     kept = result_for(db, "MatMulV2.csv", 0, samples=(), status=STATUS_FAILED, error="x")
-    outcome = backfill(db, db, [failed, kept], native=True, prune_empty=True, run_id="r",
+    outcome = write_results(db, db, [failed, kept], native=True, prune_empty=True, run_id="r",
                        stamp="s")
     v3 = read_table(db / "MatMulV3.csv")
     assert v3["MicroBench Status"].tolist() == ["failed: x"]  # kept, with its error
@@ -175,7 +175,7 @@ def test_prune_deletes_only_measured_rows_without_a_duration_before_or_after(db)
     suspect = result_for(db, "MatMulV3.csv", 0, status=STATUS_SUSPECT, error="too fast")
     # MatMulV2 row 0 has a profiling duration: kept whatever happens.
     other = result_for(db, "MatMulV2.csv", 0, status=STATUS_SUSPECT, error="too fast")
-    outcome = backfill(db, db, [suspect, other], native=True, prune_empty=True, run_id="r",
+    outcome = write_results(db, db, [suspect, other], native=True, prune_empty=True, run_id="r",
                        stamp="s")
     assert len(read_table(db / "MatMulV3.csv")) == 0
     assert len(read_table(db / "MatMulV2.csv")) == 2
@@ -186,7 +186,7 @@ def test_prune_deletes_only_measured_rows_without_a_duration_before_or_after(db)
 
 def test_dry_run_writes_nothing_but_reports_what_would_change(db):
     before = tree_digest(db)
-    outcome = backfill(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, dry_run=True,
+    outcome = write_results(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, dry_run=True,
                        run_id="r", stamp="s")
     assert tree_digest(db) == before
     assert outcome.target is None and outcome.totals()["updated"] == 1
@@ -195,7 +195,7 @@ def test_dry_run_writes_nothing_but_reports_what_would_change(db):
 def test_duplicate_signatures_are_counted(tmp_path):
     rows = [V2_ROWS[0], V2_ROWS[0], V3_ROWS[0]]  # the third is the same GEMM, (K, N) stored
     db = write_db(tmp_path / "db", {"MatMulV2": rows}, device="CPU_TEST")
-    outcome = backfill(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, run_id="r",
+    outcome = write_results(db, db, [result_for(db, "MatMulV2.csv", 0)], native=True, run_id="r",
                        stamp="s")
     assert outcome.files[0].duplicates == 2
     assert outcome.files[0].updated == 3
@@ -207,7 +207,7 @@ def test_another_devices_database_is_copied_not_written(tmp_path):
     (source / "op_mapping.yaml").write_text("version: test\n")
     before = tree_digest(source)
     target = tmp_path / "out" / "CPU_TEST" / "vllm_ascend" / source.name
-    backfill(source, target, [result_for(source, "MatMulV2.csv", 1)], native=False,
+    write_results(source, target, [result_for(source, "MatMulV2.csv", 1)], native=False,
              run_id="r", stamp="s")
     assert tree_digest(source) == before
     copy = read_table(target / "MatMulV2.csv")
@@ -218,7 +218,7 @@ def test_another_devices_database_is_copied_not_written(tmp_path):
     # The source grows: the device's copy gets the new row, keeps its measurement.
     grown = write_db(tmp_path / "db", {"MatMulV2": [*V2_ROWS, cells(
         "4,32;16,32", "DT_BF16;DT_BF16", "ND;ND", "4,16", "DT_BF16")]})
-    outcome = backfill(grown, target, [], native=False, run_id="r2", stamp="s2")
+    outcome = write_results(grown, target, [], native=False, run_id="r2", stamp="s2")
     copy = read_table(target / "MatMulV2.csv")
     assert copy["Input Shapes"].tolist()[-1] == "4,32;16,32"
     assert copy["Average Duration(us)"].tolist() == ["", "12", ""]
@@ -230,7 +230,7 @@ def test_a_row_whose_cells_cannot_be_parsed_gets_its_case_error_in_its_status(tm
     db = write_db(tmp_path / "db", {"MatMulV2": rows}, device="CPU_TEST")
     broken = CaseResult(case_id="bad", nodeid="n", kernel_type="MatMulV2", file="MatMulV2.csv",
                         signature="", row=3, status="error", error="row 3: bad dimension")
-    outcome = backfill(db, db, [broken], native=True, run_id="r", stamp="s")
+    outcome = write_results(db, db, [broken], native=True, run_id="r", stamp="s")
     table = read_table(db / "MatMulV2.csv")
     assert table["MicroBench Status"].tolist() == ["", "", "error: row 3: bad dimension"]
     assert table["Input Shapes"][2] == "16,6x4;32,64"
@@ -244,7 +244,7 @@ def test_the_winner_among_results_for_one_row_does_not_depend_on_their_order(tmp
     second = result_for(db, "MatMulV2.csv", 1, samples=(3.0, 3.0, 3.0))
     values = []
     for order in ([first, second], [second, first]):
-        backfill(db, db, order, native=True, run_id="r", stamp="s")
+        write_results(db, db, order, native=True, run_id="r", stamp="s")
         values.append(read_table(db / "MatMulV2.csv")["Average Duration(us)"].tolist())
     assert values[0] == values[1] == ["1", "1"]
 
@@ -258,7 +258,7 @@ def test_old_schema_profiling_values_never_reach_another_devices_copy(tmp_path):
         "Std Duration(us),Average aicore_time(us)\n"
         'dynamic,AI_CORE,"16,64;32,64",DT_BF16;DT_BF16,ND;ND,"16,32",DT_BF16,ND,5.5,5.4,0.3,5.1\n')
     target = tmp_path / "out" / "CPU_TEST" / "vllm_ascend" / "v"
-    backfill(source, target, [], native=False, run_id="r", stamp="s")
+    write_results(source, target, [], native=False, run_id="r", stamp="s")
     copy = read_table(target / "MatMulV2.csv")
     for column in ("Average Duration(us)", "Profiling Average Duration(us)",
                    "Profiling Median Duration(us)", "Profiling Std Duration(us)",
@@ -284,7 +284,7 @@ def test_a_failed_rename_in_native_mode_leaves_every_file_as_it_was(db, monkeypa
 
     monkeypatch.setattr(os, "replace", immutable_v3)
     with pytest.raises(NpuperfError, match="every file was left as it was"):
-        backfill(db, db, results, native=True, run_id="r", stamp="s")
+        write_results(db, db, results, native=True, run_id="r", stamp="s")
     assert tree_digest(db) == before
 
 
@@ -299,7 +299,7 @@ def test_a_file_changed_after_collection_is_matched_by_signature(db):
                                                  "Output Shapes": "2,32"}), table],
                       ignore_index=True)
     moved.to_csv(db / "MatMulV2.csv", index=False)
-    backfill(db, db, [result], native=True, run_id="r", stamp="s", snapshot=catalog.database)
+    write_results(db, db, [result], native=True, run_id="r", stamp="s", snapshot=catalog.database)
     after = read_table(db / "MatMulV2.csv")
     assert after["Average Duration(us)"].tolist() == ["", "", "12"]  # the same row, now 3rd
 
@@ -309,8 +309,8 @@ def test_counter_columns_block_by_block_equal_one_cell_at_a_time(monkeypatch) ->
     format_number gives its result's counter; a result without counters (or not measured)
     leaves its row alone, a counter it lacks (or NaN) is cleared."""
     from pytest_npuperf.db.columns import COUNTERS, microbench_counter
-    from pytest_npuperf.db.merge import format_number
-    from pytest_npuperf.replay import writeback as module
+    from pytest_npuperf.db.upsert import format_number
+    from pytest_npuperf.replay import write as module
 
     monkeypatch.setattr(module, "_COUNTER_BLOCK", 3)
     results = []
@@ -344,7 +344,7 @@ def test_noisy_and_suspect_rows_are_counted_apart_from_failures_in_every_report(
                result_for(db, "MatMulV2.csv", 1, status=STATUS_SUSPECT),
                result_for(db, "MatMulV3.csv", 0, samples=(), status=STATUS_FAILED,
                           error="RuntimeError: boom")]
-    outcome = backfill(db, db, results, native=True, run_id="r1", stamp="20260101_000000")
+    outcome = write_results(db, db, results, native=True, run_id="r1", stamp="20260101_000000")
     assert (outcome.totals()["failed"], outcome.totals()["flagged"]) == (1, 2)
     text = render_markdown(outcome, results, session())
     assert "- Failed: 1" in text and "- Noisy: 1" in text and "- Suspect: 1" in text

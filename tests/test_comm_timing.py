@@ -19,10 +19,10 @@ from pytest_npuperf.comm.collective_result import (
     CommResult,
 )
 from pytest_npuperf.comm.lockstep import compare_selection
-from pytest_npuperf.comm.measure import CaseMeasurement, decide, next_round, plan
 from pytest_npuperf.comm.ops import OPS
 from pytest_npuperf.comm.runtime import CommFault
 from pytest_npuperf.comm.sweep import CommPoint
+from pytest_npuperf.comm.timing import CaseMeasurement, decide, next_round, plan
 from pytest_npuperf.devices.cpu import CpuBackend
 from pytest_npuperf.measure.policy import SamplingPolicy
 from pytest_npuperf.measure.sampler import STOP_BUDGET, STOP_MAX_SAMPLES, STOP_PRECISION

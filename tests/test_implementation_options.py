@@ -13,9 +13,9 @@ from pytest_npuperf.db.table import read_table
 from pytest_npuperf.devices import CpuBackend
 from pytest_npuperf.history.baseline import judge_samples
 from pytest_npuperf.history.records import KIND_KERNEL, CaseRecord
-from pytest_npuperf.kernels import implementations, vendors
+from pytest_npuperf.kernels import implementation_options, vendors
 from pytest_npuperf.kernels.implementation import Implementation, Unsupported
-from pytest_npuperf.kernels.implementations import options
+from pytest_npuperf.kernels.implementation_options import options
 from pytest_npuperf.kernels.spec import implemented
 from pytest_npuperf.measure.policy import SamplingPolicy
 from pytest_npuperf.measure.result import STATUS_OK, STATUS_SKIPPED
@@ -43,7 +43,7 @@ MATMUL = cells("16,64;32,64", "DT_FLOAT;DT_FLOAT", "ND;ND", "16,32", "DT_FLOAT")
 def quick_compile(monkeypatch):
     """torch.compile through a backend that traces but generates no code: the mechanism is
     under test here (inductor itself: test_inductor_fuses_...), in milliseconds."""
-    monkeypatch.setattr(implementations, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(implementation_options, "COMPILE_BACKEND", "aot_eager")
 
 
 def with_vendors(monkeypatch, *extra: Implementation) -> None:
@@ -205,7 +205,7 @@ def test_inductor_fuses_the_portable_path_before_any_sample(monkeypatch):
     from pytest_npuperf.measure.verify import Verifier
 
     calls = []
-    real = implementations.compile_call
+    real = implementation_options.compile_call
 
     def counted(call):
         compiled = real(call)

@@ -143,14 +143,14 @@ RESHAPE_AND_CACHE = KernelEntry(
     ("ReshapeAndCacheNdKernel",), "cache", VECTOR,
     (S("key"), S("value"), S("key_cache"), S("value_cache"), S("slot_mapping", INT32)),
     (S("key_cache"), S("value_cache")), "torch_npu._npu_reshape_and_cache",
-    replay=f"{_REPLAYS}.cache:ReshapeAndCacheNd", streamed=("key_cache", "value_cache"))
+    replay=f"{_REPLAYS}.kv_cache:ReshapeAndCacheNd", streamed=("key_cache", "value_cache"))
 KV_RMSNORM_ROPE_CACHE = KernelEntry(
     ("KvRmsNormRopeCache",), "cache", VECTOR,
     (S("kv"), S("gamma"), S("cos"), S("sin"), S("index", INT64), S("k_rope_cache"),
      S("ckv_cache"), opt("k_rope_scale", FLOAT), opt("c_kv_scale", FLOAT),
      opt("k_rope_offset", FLOAT), opt("c_kv_offset", FLOAT), opt("reserved_11")),
     (S("k_rope_cache"), S("ckv_cache"), S("k_rope"), S("c_kv")),
-    "torch_npu.npu_kv_rmsnorm_rope_cache", replay=f"{_REPLAYS}.cache:KvRmsNormRopeCache",
+    "torch_npu.npu_kv_rmsnorm_rope_cache", replay=f"{_REPLAYS}.kv_cache:KvRmsNormRopeCache",
     streamed=("gamma", "k_rope_cache", "ckv_cache"))
 
 # -- normalisation, activation, quantisation ------------------------------------------------
@@ -218,7 +218,7 @@ GATHER = KernelEntry(
 SCATTER_ND_UPDATE = KernelEntry(
     ("ScatterNdUpdate",), "cache", VECTOR, (S("var"), S("indices", INT32), S("updates")),
     (S("var"),), "torch_npu.npu_scatter_nd_update_(var, indices, updates)",
-    replay=f"{_REPLAYS}.cache:ScatterNdUpdate", streamed=("var",))
+    replay=f"{_REPLAYS}.kv_cache:ScatterNdUpdate", streamed=("var",))
 # hicann/ops-transformer moe/moe_token_permute and moe/moe_token_unpermute (op_host/*_def.cpp).
 MOE_TOKEN_PERMUTE = KernelEntry(
     ("MoeTokenPermute",), "moe", VECTOR, (S("tokens"), S("indices", INT32)),

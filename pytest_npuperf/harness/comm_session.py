@@ -95,7 +95,7 @@ class CommSession:
         metafunc.parametrize(PARAM, [pytest.param(p, id=p.case_id, marks=getattr(pytest.mark, p.op))
                                      for p in self.points])
 
-    def after_collection(self, items: list[pytest.Item]) -> None:
+    def check_selection(self, items: list[pytest.Item]) -> None:
         """Under torchrun: join the job and check that every rank selected the same cases."""
         self.selected = [p for p in map(case_point, items) if p is not None]
         if not self.env.launched or self.config.option.collectonly:
@@ -197,8 +197,8 @@ class CommSession:
 
     # -- cases ----------------------------------------------------------------------------------
     def run_case(self, point: CommPoint, nodeid: str) -> CommResult:
-        from ..comm.measure import CaseMeasurement
         from ..comm.runtime import CommFault
+        from ..comm.timing import CaseMeasurement
 
         if self.fabric is None:
             raise pytest.UsageError("npuperf: collective case outside a job (no torchrun)")

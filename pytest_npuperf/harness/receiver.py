@@ -11,7 +11,7 @@ from .roles import existing_owner, owner
 from .stash import result_of, roles
 
 
-class ResultCollector:
+class ResultReceiver:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 

@@ -38,7 +38,7 @@ class RowUpdate:
 
 
 @dataclass
-class MergeResult:
+class UpsertResult:
     frame: pd.DataFrame
     added: int = 0
     updated: int = 0
@@ -63,7 +63,7 @@ _NOT_FINITE = frozenset({"nan", "inf", "-inf"})
 
 def format_numbers(values: Sequence[float | None]) -> list[str]:
     """`[format_number(v) for v in values]`, formatted by one C-level `%` operation: a
-    backfill of 10^5 rows formats millions of numbers."""
+    write of 10^5 results formats millions of numbers."""
     if not values:
         return []
     numbers = (tuple(values) if None not in values
@@ -129,7 +129,7 @@ def ensure_columns(frame: pd.DataFrame, kernel_type: str, wanted: Iterable[str])
 
 def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signature, RowUpdate],
                   *, add_new: bool = True, signatures: Sequence[Signature | None] | None = None
-                  ) -> MergeResult:
+                  ) -> UpsertResult:
     """Set the update values on matching rows; append the rest when `add_new`."""
     frame, renamed = migrate_legacy(frame)
     if signatures is None:
@@ -185,7 +185,7 @@ def apply_updates(frame: pd.DataFrame, kernel_type: str, updates: Mapping[Signat
         frame.attrs.update(attrs)
         added = len(rows)
         unmatched = []
-    return MergeResult(frame=frame, added=added, updated=updated_rows, unmatched=unmatched,
+    return UpsertResult(frame=frame, added=added, updated=updated_rows, unmatched=unmatched,
                        renamed=renamed, bad_rows=bad_rows)
 
 

@@ -98,7 +98,7 @@ def resumed_left_out(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if item not in set(measured)]
 
 
-def after_collection(session: pytest.Session) -> None:
+def check_and_lock(session: pytest.Session) -> None:
     """The run's collection is complete: a collection problem is one usage-error line; the
     owner checks and locks what it will write before the first case."""
     run = existing_context(session.config)

@@ -85,7 +85,9 @@ from ..db.errors import NpuperfError
 from ..db.layout import PROFILES_DIR, device_of
 from ..db.lock import DatabaseLock
 from ..db.measured_stack import MEASURED_STACK_FILE, read_measured_stack, updated_measured_stack
-from ..db.merge import (
+from ..db.signature import Signature
+from ..db.transaction import Transaction
+from ..db.upsert import (
     canonical_order,
     ensure_columns,
     format_number,
@@ -93,8 +95,6 @@ from ..db.merge import (
     migrate_legacy,
     set_columns,
 )
-from ..db.signature import Signature
-from ..db.transaction import Transaction
 from ..kernels.catalog import same_call_types
 from ..kernels.mapping_writer import ensure_op_mapping
 from ..measure.counters import CounterMatrix, shared_rows
@@ -107,7 +107,7 @@ from ..measure.result import (
     STATUS_UNATTRIBUTED,
     CaseResult,
 )
-from .outcome import BackfillOutcome, FileOutcome, GapRow
+from .outcome import FileOutcome, GapRow, WriteOutcome
 
 _STATUS_MAX = 300
 _EXAMPLES = 3
@@ -151,7 +151,7 @@ def _columns(results: list[CaseResult], run_id: str) -> dict[str, list[str | Non
     """Column -> per result, the text its row gets there (None: the cell is left alone).
 
     Built column by column for all results at once, every number formatted in one operation:
-    a backfill of 10^5 rows would otherwise build a dict per row."""
+    a write of 10^5 results would otherwise build a dict per row."""
     count = len(results)
     columns: dict[str, list[str | None]] = {
         MICROBENCH_METHOD: [r.method for r in results],
@@ -561,7 +561,7 @@ def _column(frame: pd.DataFrame, column: str) -> list[str]:
 
 
 def _summarize(target: _Target, outcome: FileOutcome, updated: dict[Signature, CaseResult],
-               run: BackfillOutcome) -> None:
+               run: WriteOutcome) -> None:
     table = target.table
     frame = table.frame
     outcome.rows = len(frame)
@@ -601,11 +601,11 @@ def _summarize(target: _Target, outcome: FileOutcome, updated: dict[Signature, C
     outcome.unchanged = max(outcome.rows - outcome.updated - outcome.failed - outcome.flagged, 0)
 
 
-def backfill(source: Path, target: Path | None, results: list[CaseResult], *, native: bool,
-             prune_empty: bool = False, dry_run: bool = False, run_id: str = "",
-             stamp: str = "", snapshot: Database | None = None, own: Database | None = None,
-             lock: DatabaseLock | Literal[True] = True, purpose: str = "pytest backfill"
-             ) -> BackfillOutcome:
+def write_results(source: Path, target: Path | None, results: list[CaseResult], *, native: bool,
+                prune_empty: bool = False, dry_run: bool = False, run_id: str = "",
+                stamp: str = "", snapshot: Database | None = None, own: Database | None = None,
+                lock: DatabaseLock | Literal[True] = True, purpose: str = "pytest write"
+                ) -> WriteOutcome:
     """Write the session's results; returns what changed. Nothing is written on a dry run.
 
     `snapshot`: the source database as read at collection (read now when not given); `own`:
@@ -613,7 +613,7 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
     target's lock when the caller holds it, else True to take it here.
     """
     source, target = Path(source), (Path(target) if target is not None else None)
-    outcome = BackfillOutcome(source=source, target=None if dry_run else target, native=native,
+    outcome = WriteOutcome(source=source, target=None if dry_run else target, native=native,
                               dry_run=dry_run, run_id=run_id, stamp=stamp)
     if snapshot is None:
         snapshot = Database(source).read(strict=False)
@@ -649,7 +649,7 @@ def backfill(source: Path, target: Path | None, results: list[CaseResult], *, na
 
 
 def _predict_kept_profiles(target: Path, targets: dict[str, _Target],
-                           outcome: BackfillOutcome) -> None:
+                           outcome: WriteOutcome) -> None:
     """The model-level prediction of each trace kept in the database's profiles/ (the demo
     model's), from the database as this run leaves it."""
     kept = sorted((target / PROFILES_DIR).glob("*.json")) if (target / PROFILES_DIR).is_dir() \
@@ -666,7 +666,7 @@ def _predict_kept_profiles(target: Path, targets: dict[str, _Target],
             outcome.notes.append(f"no model prediction for {trace}: {exc}")
 
 
-def _conditions_notes(outcome: BackfillOutcome) -> list[str]:
+def _conditions_notes(outcome: WriteOutcome) -> list[str]:
     notes = [f"{n} row(s) were not compared with the model: their in-model times are {why} "
              f"(profile the model again on a quiet host)"
              for why, n in sorted(outcome.untrusted.items())]
@@ -689,7 +689,7 @@ def _profiled(database: Database, here: str | None = None) -> bool:
     return False
 
 
-def _update(target: _Target, routes: _Routes, outcome: BackfillOutcome, *, run_id: str,
+def _update(target: _Target, routes: _Routes, outcome: WriteOutcome, *, run_id: str,
             prune_empty: bool) -> None:
     table = target.table
     file_outcome = FileOutcome(file=table.name, kernel_type=table.kernel_type)

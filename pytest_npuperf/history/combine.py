@@ -28,7 +28,7 @@ def classify(sources: list[Path]) -> tuple[list[Path], list[Path], list[Path]]:
     return databases, histories, runs
 
 
-def merge_sources(sources: list[Path], *, history: Path | None, database: Path | None,
+def combine_sources(sources: list[Path], *, history: Path | None, database: Path | None,
                   dry_run: bool = False) -> str:
     databases, histories, runs = classify([Path(s) for s in sources])
     if databases and database is None:

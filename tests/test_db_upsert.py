@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pytest_npuperf.db.merge import RowUpdate, apply_updates, format_number, set_columns
 from pytest_npuperf.db.signature import signature
 from pytest_npuperf.db.table import read_table
+from pytest_npuperf.db.upsert import RowUpdate, apply_updates, format_number, set_columns
 
 from .conftest import write_csv
 
@@ -174,7 +174,7 @@ def test_row_signatures_once_per_distinct_row_outside_the_process_cache() -> Non
     """A table's signatures: each distinct identity computed once per read (repeats share
     the object), the process-wide cache left as it was, a bad cell an error on each of its
     rows."""
-    from pytest_npuperf.db.merge import row_signatures
+    from pytest_npuperf.db.upsert import row_signatures
 
     rows = [("4,128;64,128", "DT_BF16;DT_BF16", "ND;ND", "4,64", "DT_BF16"),
             ("8,128;64,128", "DT_BF16;DT_BF16", "ND;ND", "8,64", "DT_BF16"),
