@@ -22,7 +22,8 @@ write, history, figures and reports included. The run JSON breaks it down by par
     (the intercept, less what `import torch` alone costs in a fresh interpreter). Beside them
     the breakdown of the whole run and the figures issue 23's method gave (outside clock,
     less a bare pytest run that imports torch: pytest's own start and exit left out too).
-    Goals on this CPU: <= 10 ms per case, <= 0.5 s fixed.
+    Goals on this CPU: <= 10 ms per case, <= 0.5 s fixed. pytest's own share: sessions of as
+    many empty tests without the plugin, fitted the same way (ours relative to it).
 (e) the duty cycle at scale: `pytest bench` on 1,100 grid rows (six kernel types, under
     0.05 GiB each). Goal on this CPU: at least 0.9. Not in the default selection (minutes).
 (g) the whole embedded database on the session's device (`-- --npuperf-device cuda` on a
@@ -231,6 +232,37 @@ def bench_overhead(work: Path, extra: list[str], tries: int = 2) -> None:
     print(f"    issue 23's method on the same runs: {1e3 * (inside + around):.1f} ms per case, "
           f"fixed {outside_cases(whole) - cases * around - base:.2f} s beyond a bare pytest "
           f"that imports torch ({base:.2f} s: pytest's start-up, plugins and exit)")
+    bare_per_test, bare_fixed = _bare_sessions(bare, cases, few, tries)
+    print(f"    pytest's own cost, a session of as many empty tests (the same two counts, "
+          f"this script's clock, best of {tries}): {1e3 * bare_per_test:.2f} ms per test, "
+          f"fixed {bare_fixed:.2f} s; ours per case {1e3 * per_case:.1f} ms = "
+          f"{per_case / bare_per_test if bare_per_test > 0 else float('nan'):.1f}x pytest's, "
+          f"{1e3 * (per_case - bare_per_test):.1f} ms beyond it (load {loadavg()})")
+
+
+BARE_CASES = """
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("case", range({count}))
+def test_case(case):
+    torch.zeros(1).add_(case)
+"""
+
+
+def _bare_sessions(bare: Path, cases: int, few: int, tries: int) -> tuple[float, float]:
+    """pytest's own per-test and fixed cost: sessions of `cases` and `few` empty tests (each
+    a tensor op, the file importing torch), without this plugin, fitted as (d) fits ours:
+    (seconds per test, fixed seconds)."""
+    walls = {}
+    for count in (cases, few):
+        name = f"test_bare_{count}.py"
+        (bare / name).write_text(BARE_CASES.format(count=count))
+        walls[count] = min(timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                  "-p", "no:npuperf", name], bare) for _ in range(tries))
+    per_test = (walls[cases] - walls[few]) / max(1, cases - few)
+    return per_test, walls[cases] - per_test * cases
 
 
 def bench_scale(work: Path, extra: list[str], kernels: str = "MatMulV2,MatMulV3,RmsNorm,SwiGlu,"

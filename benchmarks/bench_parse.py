@@ -55,6 +55,14 @@ def build_file(source: Path, rows: int, target: Path) -> None:
 
 def run_measured(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS in MiB) of a child process; its output kept in `stdout`."""
+    wall, rss, _ = run_timed(argv, stdout)
+    return wall, rss
+
+
+def run_timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float, float]:
+    """`run_measured` and the CPU seconds (user + system) the process and the children it
+    waited for spent: on a shared host the wall time carries the others' load, the CPU time
+    much less of it."""
     begin = time.perf_counter()
     with open(stdout or os.devnull, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
@@ -64,7 +72,7 @@ def run_measured(argv: list[str], stdout: Path | None = None) -> tuple[float, fl
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:3])} ... failed ({proc.returncode}):\n{err}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def compare(baseline: tuple[str, list[str]], measured: tuple[str, list[str]]

@@ -58,7 +58,8 @@ def test_measurement_lands_in_the_row_with_mean_and_project_columns(db):
     assert table["MicroBench Run Id"][0] == "r1" and table["MicroBench Run Id"][1] == ""
     v2 = next(f for f in outcome.files if f.file == "MatMulV2.csv")
     assert (v2.updated, v2.unchanged, v2.missing, v2.added) == (1, 1, 0, 0)
-    assert [(g.microbench_us, g.profiling_us) for g in outcome.gaps] == [(12.0, 10.0)]
+    assert [(g.microbench_us, g.profiling_us, g.shape) for g in outcome.gaps] == [
+        (12.0, 10.0, "16,64;32,64 -> 16,32")]
 
 
 @pytest.mark.parametrize(("statistic", "stored"), [("median", "11"), ("mean", "17")])

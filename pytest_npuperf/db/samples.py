@@ -13,11 +13,25 @@ import zlib
 SAMPLES_ENCODING = "zlib-f32le"
 
 
+# Inputs shorter than this many bytes (31 float32 values) are compressed with a smaller hash
+# table (memory level 3): `zlib.compress` sets up and clears hundreds of KB of state for every
+# call, most of the cost of a case's few samples (10^5 cases at a large run's end: seconds,
+# twice, history and run JSON). Such an input fits one block either way, and the bytes are
+# those `zlib.compress(data, 6)` writes (tests/test_samples_encoding.py tries thousands of
+# sample sets; levels 1 and 2 are not: their hash drops bits that tell matches apart).
+_SMALL = 128
+_SMALL_LEVEL = 3
+
+
 def encode_samples(samples: list[float]) -> bytes:
     data = array.array("f", samples)
     if sys.byteorder != "little":
         data.byteswap()
-    return zlib.compress(data.tobytes(), 6)
+    raw = data.tobytes()
+    if len(raw) < _SMALL:
+        packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS, _SMALL_LEVEL)
+        return packer.compress(raw) + packer.flush()
+    return zlib.compress(raw, 6)
 
 
 def decode_samples(blob: bytes, encoding: str = SAMPLES_ENCODING) -> list[float]:

@@ -56,6 +56,7 @@ class TypePrediction:
     missed_us: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)  # replay / profiled -> calls
     source_us: dict[str, float] = field(default_factory=dict)  # replay / profiled -> predicted
+    source_measured_us: dict[str, float] = field(default_factory=dict)  # -> those calls' time
     misses: dict[str, float] = field(default_factory=dict)  # shape -> measured us
 
     @property
@@ -74,6 +75,7 @@ class Prediction:
     unmapped_us: float = 0.0
     unmapped: list[tuple[str, float]] = field(default_factory=list)  # the largest
     trust: str = ""
+    waited_us: float = 0.0  # of measured_us: the profile's threads waiting for a CPU
 
     @property
     def predicted_us(self) -> float:
@@ -86,6 +88,26 @@ class Prediction:
     @property
     def ratio(self) -> float:
         return self.predicted_us / self.measured_us if self.measured_us > 0 else float("nan")
+
+    @property
+    def wait_share(self) -> float:
+        return self.waited_us / self.measured_us if self.measured_us > 0 else 0.0
+
+    def _by_source(self, source: str) -> tuple[float, float]:
+        """(predicted, measured) of the calls whose value came from `source`."""
+        return (sum(t.source_us.get(source, 0.0) for t in self.types.values()),
+                sum(t.source_measured_us.get(source, 0.0) for t in self.types.values()))
+
+    @property
+    def on_cpu_ratio(self) -> float:
+        """Over the calls a replay costed: predicted / measured less the wait for a CPU (a
+        CPU trace's run-queue delay). A replay leaves the host's waits out (its preempted
+        samples are dropped); the in-model times hold them. The step's wait is exact; each
+        call's is taken in proportion to its time (preemption lands where time is spent).
+        In-model values are left out: they may hold a wait of their own profile."""
+        predicted, measured = self._by_source(REPLAY)
+        on_cpu = measured * (1.0 - self.wait_share)
+        return predicted / on_cpu if on_cpu > 0 else float("nan")
 
     @property
     def covered_ratio(self) -> float:
@@ -107,6 +129,13 @@ class Prediction:
                  f"ms measured): predicted / measured {self.ratio:.3f} ({self.covered_ratio:.3f} "
                  f"over the calls with a row; {self.from_replays():.0%} of the predicted time "
                  f"from replays, the rest from in-model values)"]
+        if self.waited_us > 0:
+            replayed = self._by_source(REPLAY)[1]
+            lines.append(f"  of the measured time, {self.waited_us / 1e3:,.3f} ms "
+                         f"({self.share(self.waited_us):.1%}) the profile's threads waited for a "
+                         f"CPU (run-queue delay); without it, predicted / measured "
+                         f"{self.on_cpu_ratio:.3f} over the calls a replay costed "
+                         f"({self.share(replayed):.1%} of the step)")
         if self.trust and self.trust != "ok":
             lines.append(f"  measured on a host where the in-model times are {self.trust}")
         width = max((len(t) for t in self.types), default=0)
@@ -134,6 +163,10 @@ class Prediction:
                 f"**{self.ratio:.3f}** over the whole step ({self.measured_us:,.1f} us measured), "
                 f"{self.covered_ratio:.3f} over the calls with a row; unmapped "
                 f"{self.share(self.unmapped_us):.1%}, no row {self.share(self.missed_us):.1%}.")
+        if self.waited_us > 0:
+            head += (f" The profile's threads waited {self.share(self.waited_us):.1%} of the "
+                     f"measured time for a CPU: {self.on_cpu_ratio:.3f} without it, over the "
+                     f"calls a replay costed.")
         return head + "\n\n" + "\n".join(rows)
 
     def as_dict(self) -> dict:
@@ -141,7 +174,8 @@ class Prediction:
                 "measured_us": self.measured_us, "predicted_us": self.predicted_us,
                 "ratio": self.ratio, "covered_ratio": self.covered_ratio,
                 "unmapped_us": self.unmapped_us, "missed_us": self.missed_us,
-                "steps": self.steps, "trust": self.trust,
+                "steps": self.steps, "trust": self.trust, "waited_us": self.waited_us,
+                "on_cpu_ratio": self.on_cpu_ratio,
                 "types": {k: {"calls": t.calls, "measured_us": t.measured_us,
                               "predicted_us": t.predicted_us, "missed_calls": t.missed_calls,
                               "missed_us": t.missed_us, "sources": t.sources,
@@ -189,7 +223,8 @@ def predict_tables(trace: Path, tables: dict[str, Table], database: Path, *,
 def _predict(rows, summary: TraceSummary, values: _Values, database: Path) -> Prediction:
     result = Prediction(summary.path, database, summary.total_us, summary.steps,
                         unmapped_us=sum(summary.unmapped.values()),
-                        unmapped=summary.unmapped.most_common(_SHOWN), trust=summary.trust)
+                        unmapped=summary.unmapped.most_common(_SHOWN), trust=summary.trust,
+                        waited_us=summary.waited_us)
     cached: dict[tuple, object] = {}
     for row in rows.to_dict("records") if len(rows) else []:
         kernel_type = row["Type"]
@@ -215,6 +250,7 @@ def _predict(rows, summary: TraceSummary, values: _Values, database: Path) -> Pr
         t.hit_measured_us += us
         t.sources[source] = t.sources.get(source, 0) + 1
         t.source_us[source] = t.source_us.get(source, 0.0) + value
+        t.source_measured_us[source] = t.source_measured_us.get(source, 0.0) + us
     return result
 
 

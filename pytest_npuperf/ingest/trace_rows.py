@@ -16,6 +16,7 @@ trace's metadata (key `npuperf`).
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ from ..db.errors import CellError
 from ..db.signature import Signature, signature
 from ..devices.names import cpu_model, database_device
 from ..kernels.composite_ops import Part, composite_row, traced_tensors
-from ..kernels.module_kinds import ModuleKinds, load_kinds
+from ..kernels.module_kinds import STEP_WAITS, ModuleKinds, load_kinds
 from ..kernels.torch_ops import TorchOperators
 from . import trace_fields as fields
 from .chrome_trace import read_events
@@ -88,6 +89,28 @@ class TraceSummary:
     def trust(self) -> str:
         return str(self.profile.get("trust") or "")
 
+    @property
+    def waited_us(self) -> float:
+        """What the profile's threads waited for a CPU inside the marked steps (Linux's
+        run-queue delay, recorded by `npuperf profile`), in a CPU trace: time the host took,
+        held by the in-model times but not the model's. 0: none recorded, or a device's
+        trace (its kernels do not wait for the host's CPU)."""
+        if self.device.kind != KIND_CPU or not self.steps:
+            return 0.0
+        waits = self.profile.get(STEP_WAITS)
+        if not isinstance(waits, list):
+            return 0.0
+        total = 0.0
+        for step in waits:
+            try:
+                value = float(step[1])
+            except (TypeError, ValueError, IndexError):
+                value = -1.0
+            if not math.isfinite(value) or value < 0:
+                return 0.0  # a hand-edited value: nothing said rather than a wrong figure
+            total += value
+        return min(total, self.total_us)
+
     def conditions(self) -> dict[str, str]:
         """The profile's conditions as the rows record them."""
         profile = self.profile
@@ -120,6 +143,9 @@ class TraceSummary:
             lines.append(f"  no steps marked: {self.init_us / total:.1%} of the trace is weight "
                          f"initialisation (random fills); mark the step (pytest_npuperf."
                          f"profiling.step) or profile a callable (npuperf profile --call)")
+        if self.waited_us > 0:
+            lines.append(f"  the profile's threads waited {self.waited_us / 1e3:,.3f} ms "
+                         f"({self.waited_us / total:.1%}) of it for a CPU (run-queue delay)")
         if self.trust and self.trust != TRUST_OK:
             lines.append(f"  the in-model times are {self.trust}: they are kept out of the "
                          f"replay comparison; profile again on a quiet host")

@@ -27,6 +27,8 @@ KINDS_FILE = Path(__file__).with_name("module_kinds.yaml")
 KINDS_ENV = "NPUPERF_MODULE_KINDS"  # a user's file of more kinds, read beside the package's
 RANGE_PREFIX = "npuperf:"
 STEP_RANGE = "npuperf.step#"  # a step marked by the workload (profiling/steps.py)
+# The trace metadata's [wall us, waited-for-a-CPU us, threads] of each traced step.
+STEP_WAITS = "step_waits"
 CONVERTERS = ("rms_norm", "rotary", "gated_activation", "attention")
 _LISTS = ("modules", "functions", "operators", "keeps")
 _RANGE = re.compile(r"^npuperf:(?P<kind>[A-Za-z0-9_]+):(?P<label>[^|]*)\|(?P<tensors>.*)$")

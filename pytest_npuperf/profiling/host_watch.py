@@ -63,6 +63,21 @@ def _running_own() -> int:
     return count
 
 
+@dataclass(frozen=True)
+class StepWait:
+    """One traced step: its wall time and the time its threads waited for a CPU (Linux's
+    run-queue delay; per busy thread, their mean). For one thread, wall - waited is exactly
+    its CPU time (measured: 532.9 ms against 532.8 ms of thread CPU time for a Llama forward
+    beside 12 runnable tasks): the in-model times inside the step hold that wait."""
+
+    wall_us: float
+    waited_us: float
+    threads: int
+
+    def as_list(self) -> list:
+        return [round(self.wall_us, 3), round(self.waited_us, 3), self.threads]
+
+
 @dataclass
 class HostVerdict:
     trust: str  # ok, untrusted: <why>, or "" (nothing could be read)
@@ -106,6 +121,8 @@ class HostWatch:
         self._thread = threading.Thread(target=self._sample, name="npuperf-host-watch",
                                         daemon=True)
         self._started = 0.0
+        self.steps: list[StepWait] = []  # per traced step, in order
+        self._step: tuple[float, dict] | None = None
 
     def start(self) -> HostWatch:
         if self.queue is not None:
@@ -114,6 +131,33 @@ class HostWatch:
         self._started = time.perf_counter()
         self._thread.start()
         return self
+
+    def step_begin(self) -> None:
+        if self.queue is None:
+            return
+        self.queue.refresh()  # intra-op workers a step may have started
+        self._step = (time.perf_counter(), self.queue.snapshot())
+
+    def step_end(self) -> None:
+        """The step's wall and what its threads waited for a CPU: the calling thread's, and
+        those of the others that ran at least 5 % of the step (intra-op workers; not this
+        watch's sampler). The calling thread always counts: the kernel updates a running
+        thread's CPU time only at a tick, so a short step may show none."""
+        if self.queue is None or self._step is None:
+            return
+        after = self.queue.snapshot()
+        started, before = self._step
+        wall_ns = (time.perf_counter() - started) * 1e9
+        self._step = None
+        caller = str(threading.get_native_id())
+        sampler = str(self._thread.native_id)
+        # A wait is counted when the thread gets its CPU back: one begun before the step may
+        # land inside it, hence the bound (the caller, running at both ends, needs none).
+        waits = [min(after[t][1] - b[1], wall_ns) for t, b in before.items()
+                 if t in after and t != sampler
+                 and (t == caller or after[t][0] - b[0] > 0.05 * wall_ns)]
+        self.steps.append(StepWait(wall_ns / 1e3, sum(waits) / 1e3 / max(len(waits), 1),
+                                   len(waits)))
 
     def _sample(self) -> None:
         while not self._stop.wait(PERIOD_S):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..db.errors import NpuperfError
-from ..kernels.module_kinds import STEP_RANGE, ModuleKinds, load_kinds
+from ..kernels.module_kinds import STEP_RANGE, STEP_WAITS, ModuleKinds, load_kinds
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "npu")
 META_KEY = "npuperf"
@@ -143,12 +143,29 @@ class _Session:
                                                if self.kind == "cuda" else [])
         return profile(activities=activities, record_shapes=True)
 
+    @contextlib.contextmanager
+    def step_range(self, index: int) -> Iterator[None]:
+        """One traced step: its range, and what its threads waited for a CPU."""
+        import torch
+
+        with torch.autograd.profiler.record_function(f"{STEP_RANGE}{index}"):
+            if self._watch is not None:
+                self._watch.step_begin()
+            yield
+            _synchronize(self.kind)  # the step's device work ends inside its range
+            if self._watch is not None:
+                self._watch.step_end()
+
     def stop(self) -> Path:
         _synchronize(self.kind)
         verdict = self._watch.verdict() if self._watch is not None else None
         self.trust = verdict.trust if verdict is not None else ""
         meta = {"device": _device_name(self.kind), "stack": _stack(),
                 **(verdict.as_dict() if verdict is not None else {})}
+        if self._watch is not None and self._watch.steps:
+            # [wall, waited for a CPU (us), threads] per step: what the parse and the
+            # prediction tell apart from the model's own time on a CPU.
+            meta[STEP_WAITS] = [s.as_list() for s in self._watch.steps]
         add = getattr(self._profiler, "add_metadata_json", None)
         if add is not None:
             add(META_KEY, json.dumps(meta))
@@ -163,15 +180,6 @@ class _Session:
         os.replace(temporary, path)
         self.path = path
         return path
-
-
-@contextlib.contextmanager
-def _step_range(index: int, kind: str) -> Iterator[None]:
-    import torch
-
-    with torch.autograd.profiler.record_function(f"{STEP_RANGE}{index}"):
-        yield
-        _synchronize(kind)  # the step's device work ends inside its range
 
 
 def trace_workload(step: Callable[[], object], out: str | Path, *, kind: str = "auto",
@@ -206,7 +214,7 @@ def profile_callable(step: Callable[[], object], out: str | Path, *, kind: str =
     session.start()
     try:
         for index in range(steps):
-            with _step_range(index, kind):
+            with session.step_range(index):
                 step()
     finally:
         path = session.stop()
@@ -234,7 +242,7 @@ class _Controller:
         if not self.started:
             self.started = True
             self.session.start()
-        with _step_range(index - self.warmup, self.session.kind):
+        with self.session.step_range(index - self.warmup):
             yield
         self.traced += 1
         if self.traced == self.steps:

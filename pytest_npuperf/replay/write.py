@@ -484,8 +484,15 @@ def _route(results: Iterable[CaseResult], collected: dict[str, Table],
 
 
 def _shape_text(frame: pd.DataFrame, position: int) -> str:
-    row = frame.iloc[position]
-    return f"{row.get(INPUT_SHAPES, '')} -> {row.get(OUTPUT_SHAPES, '')}"
+    # Two cells, not the row: a row of a wide object frame is a new Series (ms each, once
+    # per gap row of every file at each write). A file with a column twice: as the row has it.
+    if not frame.columns.is_unique:
+        row = frame.iloc[position]
+        return f"{row.get(INPUT_SHAPES, '')} -> {row.get(OUTPUT_SHAPES, '')}"
+
+    def cell(column: str) -> object:
+        return frame[column].iat[position] if column in frame.columns else ""
+    return f"{cell(INPUT_SHAPES)} -> {cell(OUTPUT_SHAPES)}"
 
 
 def _durations(frame: pd.DataFrame, column: str) -> list[float | None]:
