@@ -32,7 +32,7 @@ write, history, figures and reports included. The run JSON breaks it down by par
     Goals on a GPU (issue 33): <= 10 ms per case, duty cycle >= 0.9. Not in the default
     selection.
 (f) the demo-model profile of a new output directory on a device that profiled it before
-    (its trace kept per device, harness/model_profile.py): `pytest bench -k "MatMulV3 and
+    (its trace kept per device, run/model_profile.py): `pytest bench -k "MatMulV3 and
     32x7168x256"` in a first output directory (profiles the model), then in a new one
     (parses the kept trace), sharing one device cache. Goal: under 1 s in the new one.
 

@@ -15,8 +15,8 @@ from .harness import lifecycle, parametrize
 from .harness.configure import configure, rank_env
 from .harness.nodeids import may_be_cases
 from .harness.options import add_options
+from .harness.progress import teststatus
 from .harness.roles import comm_session, measurer, owner
-from .harness.stash import teststatus
 from .harness.wrap import run_elsewhere
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ import pytest
 import torch  # noqa: F401  (imported before any in-process pytester run: never twice)
 
 from pytest_npuperf.harness.roles import measurer, owner
-from pytest_npuperf.harness.stash import RESULT_PROPERTY, attach_result, choose_roles, result_of
+from pytest_npuperf.harness.route import RESULT_PROPERTY, pack, unpack
+from pytest_npuperf.harness.stash import choose_roles
 from pytest_npuperf.measure.result import STATUS_OK, CaseResult
 from tests.replay_project import BENCH, FAST, MATMUL_ROWS, write_db
 
@@ -50,13 +51,13 @@ def test_a_result_is_put_on_its_report_as_it_travels(pytester, where):
     choose_roles(config)
     report = pytest.TestReport("n", ("f", 1, "n"), {}, "passed", None, "call", [])
     result = _result()
-    attach_result(_Item(config), report, result)
+    pack(_Item(config), report, result)
     [(name, value)] = report.user_properties
     assert name == RESULT_PROPERTY
     # Serially the object itself; from a worker a dictionary, the one crossing.
     assert (value is result) if where == "serial" else isinstance(value, dict)
-    received = result_of(report)
-    assert received == result and result_of(report) is received  # read once, then kept
+    received = unpack(report)
+    assert received == result and unpack(report) is received  # read once, then kept
 
 
 def test_a_serial_run_never_converts_a_result(pytester, monkeypatch):

@@ -418,6 +418,7 @@ class _Tables:
 
     reports_dir = None  # the reports are written with the tables, in one transaction
     inside = None
+    demo = None
 
     def __init__(self, session: CommSession) -> None:
         from ..run.target import CollectiveTables

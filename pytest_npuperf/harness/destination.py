@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..db.signature import Signature
     from ..devices import Backend
     from ..run.finish import Target
+    from ..run.model_profile import DemoProfile
     from .options import Settings
 
 
@@ -153,7 +154,21 @@ class DatabaseRun(_Common):
                               reports_dir=self.reports_dir, inside=self.inside,
                               prune_empty=settings.prune_empty, dry_run=settings.dry_run,
                               snapshot=context.catalog.database, own=self._own,
-                              lock=lock or True, purpose=f"pytest run {context.run_id}")
+                              lock=lock or True, purpose=f"pytest run {context.run_id}",
+                              demo=self._demo(lock))
+
+    def _demo(self, lock: DatabaseLock | None) -> DemoProfile | None:
+        """The demo model to profile into this device's copy of the embedded database
+        (run/model_profile.py): on a CPU or a GPU, not in a dry run, unless turned off."""
+        settings, backend = self.context.settings, self.context.backend
+        if not (settings.model_profile and settings.embedded and not settings.dry_run
+                and backend.kind in ("cpu", "cuda") and not self.native):
+            return None
+        from ..run.model_profile import DemoProfile
+
+        return DemoProfile(kind=backend.kind, device=backend.device,
+                           database_device=backend.database_device(), stack=backend.stack(),
+                           source=self.source, target=self.target, lock=lock)
 
 
 class GridRun(_Common):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from .roles import existing_owner
-from .stash import RESULT_KEY, RESULT_PROPERTY, result_of
+from .route import carries, kept, unpack
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -21,10 +21,9 @@ def pytest_runtest_makereport(item, call):
     # would pay for an SVG per case that nothing shows.
     if not getattr(item.config.option, "htmlpath", None):
         return
-    if report.when not in ("call", "setup") or not any(
-            name == RESULT_PROPERTY for name, _ in report.user_properties):
+    if report.when not in ("call", "setup") or not carries(report):
         return
-    result = item.stash.get(RESULT_KEY, None)  # the object itself, in the measuring process
+    result = kept(item)  # the object itself, in the measuring process
     if result is None:
         return
     import pytest_html
@@ -47,7 +46,7 @@ def pytest_html_results_table_header(cells) -> None:
 def pytest_html_results_table_row(report, cells) -> None:
     from ..report.html import html_row_cells, no_value_result_cell
 
-    result = result_of(report)
+    result = unpack(report)
     if cells and "col-result" in str(cells[0]) and report.skipped and result is not None \
             and result.without_value:
         cells[0] = no_value_result_cell()  # pytest-html knows no such outcome: it counts a skip

@@ -22,7 +22,7 @@ from ..measure.result import (
 from ..replay.cases import result_for
 from .context import RunContext
 from .fresh import FRESH_LIMIT, measure_fresh
-from .stash import RESULT_KEY
+from .route import keep
 
 if TYPE_CHECKING:
     from ..history.compare import Comparison
@@ -147,10 +147,10 @@ class Measurer:
 
         def replay(ref: CaseRef) -> CaseResult:
             if ref.problem:  # the row's file could not be read: this case stands for the file
-                node.stash[RESULT_KEY] = result_for(ref, node.nodeid, STATUS_ERROR, ref.problem)
+                keep(node, result_for(ref, node.nodeid, STATUS_ERROR, ref.problem))
                 pytest.fail(f"{ref.file}: {ref.problem}", pytrace=False)
             result = self.run_case(ref, node.nodeid)
-            node.stash[RESULT_KEY] = result
+            keep(node, result)
             if result.status == STATUS_SKIPPED:  # a ReplaySkipped/NpuOnly row, or no replay yet
                 pytest.skip(result.error)
             if result.status in FAILING_STATUSES:
@@ -160,22 +160,18 @@ class Measurer:
                 pytest.fail(message, pytrace=False)
             # Against --npuperf-baseline, here where it ran (a SLOWER case is measured again).
             result, comparison = self.judge_case(ref, node.nodeid, result)
-            node.stash[RESULT_KEY] = result
+            keep(node, result)
             if comparison is not None and comparison.verdict == "SLOWER":
                 pytest.fail(comparison.describe(), pytrace=False)
             if result.without_value:
                 # Not a green PASSED: pytest's skip carries the reason to every report (the
-                # terminal counts it as `no value`, stash.teststatus), or it fails.
+                # terminal counts it as `no value`, progress.teststatus), or it fails.
                 why = f"{NO_VALUE}: {result.status_text}"
                 if self.context.settings.no_value_fails:
                     pytest.fail(f"{why} (--npuperf-no-value fail)", pytrace=False)
                 pytest.skip(why)
             return result
         return replay
-
-    def skipped(self, ref: CaseRef, nodeid: str, reason: str) -> CaseResult:
-        """The result of a case pytest skipped before it ran (a skip mark, -m filters)."""
-        return result_for(ref, nodeid, STATUS_SKIPPED, reason)
 
     def close(self) -> None:
         if self._quiet is not None:

@@ -4,8 +4,9 @@ journals it at once, harness/journal.py), and ends the run.
 
 How the run ends is chosen once: an msprof child hands its results to its parent (which
 attributes the kernels and ends the run, harness/wrap.py); every other run ends here through
-`run.finish.finish_run`. A run stopped early (SIGTERM, SIGHUP, Ctrl-C, `-x`) ends the same way:
-every finished case is written, and the run is recorded as partial, with why.
+`run.finish.finish_run` (a result's route to the write: route.py). A run stopped early
+(SIGTERM, SIGHUP, Ctrl-C, `-x`) ends the same way: every finished case is written, and the
+run is recorded as partial, with why.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..db.errors import NpuperfError
 from ..db.progress import Progress
 from ..db.table import check_writable_dir
 from ..db.transaction import check_inside
-from ..measure.overhead import AFTER, BETWEEN, DEMO, STARTUP
+from ..measure.overhead import AFTER, BETWEEN, STARTUP
 from ..measure.result import STATUS_CRASHED
 from ..replay.cases import result_for
 from .bench_bridge import add_result, benchmark_session
@@ -38,9 +39,9 @@ from .journal import (
     successor_header,
     supersede,
 )
-from .model_profile import profile_demo_once
 from .nodeids import case_id_of_nodeid
 from .progress import LOG_INTERVAL_S, TTY_INTERVAL_S, case_progress
+from .route import hand_over
 
 # What a CI timeout or a closed terminal sends: the run ends as after Ctrl-C (its finished
 # cases written), not killed with nothing saved. A second one ends the process at once.
@@ -311,7 +312,7 @@ class Owner:
         settings = context.settings
         if not self.writes_ready and not (settings.dry_run and self.results):
             return True  # no case ran (all deselected, or a usage error): nothing to write
-        from ..run.finish import RunFacts, finish_run
+        from ..run.finish import RunFacts
 
         partial = self._partial(interrupted)
         results = [*self._resumed, *self.results]
@@ -324,13 +325,7 @@ class Owner:
                               f"(--npuperf-resume {context.run_id} measures the rest)")
         self._time_cases()
         self.notes += context.profiler.complete(self.results, settings.keep_prof)
-        demo = time.perf_counter()
-        if not profile_demo_once(context, self._lock):
-            self.interrupted = True
-            return False
-        context.parts[DEMO] = time.perf_counter() - demo
-        context.parts[AFTER] = time.time() - self._span[1] - context.parts[DEMO] \
-            if self._span else 0.0
+        context.parts[AFTER] = time.time() - self._span[1] if self._span else 0.0
         kept = sum(1 for r in results if r.preempted_kept)
         if kept:
             self.notes.append(f"{kept} case(s) keep samples the host preempted (--npuperf-"
@@ -342,9 +337,9 @@ class Owner:
             threshold=settings.regression_threshold, figures=settings.figures,
             record=not settings.dry_run, reports=not settings.dry_run, exit_status=exitstatus,
             good=not partial and not kept)
-        self.end = finish_run(facts, results, context.destination.run_target(self._lock),
-                              info=context.session_info, keeper=context.keeper,
-                              notes=self.notes, extra_cases=self.extra_results)
+        self.end = hand_over(facts, results, context.destination, self._lock,
+                             info=context.session_info, keeper=context.keeper,
+                             notes=self.notes, extra_cases=self.extra_results)
         self.interrupted = self.interrupted or self.end.interrupted
         written = self.end.outcome is not None and not partial
         if self._journal is not None:

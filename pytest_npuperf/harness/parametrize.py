@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .roles import context, existing_context, measurer, owner
-from .stash import RESULT_KEY, attach_result
+from .roles import context, existing_context, owner
+from .route import kept, pack
 
 if TYPE_CHECKING:
     from ..replay.cases import CaseRef
@@ -116,14 +116,18 @@ def check_and_lock(session: pytest.Session) -> None:
 
 
 def report_case(item: pytest.Item, report: pytest.TestReport) -> None:
-    """A replay case's report carries its result: measured (call), or skipped before it ran."""
+    """A replay case's report carries its result (route.py): measured (call), or skipped
+    before it ran."""
     ref = case_of(item)
     if ref is None:
         return
-    result = item.stash.get(RESULT_KEY, None)
-    if report.when == "call" and result is not None:
-        attach_result(item, report, result)
-    elif report.when == "setup" and report.skipped:
+    result = kept(item) if report.when == "call" else None
+    if report.when == "setup" and report.skipped:  # a skip mark, -m filters: it never ran
+        from ..measure.result import STATUS_SKIPPED
+        from ..replay.cases import result_for
+
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
-        attach_result(item, report, measurer(item.config).skipped(
-            ref, item.nodeid, str(reason).removeprefix("Skipped: ")))
+        result = result_for(ref, item.nodeid, STATUS_SKIPPED,
+                            str(reason).removeprefix("Skipped: "))
+    if result is not None:
+        pack(item, report, result)

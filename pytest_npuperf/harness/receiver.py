@@ -1,14 +1,15 @@
 """The owner's ear: every test report of the run reaches the owning process (xdist sends the
 workers' reports to the controller, user properties included); the replay results they carry
-go to the run's owner. Once pytest has written a case's line, the owner may add its progress
-line (never inside pytest's own)."""
+are unpacked (route.py) and go to the run's owner. Once pytest has written a case's line,
+the owner may add its progress line (never inside pytest's own)."""
 
 from __future__ import annotations
 
 import pytest
 
 from .roles import existing_owner, owner
-from .stash import result_of, roles
+from .route import unpack
+from .stash import roles
 
 
 class ResultReceiver:
@@ -19,7 +20,7 @@ class ResultReceiver:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:  # it is counted
         if not roles(self.config).owns:
             return  # a worker: its reports go to the controller as they are
-        result = result_of(report)
+        result = unpack(report)
         if result is not None:
             run_owner = owner(self.config)
             run_owner.judge_late(report, result)

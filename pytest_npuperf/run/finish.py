@@ -1,17 +1,21 @@
 """How every run ends, whoever started it: `finish_run`, called by the pytest session's owner,
 the msprof parent, `npuperf backfill` and the collective sessions alike.
 
-1. cases that have no verdict yet are judged against the baseline (`judge`: the msprof parent
+1. the demo model is profiled into the target database, when the target carries a
+   `DemoProfile` (run/model_profile.py: a pytest run of the embedded database on a CPU or a
+   GPU); Ctrl-C there ends the run with nothing else written;
+2. cases that have no verdict yet are judged against the baseline (`judge`: the msprof parent
    and `npuperf backfill` learn the durations only now);
-2. the results are written to the run's target (a database, nothing for grid cases, the
+3. the results are written to the run's target (a database, nothing for grid cases, the
    collective tables), all or nothing;
-3. the run and its cases are recorded in the history, whole or not at all;
-4. the figures are drawn (a plotting failure costs the figures, never the reports);
-5. the reports are written: markdown, gap CSV, run JSON and the standalone html page.
+4. the run and its cases are recorded in the history, whole or not at all;
+5. the figures are drawn (a plotting failure costs the figures, never the reports);
+6. the reports are written: markdown, gap CSV, run JSON and the standalone html page.
 
-A failing step becomes a note (nothing half written) and the run fails; Ctrl-C during a step
-is noted the same way and leaves `interrupted` set. Notes made before the write go into the
-reports; `summary_lines` is the one terminal summary of a finished run.
+These are all the writes of a run's end, in this order. A failing step becomes a note
+(nothing half written) and the run fails; Ctrl-C during a step is noted the same way and
+leaves `interrupted` set. Notes made before the write go into the reports; `summary_lines` is
+the one terminal summary of a finished run.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from ..db.layout import HCCL_DIR
 from ..db.transaction import check_inside
 from ..history.compare import DEFAULT_THRESHOLD, SLOWER
 from ..measure.clock import RunIdentity
-from ..measure.overhead import FIGURES, HISTORY, REPORTS, VERDICTS, WRITE, PartClock
+from ..measure.overhead import DEMO, FIGURES, HISTORY, REPORTS, VERDICTS, WRITE, PartClock
 from ..replay.outcome import SessionInfo
 
 if TYPE_CHECKING:
     from ..history.keeper import HistoryKeeper
     from ..report.names import ReportPaths
+    from .model_profile import DemoProfile
 
 
 @dataclass
@@ -115,6 +120,7 @@ class Target(Protocol):
     inside: Path | None  # the directory no symlink may lead the reports out of
     failed: str  # the note of a failed write, before the error
     interrupted: str  # the note of a write interrupted by Ctrl-C
+    demo: DemoProfile | None  # the demo model to profile into it first (None: none)
 
     def write(self, results: list, facts: RunFacts) -> Outcome: ...
 
@@ -169,6 +175,17 @@ class _Steps:
             self.end.notes.append(interrupted)
             return False
         return True
+
+    def profile_demo(self, demo: DemoProfile) -> bool:
+        """The demo model's profile parsed into the database the run writes; False when
+        Ctrl-C stopped it (the run ends there: nothing else is written)."""
+        from .model_profile import profile_demo
+
+        end = self.end
+        if profile_demo(demo, run_id=end.facts.run_id, stamp=end.facts.stamp, notes=end.notes):
+            return True
+        end.interrupted, end.ok = True, False
+        return False
 
     def judge(self) -> None:
         """Cases without a verdict judged now (the durations came after the cases ran); the
@@ -250,7 +267,8 @@ class _Steps:
 def finish_run(facts: RunFacts, results: list, target: Target, *,
                info: Callable[[], SessionInfo], keeper: HistoryKeeper | None = None,
                notes: list[str] | None = None, extra_cases: Iterable = ()) -> RunEnd:
-    """End a run: judge (if its facts ask), write, record, draw, report.
+    """End a run: profile the demo model (if the target asks), judge (if its facts ask),
+    write, record, draw, report.
 
     `info` is called once the target is written (the wall time runs to it); `keeper`: the
     run's history keeper when it has one open (the session's), else one is opened here and
@@ -270,6 +288,10 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
     steps = _Steps(end, keeper)
     clock = PartClock()  # where the end of the run went (measure/overhead.py)
     try:
+        if target.demo is not None:
+            with clock.part(DEMO):
+                if not steps.profile_demo(target.demo):
+                    return end
         if facts.judge:
             with clock.part(VERDICTS):
                 steps.judge()

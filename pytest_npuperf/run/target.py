@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..db.lock import DatabaseLock
     from ..report.collectives import RunInfo
     from .finish import RunFacts
+    from .model_profile import DemoProfile
 
 _FAILED = "the database write failed, the database was left as it was"
 _INTERRUPTED = "interrupted during the database write: the database was left as it was"
@@ -37,6 +38,7 @@ class DatabaseTarget:
     own: Database | None = None  # this device's database as read at collection
     lock: DatabaseLock | bool = True  # the lock the caller holds, else True: take it
     purpose: str = ""
+    demo: DemoProfile | None = None  # profiled into `target` before the write (finish.py)
     failed: str = _FAILED
     interrupted: str = _INTERRUPTED
 
@@ -61,6 +63,7 @@ class NoDatabase:
     reports_dir: Path
     inside: Path | None = None
     dry_run: bool = False
+    demo: None = None
     failed: str = _FAILED
     interrupted: str = _INTERRUPTED
 
@@ -94,6 +97,7 @@ class CollectiveTables:
     run_info: Callable[[str], RunInfo]
     reports_dir = None  # the reports are written with the tables, in one transaction
     inside = None
+    demo = None  # no demo model: it belongs to a kernel database
     failed: str = "collective results not written"
     interrupted: str = "interrupted while writing the collective tables: nothing was written"
 

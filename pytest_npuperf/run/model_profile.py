@@ -3,14 +3,15 @@ profiled on this device and parsed into this device's copy of the embedded datab
 device, so that every replay of that database's GEMMs is compared with the same GEMM inside a
 model, profiled the same way (`npuperf profile` -> `npuperf parse`).
 
-Only for the embedded default database (the demo's shapes are its rows), on a device that
-writes its own copy of it (an NPU's database holds profiles from real models), and not in a
-dry run. The trace is kept in `<database>/profiles/demo_model.json`; while it is there, and
-its in-model times were taken on a quiet host, the device is not profiled again (delete it to
-profile anew). A profile taken on an oversubscribed or preempting host is marked untrusted
-(its rows too: the gap leaves them out) and profiled again on the next run, until a quiet one
-replaces it. It is written after the parse, so an interrupted run profiles again next time
-rather than never.
+A step of the run's end (run/finish.py), before the results are written: the run's target
+carries a `DemoProfile` when its run asks for one (the pytest run of the embedded default
+database on a CPU or a GPU, writing its own copy of it, not a dry run: the destination
+decides, harness/destination.py). The trace is kept in `<database>/profiles/demo_model.json`;
+while it is there, and its in-model times were taken on a quiet host, the device is not
+profiled again (delete it to profile anew). A profile taken on an oversubscribed or
+preempting host is marked untrusted (its rows too: the gap leaves them out) and profiled again
+on the next run, until a quiet one replaces it. It is written after the parse, so an
+interrupted run profiles again next time rather than never.
 
 A trusted trace is also kept per device (database device name and software stack, CPU
 threads included: they decide the in-model times) outside any output directory, in the
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,9 +36,22 @@ from ..profiling.demo_model import DESCRIPTION, NAME, demo_step
 
 if TYPE_CHECKING:
     from ..db.lock import DatabaseLock
-    from .context import RunContext
 
 PROFILED_STEPS = 3
+
+
+@dataclass(frozen=True)
+class DemoProfile:
+    """What the demo model's profile needs, as plain values: where it runs and which database
+    it goes into."""
+
+    kind: str  # the backend: cpu or cuda
+    device: object  # the torch device the model runs on
+    database_device: str  # the device's name in the database: the cache's key, with `stack`
+    stack: dict[str, str]
+    source: Path  # the database replayed (the embedded one)
+    target: Path  # this device's copy of it, written
+    lock: DatabaseLock | None = None  # the lock the run holds (None: each write takes it)
 
 
 def _trusted(trace: Path) -> bool:
@@ -69,53 +84,44 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text) or "_"
 
 
-def wanted(context: RunContext) -> bool:
-    settings = context.settings
-    return (settings.model_profile and settings.embedded and not settings.grid
-            and not settings.dry_run and context.backend.kind in ("cpu", "cuda")
-            and not context.destination.native)
-
-
-def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
-    """Profile the demo model here and parse it into this device's database, unless done.
-    False when Ctrl-C stopped it (what was committed before stays: each write is whole)."""
-    if not wanted(context):
-        return True
-    target = context.destination.target
+def profile_demo(demo: DemoProfile, *, run_id: str, stamp: str, notes: list[str]) -> bool:
+    """Profile the demo model here and parse it into this device's database, unless done;
+    what happened goes into `notes`. False when Ctrl-C stopped it (what was committed before
+    stays: each write is whole)."""
+    target = demo.target
     if kept_trace(target).is_file() and _trusted(kept_trace(target)):
         return True
     from ..ingest.parse import parse_profiling
     from ..profiling.workload import trace_workload
     from ..replay.write import write_results
 
-    backend = context.backend
-    cached = device_trace(backend.database_device(), backend.stack())
+    purpose = f"pytest run {run_id}: the demo model's trace"
+    cached = device_trace(demo.database_device, demo.stack)
     try:
         if not any(target.glob("*.csv")):
             # The device's copy first: a GEMM's row is found in the table of the kernel that
             # holds it (MatMulV3), which the parse can only see in an existing database.
-            write_results(context.destination.source, target, [], native=False, lock=lock or True,
-                     run_id=context.run_id, stamp=context.identity.stamp,
-                     purpose=f"pytest run {context.run_id}: the device's database")
+            write_results(demo.source, target, [], native=False, lock=demo.lock or True,
+                          run_id=run_id,
+                          stamp=stamp, purpose=f"pytest run {run_id}: the device's database")
         with tempfile.TemporaryDirectory(prefix="npuperf_demo_") as scratch:
             trace, where = cached, f"kept for this device in {cached}"
             if not (cached.is_file() and _trusted(cached)):
-                trace = trace_workload(demo_step(backend.device), Path(scratch) / f"{NAME}.json",
-                                       kind=backend.kind, warmup=1, steps=PROFILED_STEPS)
+                trace = trace_workload(demo_step(demo.device), Path(scratch) / f"{NAME}.json",
+                                       kind=demo.kind, warmup=1, steps=PROFILED_STEPS)
                 where = "profiled on this device"
-            summary = parse_profiling(trace, target, show_progress=False, lock=lock)
+            summary = parse_profiling(trace, target, show_progress=False, lock=demo.lock)
             text = trace.read_text(encoding="utf-8")
-            write_text(kept_trace(target), text,
-                       purpose=f"pytest run {context.run_id}: the demo model's trace")
+            write_text(kept_trace(target), text, purpose=purpose)
             if trace != cached and all(trusted_profile(t.trust) for t in summary.traces[:1]):
-                _keep(cached, text, context)  # only a quiet host's profile stands for it
+                _keep(cached, text, purpose, notes)  # only a quiet host's profile stands for it
     except NpuperfError as exc:
-        context.notes.append(f"the demo model was not profiled here: {exc}; the gap report has "
-                             f"no in-model times to compare with")
+        notes.append(f"the demo model was not profiled here: {exc}; the gap report has "
+                     f"no in-model times to compare with")
         return True
     except KeyboardInterrupt:
-        context.notes.append("interrupted while profiling the demo model: the database was "
-                             "left as it was")
+        notes.append("interrupted while profiling the demo model: the database was left as it "
+                     "was")
         return False
     traced = summary.traces[0] if summary.traces else None
     share = (f"; {traced.mapped_us / traced.total_us:.1%} of its time maps to kernel tables"
@@ -123,17 +129,16 @@ def profile_demo_once(context: RunContext, lock: DatabaseLock | None) -> bool:
     if traced is not None and not trusted_profile(traced.trust):
         share += (f"; its in-model times are {traced.trust}: kept out of the gap, profiled "
                   f"again on the next run")
-    context.notes.append(f"model profile: the demo model ({DESCRIPTION}) {where}, "
-                         f"{PROFILED_STEPS} steps after a warm-up, {summary.rows_updated} "
-                         f"row(s) of {target} updated, {summary.rows_added} added{share}; "
-                         f"trace kept in {kept_trace(target)}")
+    notes.append(f"model profile: the demo model ({DESCRIPTION}) {where}, {PROFILED_STEPS} "
+                 f"steps after a warm-up, {summary.rows_updated} row(s) of {target} updated, "
+                 f"{summary.rows_added} added{share}; trace kept in {kept_trace(target)}")
     return True
 
 
-def _keep(path: Path, text: str, context: RunContext) -> None:
+def _keep(path: Path, text: str, purpose: str, notes: list[str]) -> None:
     """The trace for the next output directory on this device; a cache that cannot be
     written costs the next one a profile, not this run."""
     try:
-        write_text(path, text, purpose=f"pytest run {context.run_id}: the demo model's trace")
+        write_text(path, text, purpose=purpose)
     except (OSError, NpuperfError) as exc:
-        context.notes.append(f"the demo model's trace was not kept in {path.parent}: {exc}")
+        notes.append(f"the demo model's trace was not kept in {path.parent}: {exc}")
