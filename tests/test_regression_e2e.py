@@ -295,6 +295,7 @@ def test_a_run_json_is_a_baseline_and_shards_split_the_cases(gemms):
     bad.stderr.fnmatch_lines(["ERROR: npuperf_shard: expected I/N with 1 <= I <= N*"])
 
 
+@pytest.mark.slow
 def test_html_reports_carry_the_figures(gemms):
     """`pytest bench --html report.html`: the pytest-html summary and the standalone page both
     show the run's figures (drawn once)."""
