@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sqlite3
 import statistics
 from pathlib import Path
@@ -250,6 +251,15 @@ def test_a_slower_verdict_that_fresh_processes_do_not_confirm_does_not_fail(gemm
         pytest.skip(f"machine too busy to see the slowdown at first: {case['status']} "
                     f"{case['regression']}")
     assert "measured again in 2 fresh process(es)" in case["note"]
+    found = re.search(r"SLOWER at first \(([\d.e+-]+) us\).*?median\(s\) ([\d.e+, -]+) us",
+                      case["note"])
+    assert found, case["note"]
+    first, fresh = float(found[1]), [float(v) for v in found[2].split(",")]
+    if min(fresh) > 0.67 * first:
+        # The slowdown cannot reach another process: fresh processes as slow as the slowed
+        # one were slowed by the host (seen in a slow group running a busy-loop experiment
+        # beside this test), and the experiment says nothing.
+        pytest.skip(f"the host slowed the fresh processes too: {case['note']}")
     assert case["regression"]["verdict"] != "SLOWER" and result.ret == pytest.ExitCode.OK
     assert case["regression"]["ratio"] < 2  # the fastest, a fresh process's, was judged
 
