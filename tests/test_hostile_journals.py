@@ -129,11 +129,13 @@ def test_resume_takes_only_a_journal_of_its_own_database(tmp_path):
     assert resumable(out, LAST, SOURCE) == ours
 
 
-@pytest.mark.parametrize("ref", ["../../victim", "/tmp/victim", "..", "a/b", ".hidden",
+@pytest.mark.parametrize("ref", ["../../victim", "ABSOLUTE", "..", "a/b", ".hidden",
                                  "x" * 200, "run\n1"])
 def test_a_resume_ref_that_is_not_a_run_id_is_refused_before_any_file_is_read(tmp_path, ref):
     victim = tmp_path / "victim.jsonl"
     victim.write_text('{"kind": "run"}\n')
+    if ref == "ABSOLUTE":  # the victim's own absolute path, without its suffix
+        ref = str(tmp_path / "victim")
     with pytest.raises(NpuperfError, match="not a run id"):
         resumable(tmp_path / "out" / "a" / "b", ref, SOURCE)
     assert victim.exists()
