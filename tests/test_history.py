@@ -355,3 +355,26 @@ def test_many_verdicts_at_once_are_each_case_judged_alone(history, monkeypatch):
             many.close()
     assert {c.verdict for c in alone if c} >= {"SLOWER", "SAME", "NEW"}
     assert alone[-1] is None
+
+
+def test_a_bulk_read_of_some_columns_reads_those_as_a_whole_read_does(history):
+    """latest_cases_many(columns=...) (what a verdict needs of 10^5 baselines): the listed
+    columns, the samples and the run as the whole read gives them, the rest at defaults; the
+    keys asked for next are the ones answered, the same keys twice included."""
+    with HistoryStore(history, readonly=True) as store:
+        whole = store.latest_cases_many(KIND_KERNEL, [A, B], device=DEVICE, limit=2)
+        some = store.latest_cases_many(KIND_KERNEL, [A, B], device=DEVICE, limit=2,
+                                       columns=("status", "median_us", "extra"))
+        assert set(some) == set(whole) == {A, B}
+        for key in (A, B):
+            for full, light in zip(whole[key], some[key], strict=True):
+                assert (light.kind, light.key, light.kernel, light.status, light.median_us,
+                        light.extra, light.samples, light.run_id) == \
+                    (full.kind, full.key, full.kernel, full.status, full.median_us,
+                     full.extra, full.samples, full.run_id)
+                assert light.signature == "" and light.min_us is None and full.min_us
+        assert set(store.latest_cases_many(KIND_KERNEL, [B], device=DEVICE)) == {B}
+        assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
+        assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
+        with pytest.raises(ValueError, match="not columns"):
+            store.latest_cases_many(KIND_KERNEL, [A], columns=("no_such",))

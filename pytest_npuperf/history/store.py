@@ -115,6 +115,7 @@ class HistoryStore:
         QUICK_TIMEOUT_S, a writer the time another session takes to record its run)."""
         self.path = Path(path)
         self.readonly = readonly
+        self._wanted: tuple[sqlite3.Connection, list[str]] | None = None  # see _want
         wait = busy_timeout_s if busy_timeout_s is not None else (
             QUICK_TIMEOUT_S if readonly else _BUSY_TIMEOUT_S)
         if readonly and not self.path.is_file():
@@ -210,6 +211,7 @@ class HistoryStore:
         if conn is not None:
             conn.close()
             self.conn = None  # type: ignore[assignment]
+        self._wanted = None
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -362,11 +364,13 @@ class HistoryStore:
 
     def latest_cases_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
                           before: float | None = None, passed_only: bool = False,
-                          exclude: Iterable[str] = (), limit: int = 1
+                          exclude: Iterable[str] = (), limit: int = 1,
+                          columns: Sequence[str] | None = None
                           ) -> dict[str, list[CaseRecord]]:
         """`latest_cases` of many keys in one query (a large run's verdicts: a query per case
         cost most of their time): key -> its newest `limit` measurements, newest first (keys
-        without any are absent)."""
+        without any are absent). `columns`: only these of CASE_COLUMNS are read (and kind,
+        key, kernel), the others left at their defaults (None: all)."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
         params += [kind, *MEASURED_STATUSES]
@@ -382,8 +386,8 @@ class HistoryStore:
                f"FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
                f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
                f"WHERE newest <= {int(limit)}) "
-               f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started, s.encoding AS "
-               f"s_encoding, s.data AS s_data, p.newest AS newest FROM picked p "
+               f"SELECT {_selected(columns)}, r.run_id AS r_run_id, r.started AS r_started, "
+               f"s.encoding AS s_encoding, s.data AS s_data, p.newest AS newest FROM picked p "
                f"JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
                f"LEFT JOIN samples s ON s.case_row = c.id")
         found: dict[str, list[tuple[int, CaseRecord]]] = {}
@@ -396,16 +400,30 @@ class HistoryStore:
         """The keys wanted, in the temporary table npuperf_wanted (a read-only history takes
         one too): the cases are then found through its (kind, key) index, not by a scan of
         every run's cases."""
+        wanted = sorted(set(keys))
+        # A batch's verdicts ask for the same keys twice (its baselines, then their spreads):
+        # the table already holds them.
+        if self._wanted is not None and self._wanted[0] is self.conn \
+                and self._wanted[1] == wanted:
+            return
         try:
             self.conn.execute("PRAGMA temp_store = MEMORY")
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
                               "(key TEXT PRIMARY KEY)")
             self.conn.execute("DELETE FROM npuperf_wanted")
             # In order: each key goes at the end of the table's index, none splits a page.
-            self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
-                                  ((key,) for key in sorted(set(keys))))
+            # One JSON array, unpacked inside SQLite: a statement per key costs 10x more.
+            try:
+                self.conn.execute("INSERT INTO npuperf_wanted SELECT value FROM json_each(?)",
+                                  (json.dumps(wanted),))
+            except sqlite3.OperationalError:  # an SQLite built without its JSON functions
+                self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
+                                      ((key,) for key in wanted))
         except sqlite3.Error as exc:
+            self._wanted = None
             raise _sql_error(self.path, exc) from None
+        # Inside a transaction a rollback could empty the table again: not remembered there.
+        self._wanted = None if self.conn.in_transaction else (self.conn, wanted)
 
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None, since: float | None = None,
@@ -512,7 +530,8 @@ class HistoryStore:
             raise _sql_error(self.path, exc) from None
         names = [d[0] for d in cursor.description]
         other = names.index(extra) if extra else None
-        records = _cases_from(rows, [names.index(name) for name in CASE_COLUMNS],
+        records = _cases_from(rows, {name: names.index(name) for name in CASE_COLUMNS
+                                     if name in names},
                               names.index("r_run_id"), names.index("r_started"),
                               names.index("s_data") if "s_data" in names else None,
                               names.index("s_encoding") if "s_encoding" in names else None,
@@ -568,6 +587,17 @@ def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = 
                 ) -> tuple[str, list[Any]]:
     clauses, params = _run_clauses(device, passed_only, exclude)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _selected(columns: Sequence[str] | None) -> str:
+    """The `cases` columns of a query, as `c.*` or a list (kind, key and kernel always)."""
+    if columns is None:
+        return "c.*"
+    unknown = set(columns) - set(CASE_COLUMNS)
+    if unknown:
+        raise ValueError(f"not columns of the cases table: {sorted(unknown)}")
+    wanted = {"kind", "key", "kernel", *columns}
+    return ", ".join(f'c."{name}"' for name in CASE_COLUMNS if name in wanted)
 
 
 def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -695,15 +725,21 @@ def _column(name: str, kind: str, values: Sequence[Any]) -> list[Any]:
             for v in values]
 
 
-def _cases_from(rows: list[tuple], at: list[int], run_id: int, started: int,
+def _cases_from(rows: list[tuple], at: dict[str, int], run_id: int, started: int,
                 data: int | None, encoding: int | None, path: Path) -> list[CaseRecord]:
-    """Case records from rows holding the `cases` columns at `at` (CASE_COLUMNS order), their
-    run's id and start, and optionally their samples."""
+    """Case records from rows holding `cases` columns (name -> position: every one of
+    CASE_COLUMNS, or some, the others left at their defaults), their run's id and start, and
+    optionally their samples."""
     if not rows:
         return []
     columns = list(zip(*rows))
-    records = list(map(CaseRecord, *(_column(name, kind, columns[i])
-                                     for i, name, kind in zip(at, CASE_COLUMNS, _KINDS))))
+    read = [_column(name, kind, columns[at[name]])
+            for name, kind in zip(CASE_COLUMNS, _KINDS) if name in at]
+    if len(read) == len(CASE_COLUMNS):
+        records = list(map(CaseRecord, *read))
+    else:
+        names = [name for name in CASE_COLUMNS if name in at]
+        records = [CaseRecord(**dict(zip(names, values))) for values in zip(*read)]
     for record, row in zip(records, rows):
         record.run_id, record.run_started = str(row[run_id]), _started(row[started])
         blob = row[data] if data is not None else None
