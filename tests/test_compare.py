@@ -178,7 +178,7 @@ def test_a_whole_run_that_moved_is_the_hosts_move_not_each_kernels():
     base = samples(10.0, seed=1)
     shifted = compare_samples(base, samples(13.2, seed=2), run_shift=(1.3, 40), spread=QUIET)
     assert shifted.verdict == UNCERTAIN and "the whole run moved: median ratio 1.300x over " \
-        "the 40 case(s) judged before it" in shifted.reason
+        "the 40 case(s) of other kernel types judged before it" in shifted.reason
     # Beyond the run's move, a kernel's own change stands; too few cases say nothing.
     assert compare_samples(base, samples(20.0, seed=2), run_shift=(1.3, 40),
                            spread=QUIET).verdict == SLOWER
@@ -190,6 +190,24 @@ def test_a_whole_run_that_moved_is_the_hosts_move_not_each_kernels():
         tracker.add(Comparison(SAME, ratio=ratio))
     tracker.add(Comparison(UNCERTAIN, ratio=3.0, reason="measurement flagged (this run noisy)"))
     assert tracker.now() == (1.3, 5)
+
+
+def test_a_kernel_type_that_moved_alone_is_not_the_runs_move():
+    """A case is held against the move of the other kernel types: a slowed kernel type judged
+    first (its every shape 1.3x) is not the host's move, and its cases stay SLOWER; the host's
+    move is what the other types show."""
+    tracker = RunShift()
+    for ratio in (1.3, 1.28, 1.31, 1.33, 1.29, 1.3):
+        tracker.add(Comparison(SLOWER, ratio=ratio), "MatMulV2")
+    assert tracker.now("MatMulV2") is None
+    assert tracker.now("MatMulV3") == (1.3, 6)
+    base = samples(10.0, seed=1)
+    assert compare_samples(base, samples(13.2, seed=2), run_shift=tracker.now("MatMulV2"),
+                           spread=QUIET).verdict == SLOWER
+    for ratio in (1.0, 1.01, 0.99, 1.0, 1.02):
+        tracker.add(Comparison(SAME, ratio=ratio), "MatMulV3")
+    assert tracker.now("MatMulV2") == (1.0, 5)
+    assert tracker.now() == (1.28, 11)
 
 
 def test_a_host_that_sped_up_as_much_as_a_slowdown_gives_no_verdict():
@@ -260,3 +278,27 @@ def test_verdicts_in_bulk_are_those_of_one_pair_at_a_time_to_the_last_bit(seed):
     one_by_one = [compare_samples(base, new, **options) for base, new, options in pairs]
     assert compare_many(pairs) == one_by_one
     assert {c.verdict for c in one_by_one} >= {NEW, UNCERTAIN, SAME, SLOWER, FASTER}
+
+
+def test_a_host_that_moved_more_than_the_case_accounts_for_all_of_it():
+    # The host's loop ran 1.40x as long, the case 1.31x: net of the host the case went the
+    # other way (0.94x); the host's move accounts for the change, it is no SLOWER.
+    base, new = samples(10.0, seed=1), samples(13.1, seed=2)
+    moved = compare_samples(base, new, base_reference=40.0, new_reference=56.0, spread=QUIET)
+    assert moved.verdict == UNCERTAIN and "accounts for the change (net of it 0.94x)" \
+        in moved.reason
+
+
+def test_a_case_that_ran_beside_a_co_tenant_is_no_change():
+    """Other processes preempted 12 % of its samples: the kept ones ran beside the co-tenant
+    too (its memory traffic is no preemption), so a 1.3x change is UNCERTAIN; 5 % preempted
+    (a quiet host loses up to 7 %) leaves the verdict as it was."""
+    from pytest_npuperf.history.baseline import co_tenant_share
+
+    base, new = samples(10.0, seed=1), samples(13.0, seed=2)
+    busy = compare_samples(base, new, spread=QUIET, co_tenant=co_tenant_share(12, 88))
+    assert busy.verdict == UNCERTAIN and "preempted 12 % of its samples" in busy.reason
+    assert compare_samples(base, new, spread=QUIET, co_tenant=0.05).verdict == SLOWER
+    assert compare_samples(base, samples(10.02, seed=2), spread=QUIET,
+                           co_tenant=0.5).verdict == SAME
+    assert co_tenant_share(None, 0) == 0.0 and co_tenant_share(0, 10) == 0.0

@@ -99,7 +99,7 @@ class Measurer:
         session's cases judged before it moved."""
         if not self.context.settings.baseline:
             return None
-        return self.context.keeper.judge(result, self.run_shift.now())
+        return self.context.keeper.judge(result, self.run_shift.now(result.kernel_type))
 
     def judge_case(self, ref: CaseRef, nodeid: str, result: CaseResult
                    ) -> tuple[CaseResult, Comparison | None]:
@@ -111,7 +111,7 @@ class Measurer:
         processes = self.context.settings.confirm
         if comparison is not None and comparison.verdict == "SLOWER" and processes > 0:
             result, comparison = self._confirm(ref, nodeid, result, processes)
-        self.run_shift.add(comparison)
+        self.run_shift.add(comparison, result.kernel_type)
         return result, comparison
 
     def _confirm(self, ref: CaseRef, nodeid: str, first: CaseResult, processes: int

@@ -235,7 +235,15 @@ def _judged(result: CaseResult) -> dict[str, Any]:
             "memory": result.reference_memory_us, "bound_by": result.bound_by,
             "median": result.stats.median if result.stats else None,
             "condition": cache_mode(result.cache), "impl": result.impl or None,
-            "stack": result.stack}
+            "stack": result.stack, "co_tenant": co_tenant_share(result.preempted,
+                                                                  len(result.samples))}
+
+
+def co_tenant_share(preempted: int | None, kept: int) -> float:
+    """The share of a measurement's samples that other processes preempted (and that were
+    left out, or kept with --npuperf-preempted keep)."""
+    preempted = preempted or 0
+    return preempted / (preempted + kept) if preempted + kept else 0.0
 
 
 JUDGED_AT_ONCE = 20_000  # `judge_many`: cases whose baselines are held in memory at once
@@ -293,30 +301,33 @@ def judge_samples(kind: str, key: str, samples: list[float], baseline: Baseline,
                   memory: float | None = None, bound_by: str = "",
                   median: float | None = None, condition: str | None = None,
                   impl: str | None = None, run_shift: tuple[float, int] | None = None,
-                  stack: str = "") -> Comparison:
+                  stack: str = "", co_tenant: float = 0.0) -> Comparison:
     """The verdict of a case (`kind`, `key`: a kernel replay or a collective point) whose
     `samples` were just measured; `condition`: the cache mode a kernel replay ran in, which a
     baseline measured in another one cannot judge (a cold weight is slower by design); `impl`:
     likewise the implementation that ran (a compiled kernel is faster by design);
     `reference`/`memory`: the host's probes around it; `stack`: the software stack that ran
-    it (a whole run that moved on another stack than the baseline's moved with the stack)."""
+    it (a whole run that moved on another stack than the baseline's moved with the stack);
+    `co_tenant`: the share of its samples other processes preempted (`co_tenant_share`)."""
     base = _baseline_of(kind, key, samples, baseline, threshold, median, condition, impl)
     if isinstance(base, Comparison):
         return base
     return compare_samples(base.samples, samples, **_compared(
         base, threshold, status=status, reference=reference, memory=memory,
-        bound_by=bound_by, run_shift=run_shift, stack=stack))
+        bound_by=bound_by, run_shift=run_shift, stack=stack, co_tenant=co_tenant))
 
 
 def _compared(base: CaseRecord, threshold: float, *, status: str, reference: float | None,
               memory: float | None, bound_by: str, stack: str,
-              run_shift: tuple[float, int] | None = None, **_: Any) -> dict[str, Any]:
+              run_shift: tuple[float, int] | None = None, co_tenant: float = 0.0,
+              **_: Any) -> dict[str, Any]:
     """`compare_samples`' options for a case against its baseline record."""
     if stack and base.stack and stack != base.stack:
         run_shift = None  # the stack changed: what moved every kernel is what is under test
     return {"threshold": threshold, "base_status": base.status, "new_status": status,
             "base_run": base.run_id, "spread": Spread.from_extra(base.extra),
-            "probes": probes_of(base, reference, memory, bound_by), "run_shift": run_shift}
+            "probes": probes_of(base, reference, memory, bound_by), "run_shift": run_shift,
+            "co_tenant": co_tenant}
 
 
 def _baseline_of(kind: str, key: str, samples: list[float], baseline: Baseline,

@@ -14,7 +14,13 @@ a few percent beyond the minimum effect.
   no preempted samples kept), measured as the baseline was (same cache state and
   implementation), and not themselves a change (a SLOWER or FASTER verdict: a regression night
   is not noise). With a `last-good` baseline, only passed runs count.
-- Spread: slowest / fastest median of those runs, less one.
+- Spread: slowest / fastest median of those runs, less one, each median taken net of its
+  run's level: how far that run's cases stood, by their median, from their usual medians
+  (`run_levels`, over the newest HOST_RUNS runs). A shared host moves whole sessions (every
+  case 1.18x one night): that move is the host's, and the verdict takes it out of tonight's
+  change itself (history/compare.py, the run's move), so it is no part of a case's own
+  noise; left in, it made every spread as wide as the host's worst night and hid a 1.25x
+  slowdown of a whole kernel type.
 - Few runs: a range over two or three values is often far narrower than the next night's
   move; below FULL_RUNS runs the spread is at least the host's typical one (the median spread
   of the cases with two good runs or more in the newest HOST_RUNS runs). With fewer than two
@@ -44,6 +50,7 @@ FULL_RUNS = 4
 # fresh process confirms it (harness/measurer.py).
 SPREAD_FACTOR = 3.0
 HOST_RUNS = 20
+LEVEL_CASES = 5  # cases of a run, each seen in another run too, that tell its level
 _CHANGED = ("SLOWER", "FASTER")
 
 
@@ -62,7 +69,8 @@ class Spread:
         return SPREAD_FACTOR * math.log1p(max(self.value, 0.0))
 
     def describe(self) -> str:
-        text = f"its {self.runs} recent good runs spread {100 * self.own:.1f} %"
+        text = (f"its {self.runs} recent good runs spread {100 * self.own:.1f} % (net of "
+                f"their runs' moves)")
         if self.value > self.own:
             text += f" (taken as the host's typical {100 * self.value:.1f} %: few runs)"
         return text
@@ -102,19 +110,42 @@ def _extra(text: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def good_runs(found: Iterable[tuple[float, str, str]], like: CaseRecord) -> list[float]:
-    """The medians among `found` ((median, verdict, extra JSON) of trusted measurements,
-    newest first) that tell the case's noise (see the module docstring)."""
+def good_runs(found: Iterable[tuple[float, str, str, str]], like: CaseRecord,
+              levels: dict[str, float] | None = None) -> list[float]:
+    """The medians among `found` ((median, verdict, extra JSON, run id) of trusted
+    measurements, newest first) that tell the case's noise (see the module docstring), each
+    net of its run's level (`levels`: log, per run id; none known: 0)."""
     condition = _condition(like.extra)
+    levels = levels or {}
     kept = []
-    for median, verdict, text in found:
+    for median, verdict, text, run_id in found:
         extra = _extra(text)
         if median > 0 and verdict not in _CHANGED and not extra.get("preempted_kept") \
                 and _condition(extra) == condition:
-            kept.append(median)
+            level = levels.get(run_id)
+            kept.append(median / math.exp(level) if level else median)
             if len(kept) == SPREAD_RUNS:
                 break
     return kept
+
+
+def run_levels(values: Iterable[tuple[str, float, str]]) -> dict[str, float]:
+    """Per run id, its level: the median over its cases of log(the case's median there / the
+    case's median over the runs), from (key, median, run id) of trusted measurements; a run
+    with fewer than LEVEL_CASES cases that other runs measured too has none."""
+    logs: dict[str, list[tuple[str, float]]] = {}
+    for key, median, run_id in values:
+        if median > 0 and math.isfinite(median):
+            logs.setdefault(key, []).append((run_id, math.log(median)))
+    offsets: dict[str, list[float]] = {}
+    for seen in logs.values():
+        if len({run for run, _ in seen}) < 2:
+            continue
+        usual = statistics.median(v for _, v in seen)
+        for run_id, value in seen:
+            offsets.setdefault(run_id, []).append(value - usual)
+    return {run_id: statistics.median(found) for run_id, found in offsets.items()
+            if len(found) >= LEVEL_CASES}
 
 
 def own_spread(values: list[float]) -> float | None:
@@ -139,8 +170,8 @@ class SpreadSource:
                  passed_only: bool, exclude: Iterable[str] = ()) -> None:
         self.store, self.device, self.before = store, device, before
         self.passed_only, self.exclude = passed_only, tuple(exclude)
-        self._host: dict[str, float | None] = {}
-        self._values: Prefetched[tuple[float, str, str]] = Prefetched()
+        self._host: dict[str, tuple[float | None, dict[str, float]]] = {}
+        self._values: Prefetched[tuple[float, str, str, str]] = Prefetched()
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
         """Read the values of these cases at once (a large run's verdicts); `of` answers
@@ -154,24 +185,37 @@ class SpreadSource:
         found = self._values.get(kind, key, lambda kind, key: self.store.case_values(
             kind, key, device=self.device, before=self.before, passed_only=self.passed_only,
             exclude=self.exclude, limit=READ_RUNS))
-        runs = good_runs(found, like)
+        runs = good_runs(found, like, self.levels(kind))
         return combine(own_spread(runs), len(runs), self.host(kind))
 
     def host(self, kind: str) -> float | None:
         """The host's typical spread: the median over its cases with two good runs or more
-        in the newest HOST_RUNS runs (None when no case has two)."""
+        in the newest HOST_RUNS runs, each net of its run's level (None when no case has
+        two)."""
+        return self._recent(kind)[0]
+
+    def levels(self, kind: str) -> dict[str, float]:
+        """The levels (`run_levels`) of the newest HOST_RUNS runs, from their cases of
+        `kind`."""
+        return self._recent(kind)[1]
+
+    def _recent(self, kind: str) -> tuple[float | None, dict[str, float]]:
         if kind not in self._host:
-            by_case: dict[str, list[float]] = {}
-            for key, median, verdict, extra, _ in self.store.recent_values(
+            trusted = []
+            for key, median, verdict, extra, run_id in self.store.recent_values(
                     kind, device=self.device, before=self.before,
                     passed_only=self.passed_only, exclude=self.exclude, runs=HOST_RUNS):
                 if verdict in _CHANGED or ('"preempted_kept": true' in extra
                                            and json.loads(extra).get("preempted_kept")):
                     continue
+                trusted.append((key, median, run_id))
+            levels = run_levels(trusted)
+            by_case: dict[str, list[float]] = {}
+            for key, median, run_id in trusted:
                 values = by_case.setdefault(key, [])
                 if len(values) < SPREAD_RUNS:
-                    values.append(median)
+                    values.append(median / math.exp(levels.get(run_id, 0.0)))
             spreads = [s for values in by_case.values()
                        if (s := own_spread(values)) is not None]
-            self._host[kind] = statistics.median(spreads) if spreads else None
+            self._host[kind] = (statistics.median(spreads) if spreads else None, levels)
         return self._host[kind]

@@ -450,25 +450,26 @@ class HistoryStore:
     def case_values(self, kind: str, key: str, *, device: str | None = None,
                     before: float | None = None, passed_only: bool = False,
                     exclude: Iterable[str] = (), limit: int = 10
-                    ) -> list[tuple[float, str, str]]:
-        """(median_us, verdict, extra JSON) of the newest `limit` trusted (`ok`) measurements
-        of one case, newest first: what its session-to-session spread needs, without
-        building records or reading samples (history/spread.py, once per judged case)."""
+                    ) -> list[tuple[float, str, str, str]]:
+        """(median_us, verdict, extra JSON, run id) of the newest `limit` trusted (`ok`)
+        measurements of one case, newest first: what its session-to-session spread needs,
+        without building records or reading samples (history/spread.py, once per judged
+        case)."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
         clauses += ["c.kind = ?", "c.key = ?", "c.status = 'ok'", "c.median_us > 0"]
         rows = self._query(
-            f"SELECT c.median_us, c.verdict, c.extra FROM cases c JOIN runs r ON r.id = c.run "
-            f"WHERE {' AND '.join(clauses)} ORDER BY r.started DESC, r.id DESC "
+            f"SELECT c.median_us, c.verdict, c.extra, r.run_id FROM cases c JOIN runs r ON "
+            f"r.id = c.run WHERE {' AND '.join(clauses)} ORDER BY r.started DESC, r.id DESC "
             f"LIMIT {int(limit)}", [*params, kind, key])
-        return [(float(row[0]), row[1] or "", row[2] or "") for row in rows]
+        return [(float(row[0]), row[1] or "", row[2] or "", row[3]) for row in rows]
 
     def case_values_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
                          before: float | None = None, passed_only: bool = False,
                          exclude: Iterable[str] = (), limit: int = 10
-                         ) -> dict[str, list[tuple[float, str, str]]]:
+                         ) -> dict[str, list[tuple[float, str, str, str]]]:
         """`case_values` of many keys in one query (a large run's verdicts): key -> its
         values, newest first (keys without any are absent)."""
         clauses, params = _run_clauses(device, passed_only, exclude)
@@ -478,15 +479,17 @@ class HistoryStore:
         clauses += ["c.kind = ?", "c.status = 'ok'", "c.median_us > 0"]
         self._want(keys)
         rows = self._query(
-            f"SELECT key, median_us, verdict, extra FROM (SELECT c.key AS key, c.median_us AS "
-            f"median_us, c.verdict AS verdict, c.extra AS extra, ROW_NUMBER() OVER (PARTITION "
+            f"SELECT key, median_us, verdict, extra, run_id FROM (SELECT c.key AS key, "
+            f"c.median_us AS median_us, c.verdict AS verdict, c.extra AS extra, r.run_id AS "
+            f"run_id, ROW_NUMBER() OVER (PARTITION "
             f"BY c.key ORDER BY r.started DESC, r.id DESC) AS newest FROM npuperf_wanted w "
             f"CROSS JOIN cases c ON c.key = w.key JOIN runs r ON r.id = c.run "
             f"WHERE {' AND '.join(clauses)}) WHERE newest <= {int(limit)} ORDER BY key, newest",
             [*params, kind])
-        found: dict[str, list[tuple[float, str, str]]] = {}
+        found: dict[str, list[tuple[float, str, str, str]]] = {}
         for row in rows:
-            found.setdefault(row[0], []).append((float(row[1]), row[2] or "", row[3] or ""))
+            found.setdefault(row[0], []).append((float(row[1]), row[2] or "", row[3] or "",
+                                                 row[4]))
         return found
 
     def recent_values(self, kind: str, *, device: str | None = None,

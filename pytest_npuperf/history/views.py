@@ -11,7 +11,14 @@ from pathlib import Path
 
 from ..db.errors import NpuperfError
 from ..measure.units import fmt_duration
-from .baseline import Baseline, RunBaseline, probes_of, resolve_baseline, resolve_run
+from .baseline import (
+    Baseline,
+    RunBaseline,
+    co_tenant_share,
+    probes_of,
+    resolve_baseline,
+    resolve_run,
+)
 from .compare import (
     FASTER,
     SLOWER,
@@ -247,12 +254,14 @@ def compare_runs(base_ref: str, new_ref: str, *, history: Path | None, threshold
             spread=Spread.from_extra(base.extra),
             probes=probes_of(base, case.extra.get("reference_us"),
                              case.extra.get("reference_memory_us"), case.bound_by),
-            run_shift=shift if same_stack else None)
+            run_shift=shift if same_stack else None,
+            co_tenant=co_tenant_share(case.extra.get("preempted"), case.samples_count))
 
     shift = RunShift()
     for case, base in pairs:
-        shift.add(judged(case, base, None))
-    found = [CaseComparison(case.kind, case.key, case.kernel, judged(case, base, shift.now()))
+        shift.add(judged(case, base, None), case.kernel)
+    found = [CaseComparison(case.kind, case.key, case.kernel,
+                            judged(case, base, shift.now(case.kernel)))
              for case, base in pairs]
     return baseline, new_run, found
 
