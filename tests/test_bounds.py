@@ -119,3 +119,26 @@ def test_a_measurement_beating_an_estimated_bandwidth_is_not_suspect():
     slow_published = Peak(1e20, 1e20, (MemoryLevel("L2", MB, 1.0),))
     result = _gemm(DataSheetCpu(slow_published))
     assert result.status == STATUS_SUSPECT and "faster than the device allows" in result.error
+
+
+def test_back_to_back_cases_share_the_hosts_probes_between_them(monkeypatch):
+    """A case that starts right after another takes its closing probes as its opening ones
+    (3 memory copies for 2 cases, not 4); one that starts PROBES_REUSED_S later probes anew.
+    Each case still has a probe right before and right after its samples."""
+    from pytest_npuperf.replay import runner as runner_module
+
+    copies = []
+    monkeypatch.setattr(runner_module, "memory_sample", lambda: copies.append(1) or 5000.0)
+    backend = CpuBackend()
+    tiny = cells("4;4", "DT_FLOAT;DT_FLOAT", "ND;ND", "4", "DT_FLOAT")
+    runner = CaseRunner(backend, RunnerOptions(policy=SamplingPolicy(
+        warmup=1, min_samples=5, max_samples=10, budget_s=0.05, min_time_s=0,
+        reject_preempted=False)))
+    ref = CaseRef("Add-4", "Add", "Add.csv", 0, "s", True)
+    first = runner.run(ref, tiny, "n", "Add.csv")
+    second = runner.run(ref, tiny, "n", "Add.csv")
+    assert len(copies) == 3
+    assert first.reference_memory_us == second.reference_memory_us == 5000.0
+    monkeypatch.setattr(runner_module, "PROBES_REUSED_S", 0.0)
+    runner.run(ref, tiny, "n", "Add.csv")
+    assert len(copies) == 5

@@ -64,6 +64,10 @@ from .choice import choose
 # A case this far past its budget says so: the last batch of samples may end a little after
 # it, and a scheduler's time slice is no reason to speak.
 OVER_BUDGET, OVER_BUDGET_S = 1.25, 0.25
+# A case that starts this soon after the previous one ended takes that one's closing probes
+# as its opening ones (measure/reference.py): half of the probes' cost, 5 of the 10 ms a CPU
+# case spent on them, and the host between the two is pytest's step from case to case.
+PROBES_REUSED_S = 0.5
 ROOFLINE_FIELDS = ("bound_us", "compute_bound_us", "memory_bound_us", "memory_level",
                    "hbm_bound_us", "bound_by", "achieved_tflops", "achieved_gbps", "mfu", "mbu")
 
@@ -122,6 +126,9 @@ class CaseRunner:
         # When the current case's first measurement started (perf_counter).
         self._first_measured: float | None = None
         self._probed = 0.0  # the current case's host probes before its first measurement (s)
+        # The host's probes taken after the last case, and when (time.monotonic()): the next
+        # case's "before" when it starts within PROBES_REUSED_S.
+        self._last_probes: tuple[float, tuple[list[float], float]] | None = None
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
         self._clock = PartClock()  # where the current case's time beyond its calls goes
@@ -149,7 +156,7 @@ class CaseRunner:
         try:
             # The host's probes are the tool's time, not the case's: they take none of its
             # budget or timeout (a memory copy takes 0.1 s or more on a busy host).
-            before = self._references() if self.backend.kind == "cpu" else None
+            before = self._references_before() if self.backend.kind == "cpu" else None
             self._probed = self._clock.parts.get(REFERENCES, 0.0)
             deadline = (time.monotonic() + self.options.case_timeout_s
                         if self.options.case_timeout_s else None)
@@ -163,6 +170,7 @@ class CaseRunner:
                 self._operand_dtype = case.input(0).dtype
             if before is not None:
                 after = self._references()
+                self._last_probes = (time.monotonic(), after)
                 result.reference_us = reference_us(before[0], after[0])
                 result.reference_memory_us = (before[1] + after[1]) / 2
             self._record(result, measured)
@@ -320,6 +328,15 @@ class CaseRunner:
         """The host's probes: the reference loop's samples and a memory copy's time."""
         with self._clock.part(REFERENCES):
             return reference_samples(), memory_sample()
+
+    def _references_before(self) -> tuple[list[float], float]:
+        """The probes before a case: those taken right after the previous case when it
+        ended less than PROBES_REUSED_S ago (only pytest's step between two cases lies
+        between them: the same host state, at half the probes' cost), else new ones."""
+        last, self._last_probes = self._last_probes, None
+        if last is not None and time.monotonic() - last[0] < PROBES_REUSED_S:
+            return last[1]
+        return self._references()
 
     def _record(self, result: CaseResult, measured: Measured) -> None:
         result.method, result.fallback = measured.method, measured.fallback
