@@ -344,3 +344,22 @@ def test_a_large_runs_scatter_draws_its_worst_points_and_the_rest_as_a_density()
     assert "worst" in top["title"]
     every = replay_vs_model(with_gaps(MAX_DRAWN))
     assert "drawn one by one" not in every and group(parse(every), "density") is None
+
+
+def test_a_large_scatter_makes_the_hover_texts_of_its_drawn_points_only():
+    """The hover texts of a 10^5-point scatter are made for the MAX_DRAWN points drawn one by
+    one, not for every point (each text costs a verdict's description)."""
+    from pytest_npuperf.report.figures import MAX_DRAWN, _scatter
+
+    _fig, (ax,) = figure(400, 300)
+    made = []
+
+    def title(i: int) -> str:
+        made.append(i)
+        return f"point {i}"
+
+    count = 3 * MAX_DRAWN
+    drawn = _scatter(ax, [1.0 + i for i in range(count)], [1.0] * count, color=PALETTE[0],
+                     label="x", titles=title, rank=[float(i) for i in range(count)])
+    assert drawn == MAX_DRAWN and len(made) == MAX_DRAWN
+    assert sorted(made) == list(range(count - MAX_DRAWN, count))  # the highest ranked

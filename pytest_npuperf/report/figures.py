@@ -17,6 +17,7 @@ import csv
 import math
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from ..history.compare import ALPHA, DEFAULT_THRESHOLD, FASTER, NEW, SAME, SLOWER, UNCERTAIN
@@ -47,14 +48,16 @@ def _drawable(ax, x: float, y: float) -> bool:
 
 
 def _scatter(ax, xs: list[float], ys: list[float], *, color: str, label: str,
-             titles: list[str] | None = None, rank: list[float] | None = None,
+             titles: list[str] | Callable[[int], str] | None = None,
+             rank: list[float] | None = None,
              hollow: bool = False, size: float = 4.6, marker: str = "o") -> int:
     """A scatter of at most MAX_DRAWN points (set the axes' scales first): of a larger one
     the MAX_DRAWN that rank highest (`rank`: how far from agreement, the worst first; by
     default those first given) are drawn one by one, with their hover text, and all of them
     as a density beneath: the figure's size is bounded, a large run's outliers still stand
-    out, and every case stays in the run JSON and the tables. Returns how many points were
-    drawn one by one."""
+    out, and every case stays in the run JSON and the tables. `titles`: each point's hover
+    text, or what makes the text of point i (only the drawn ones' are made: 10^5 of them
+    cost a second). Returns how many points were drawn one by one."""
     kept = [i for i, (x, y) in enumerate(zip(xs, ys)) if _drawable(ax, x, y)]
     if len(kept) > MAX_DRAWN:
         _density(ax, [xs[i] for i in kept], [ys[i] for i in kept], color)
@@ -64,7 +67,8 @@ def _scatter(ax, xs: list[float], ys: list[float], *, color: str, label: str,
         else {"color": color, "edgecolors": "none"}
     points = ax.scatter([xs[i] for i in kept], [ys[i] for i in kept], s=size ** 2,
                         marker=marker, label=label or None, zorder=3, **paint)
-    hover(ax.figure, points, [titles[i] for i in kept] if titles else ())
+    title = titles.__getitem__ if isinstance(titles, list) else titles
+    hover(ax.figure, points, [title(i) for i in kept] if title else ())
     return len(kept)
 
 
@@ -230,8 +234,9 @@ def roofline(results: list[CaseResult]):
                 right, [r.bound_us for r in chosen], [r.stats.median for r in chosen],
                 color=color, hollow=hollow, size=5.2 if hollow else 4.6,
                 label=f"{label} ({len(chosen)})",
-                titles=[f"{r.case_id}: median {r.stats.median:.4g} us, bound "
-                        f"{r.bound_us:.4g} us ({r.bound_by or 'unknown'})" for r in chosen],
+                titles=lambda i, chosen=chosen: (
+                    f"{chosen[i].case_id}: median {chosen[i].stats.median:.4g} us, bound "
+                    f"{chosen[i].bound_us:.4g} us ({chosen[i].bound_by or 'unknown'})"),
                 rank=[max(r.stats.median / r.bound_us, r.bound_us / r.stats.median)
                       for r in chosen])
     right.set_xlabel("bound (us): compute, memory or the latency floor, the largest")
@@ -336,9 +341,9 @@ def regression_ratios(results: list[CaseResult], min_effect: float = DEFAULT_THR
                               hollow=verdict == "flagged",
                               marker="D" if verdict == "flagged" else "o",
                               rank=[i.comparison.severity for i in chosen],
-                              titles=[f"{i.case_id}: {flagged_ids.get(i.case_id, '')} "
-                                      f"{i.comparison.describe()}".replace(":  ", ": ")
-                                      for i in chosen])
+                              titles=lambda j, chosen=chosen: (
+                                  f"{chosen[j].case_id}: {flagged_ids.get(chosen[j].case_id, '')} "
+                                  f"{chosen[j].comparison.describe()}".replace(":  ", ": ")))
     ax.axhline(-math.log10(ALPHA), color=MUTED, linewidth=1.1, linestyle=DOTTED,
                label=f"p = {ALPHA:g}")
     worst = sorted((i for i in items if i.comparison.verdict == SLOWER
