@@ -69,8 +69,8 @@ class Spread:
         return SPREAD_FACTOR * math.log1p(max(self.value, 0.0))
 
     def describe(self) -> str:
-        text = (f"its {self.runs} recent good runs spread {100 * self.own:.1f} % (net of "
-                f"their runs' moves)")
+        text = (f"its {self.runs} recent good runs spread {100 * self.own:.1f} % (their "
+                f"runs' moves taken out where known)")
         if self.value > self.own:
             text += f" (taken as the host's typical {100 * self.value:.1f} %: few runs)"
         return text
