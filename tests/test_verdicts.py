@@ -227,3 +227,15 @@ def test_a_measurement_beside_a_co_tenant_is_judged_uncertain(tmp_path):
         baseline.close()
     assert verdicts[0].verdict == SLOWER
     assert verdicts[1].verdict == UNCERTAIN and "preempted 20 %" in verdicts[1].reason
+    # The share is of the samples its statistics count, not of the 200 a result keeps for
+    # plots: 60 preempted beside 1,000 kept is 6 %, a quiet host's.
+    many = CaseResult(case_id=TIGHT, nodeid="", kernel_type="MatMulV2", file="MatMulV2.csv",
+                      signature="bbbbbbbb")
+    many.set_samples(samples(130.0, seed=4, n=1000))
+    many.cache, many.stack, many.preempted = "model", "torch 2.13.0", 60
+    assert len(many.samples) <= 200
+    baseline = resolve_baseline("last", history=history, device=DEVICE, before=100.0)
+    try:
+        assert judge_result(many, baseline, 0.05).verdict == SLOWER
+    finally:
+        baseline.close()

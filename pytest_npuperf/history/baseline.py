@@ -235,13 +235,14 @@ def _judged(result: CaseResult) -> dict[str, Any]:
             "memory": result.reference_memory_us, "bound_by": result.bound_by,
             "median": result.stats.median if result.stats else None,
             "condition": cache_mode(result.cache), "impl": result.impl or None,
-            "stack": result.stack, "co_tenant": co_tenant_share(result.preempted,
-                                                                  len(result.samples))}
+            "stack": result.stack, "co_tenant": co_tenant_share(
+                result.preempted, result.stats.samples if result.stats else len(result.samples))}
 
 
 def co_tenant_share(preempted: int | None, kept: int) -> float:
     """The share of a measurement's samples that other processes preempted (and that were
-    left out, or kept with --npuperf-preempted keep)."""
+    left out, or kept with --npuperf-preempted keep); `kept`: the samples its statistics
+    count (a result keeps at most MAX_KEPT_SAMPLES of them for plots)."""
     preempted = preempted or 0
     return preempted / (preempted + kept) if preempted + kept else 0.0
 

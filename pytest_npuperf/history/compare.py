@@ -229,16 +229,16 @@ def _explained(effect: float, move: float, visible: float, limit: float, what: s
     """Why a change `effect` cannot be told from a move `move` of the host or the run (logs),
     None when it can: the move accounts for it, or could hide one (a host that sped up can
     hide a slowdown that net of it is beyond the limit)."""
-    if abs(effect) >= visible and effect * move > 0 and (abs(effect - move) < limit
-                                                          or abs(move) > abs(effect)):
-        if abs(effect - move) < visible or abs(move) > abs(effect):
-            # A move as large as the change or larger: it accounts for all of it (net of
-            # it the case went the other way, which this change cannot tell either).
-            return f"{what}, which accounts for the change (net of it " \
-                   f"{math.exp(effect - move):.2f}x)"
-        return f"{what}; net of it {math.exp(effect - move):.2f}x, within the case's spread"
-    if abs(effect) < limit <= abs(effect - move):
-        return f"{what}, which could hide a change of {math.exp(effect - move):.2f}x"
+    net = effect - move
+    if abs(effect) >= visible and effect * move > 0:
+        # A move as large as the change or larger accounts for all of it (net of it the case
+        # went the other way, which no more tells a change).
+        if abs(net) < visible or abs(move) >= abs(effect):
+            return f"{what}, which accounts for the change (net of it {math.exp(net):.2f}x)"
+        if abs(net) < limit:
+            return f"{what}; net of it {math.exp(net):.2f}x, within the case's spread"
+    if abs(effect) < limit <= abs(net):
+        return f"{what}, which could hide a change of {math.exp(net):.2f}x"
     return None
 
 
