@@ -102,8 +102,8 @@ def test_a_case_without_a_value_is_not_reported_passed(noisy_project):
     assert "1 case(s) with no value (noisy 1; not passed" in out
     assert "noisy: interquartile range 50 % of the median" in out
     # in the results table after failed and SLOWER cases, before the measured ones
-    table = out[out.index("npuperf results"):out.index("= npuperf =")]
-    first = table.splitlines()[3]
+    table = out[out.index("npuperf results"):out.index("= npuperf =")].splitlines()
+    first = table[next(i for i, line in enumerate(table) if line.startswith("case ")) + 1]
     assert first.startswith("RmsNorm-") and " noisy " in first
     # pytest-html: not a green Passed, with its reason in the summary
     text = html.unescape(page.read_text())
