@@ -122,13 +122,17 @@ def test_a_measurement_beating_an_estimated_bandwidth_is_not_suspect():
 
 
 def test_back_to_back_cases_share_the_hosts_probes_between_them(monkeypatch):
-    """A case that starts right after another takes its closing probes as its opening ones
-    (3 memory copies for 2 cases, not 4); one that starts PROBES_REUSED_S later probes anew.
-    Each case still has a probe right before and right after its samples."""
+    """A case that starts right after another takes its closing probes as its opening ones,
+    and a case that closes within MEMORY_PROBE_EVERY_S of the newest memory copy takes that
+    copy's time (1 memory copy for 2 quick cases, not 4); one that starts PROBES_REUSED_S
+    later probes anew, and with copies due at every probe each case copies twice. The loop
+    probe runs right before and right after every case."""
     from pytest_npuperf.replay import runner as runner_module
 
-    copies = []
-    monkeypatch.setattr(runner_module, "memory_sample", lambda: copies.append(1) or 5000.0)
+    copies, loops = [], []
+    monkeypatch.setattr(runner_module, "memory_sample",
+                        lambda: copies.append(1) or 5000.0 + len(copies))
+    monkeypatch.setattr(runner_module, "reference_samples", lambda: loops.append(1) or [9.0])
     backend = CpuBackend()
     tiny = cells("4;4", "DT_FLOAT;DT_FLOAT", "ND;ND", "4", "DT_FLOAT")
     runner = CaseRunner(backend, RunnerOptions(policy=SamplingPolicy(
@@ -137,8 +141,10 @@ def test_back_to_back_cases_share_the_hosts_probes_between_them(monkeypatch):
     ref = CaseRef("Add-4", "Add", "Add.csv", 0, "s", True)
     first = runner.run(ref, tiny, "n", "Add.csv")
     second = runner.run(ref, tiny, "n", "Add.csv")
-    assert len(copies) == 3
-    assert first.reference_memory_us == second.reference_memory_us == 5000.0
+    assert len(copies) == 1 and len(loops) == 3
+    assert first.reference_memory_us == second.reference_memory_us == 5001.0
     monkeypatch.setattr(runner_module, "PROBES_REUSED_S", 0.0)
-    runner.run(ref, tiny, "n", "Add.csv")
-    assert len(copies) == 5
+    monkeypatch.setattr(runner_module, "MEMORY_PROBE_EVERY_S", 0.0)
+    third = runner.run(ref, tiny, "n", "Add.csv")
+    assert len(copies) == 3 and len(loops) == 5
+    assert third.reference_memory_us == (5002.0 + 5003.0) / 2

@@ -1,5 +1,6 @@
 """How fast the host was while a CPU case ran: a fixed pure-Python loop with a copy through the
-caches, and a copy from main memory, timed right before and right after the case's samples.
+caches, timed right before and right after the case's samples, and a copy from main memory,
+timed as often (at most once a second: replay/runner.py, MEMORY_PROBE_EVERY_S).
 
 Two runs of the same CPU kernel can differ by 1.5x or more when other work shares the cores
 (a sibling hyperthread, a busy neighbour, frequency scaling): every sample of the case shifts,
@@ -40,7 +41,7 @@ def _loop() -> float:
 # Two buffers of this size, allocated (and touched) on the first probe of a CPU session. On the
 # 2-core VM of issue 29 a 32 MiB copy still ran from the last-level cache at times (28 GB/s
 # when co-tenants left it alone, 6-10 GB/s otherwise); from 48 MiB on it always ran from main
-# memory (6-7 GB/s): about 7-16 ms a copy there, two copies a case.
+# memory (6-7 GB/s): about 7-16 ms a copy there.
 MEMORY_BYTES = 48 << 20
 _MEMORY: list[bytearray] = []
 
