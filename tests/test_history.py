@@ -21,7 +21,7 @@ from pytest_npuperf.history.records import (
     RunRecord,
     collective_key,
 )
-from pytest_npuperf.history.store import HistoryError, HistoryStore, schema_version
+from pytest_npuperf.history.store import HistoryError, HistoryStore, _python_json_functions, schema_version
 
 DEVICE = "CPU_TEST"
 
@@ -373,8 +373,31 @@ def test_a_bulk_read_of_some_columns_reads_those_as_a_whole_read_does(history):
                     (full.kind, full.key, full.kernel, full.status, full.median_us,
                      full.extra, full.samples, full.run_id)
                 assert light.signature == "" and light.min_us is None and full.min_us
+        keyed = store.latest_cases_many(KIND_KERNEL, [A, B], device=DEVICE, limit=2,
+                                        columns=("status",), extra_keys=("file", "no_such"))
+        assert [c.extra for c in keyed[A]] == [{"file": "MatMulV2.csv"}] * 2
         assert set(store.latest_cases_many(KIND_KERNEL, [B], device=DEVICE)) == {B}
         assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
         assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
         with pytest.raises(ValueError, match="not columns"):
             store.latest_cases_many(KIND_KERNEL, [A], columns=("no_such",))
+
+
+def test_the_keys_of_extra_a_verdict_reads_are_read_inside_sqlite_or_in_python(tmp_path):
+    """A spread reads a past measurement's cache mode, implementation and preempted flag from
+    `extra` inside SQLite (json_extract); an `extra` changed by hand into no JSON reads as
+    none, and an SQLite without its JSON functions gets the same from Python ones."""
+    path = tmp_path / "h.sqlite"
+    marked = kernel(A, 10.0, seed=1)
+    marked.extra = {"cache": "cold l2", "impl": "compiled", "preempted_kept": True, "x": [1]}
+    with HistoryStore(path) as store:
+        store.record(run("r1", 1), [marked, kernel(B, 20.0, seed=2)])
+        store.conn.execute("UPDATE cases SET extra = 'not json {' WHERE key = ?", (B,))
+        builtin = {key: store.case_values(KIND_KERNEL, key, device=DEVICE)[0][2]
+                   for key in (A, B)}
+        many = store.case_values_many(KIND_KERNEL, [A, B], device=DEVICE)
+        _python_json_functions(store.conn)  # replaces SQLite's own for this connection
+        python = {key: store.case_values(KIND_KERNEL, key, device=DEVICE)[0][2]
+                  for key in (A, B)}
+    assert builtin == python == {key: found[0][2] for key, found in many.items()} == {
+        A: {"cache": "cold l2", "impl": "compiled", "preempted_kept": 1}, B: {}}

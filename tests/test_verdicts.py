@@ -106,7 +106,7 @@ def test_good_runs_are_trusted_unchanged_measurements_in_the_baselines_condition
     assert good_runs(values, like) == [100.0, 101.0]
     assert own_spread([100.0, 110.0, 105.0]) == pytest.approx(0.1)
     assert own_spread([100.0]) is None
-    many = [(100.0 + i, "", '{"cache": "model"}', f"n{i}") for i in range(2 * SPREAD_RUNS)]
+    many = [(100.0 + i, "", {"cache": "model"}, f"n{i}") for i in range(2 * SPREAD_RUNS)]
     assert good_runs(many, like) == [100.0 + i for i in range(SPREAD_RUNS)]  # the newest
 
 

@@ -31,6 +31,9 @@ def run_bench(pytest_args: Sequence[str]) -> int:
 # Commands that build a large run in memory (10^5 results): run as the `npuperf` command, they
 # end without tearing it down object by object, seconds after their work is done.
 _LEAVE_AT_ONCE = ("backfill",)
+# What such a command's work built, kept here until the process ends: freed object by object
+# on its way out of the functions that built it, a 200,000-case run took a second more.
+HELD: list[object] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"npuperf {args.command}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        HELD.clear()  # called as a function (not left at once): freed here
 
 
 def _leave(code: int) -> None:

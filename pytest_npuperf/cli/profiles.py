@@ -141,10 +141,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                       figures=not args.no_figures)
     if args.baseline:
         _check_baseline(args.baseline, run.history)
+    from . import HELD
+
     lines, code = backfill_profile(args.profile, args.db,
                                    update_mode=args.update_mode,
                                    prune_empty=args.prune_empty_duration_rows,
-                                   dry_run=args.dry_run, statistic=args.statistic, run=run)
+                                   dry_run=args.dry_run, statistic=args.statistic, run=run,
+                                   hold=HELD.append)
     for line in lines:
         print(line)
     return code

@@ -68,9 +68,11 @@ class EmptyBaseline(Baseline):
 
 
 # What a verdict reads of a baseline record besides its samples and run (`case`,
-# `_baseline_of`, `_compared`, `probes_of`): the rest of a prefetched record stays unread
-# (10^5 verdicts: 40 columns converted per record cost seconds).
-VERDICT_COLUMNS = ("status", "median_us", "stack", "bound_by", "extra")
+# `_baseline_of`, `_compared`, `probes_of`), and of its `extra`: the rest of a prefetched
+# record stays unread (10^5 verdicts: 40 columns converted per record, and its `extra` parsed,
+# cost seconds).
+VERDICT_COLUMNS = ("status", "median_us", "stack", "bound_by")
+VERDICT_EXTRA = ("cache", "impl", "reference_us", "reference_memory_us")
 
 
 class HistoryBaseline(Baseline):
@@ -91,10 +93,11 @@ class HistoryBaseline(Baseline):
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
         """The baselines of these cases read at once, as far as their verdicts need them
-        (VERDICT_COLUMNS): a batch's records are then answered from memory by `case`."""
+        (VERDICT_COLUMNS, VERDICT_EXTRA): a batch's records are then answered from memory by `case`."""
         self._newest.load(kind, keys, lambda kind, keys: self.store.latest_cases_many(
             kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
-            exclude=self.exclude, limit=DEPTH, columns=VERDICT_COLUMNS))
+            exclude=self.exclude, limit=DEPTH, columns=VERDICT_COLUMNS,
+            extra_keys=VERDICT_EXTRA))
         self.spreads.prefetch(kind, keys)
 
     def case(self, kind: str, key: str) -> CaseRecord | None:

@@ -18,11 +18,12 @@ session's samples stay tight. A case is SLOWER (FASTER likewise, log-symmetric) 
    and costs one sort where a bootstrap costs thousands of medians per case over 10^5 cases;
    with the >= 10 samples a case keeps, the normal approximation is accurate (the tests check
    it against the exact permutation distribution);
-3. the host did not move as much: on a CPU a pure-Python loop and a memory copy are timed
-   around every case (measure/reference.py); when the probe that matches the case's roofline
-   bound (the copy for a memory-bound case, the loop for a compute- or latency-bound one, the
-   larger move of both when unknown) moved by HOST_TOLERANCE or more, the change is judged net
-   of it: UNCERTAIN when the host's move accounts for it, or could hide one;
+3. the host did not move as much: on a CPU a pure-Python loop is timed around every case,
+   a memory copy at most once a second (measure/reference.py, replay/runner.py); when the
+   probe that matches the case's roofline bound (the copy for a memory-bound case, the loop
+   for a compute- or latency-bound one, the larger move of both when unknown) moved by
+   HOST_TOLERANCE or more, the change is judged net of it: UNCERTAIN when the host's move
+   accounts for it, or could hide one;
 4. the whole run did not move with it: once SHIFT_MIN_CASES cases of other kernel types were
    judged in the session, their median ratio is the run's move (co-tenants, clocks, another
    node), judged like the host's, unless the software stack changed since the baseline (then

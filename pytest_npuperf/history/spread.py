@@ -31,7 +31,6 @@ a few percent beyond the minimum effect.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable
@@ -102,24 +101,16 @@ def _condition(extra: dict) -> tuple[str, str]:
     return cache, str(extra.get("impl") or "")
 
 
-def _extra(text: str) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def good_runs(found: Iterable[tuple[float, str, str, str]], like: CaseRecord,
+def good_runs(found: Iterable[tuple[float, str, dict, str]], like: CaseRecord,
               levels: dict[str, float] | None = None) -> list[float]:
-    """The medians among `found` ((median, verdict, extra JSON, run id) of trusted
-    measurements, newest first) that tell the case's noise (see the module docstring), each
-    net of its run's level (`levels`: log, per run id; none known: 0)."""
+    """The medians among `found` ((median, verdict, extra, run id) of trusted measurements,
+    newest first, as HistoryStore.case_values reads them) that tell the case's noise (see the
+    module docstring), each net of its run's level (`levels`: log, per run id; none known:
+    0)."""
     condition = _condition(like.extra)
     levels = levels or {}
     kept = []
-    for median, verdict, text, run_id in found:
-        extra = _extra(text)
+    for median, verdict, extra, run_id in found:
         if median > 0 and verdict not in _CHANGED and not extra.get("preempted_kept") \
                 and _condition(extra) == condition:
             level = levels.get(run_id)
@@ -171,7 +162,7 @@ class SpreadSource:
         self.store, self.device, self.before = store, device, before
         self.passed_only, self.exclude = passed_only, tuple(exclude)
         self._host: dict[str, tuple[float | None, dict[str, float]]] = {}
-        self._values: Prefetched[tuple[float, str, str, str]] = Prefetched()
+        self._values: Prefetched[tuple[float, str, dict, str]] = Prefetched()
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
         """Read the values of these cases at once (a large run's verdicts); `of` answers
@@ -205,8 +196,7 @@ class SpreadSource:
             for key, median, verdict, extra, run_id in self.store.recent_values(
                     kind, device=self.device, before=self.before,
                     passed_only=self.passed_only, exclude=self.exclude, runs=HOST_RUNS):
-                if verdict in _CHANGED or ('"preempted_kept": true' in extra
-                                           and json.loads(extra).get("preempted_kept")):
+                if verdict in _CHANGED or extra.get("preempted_kept"):
                     continue
                 trusted.append((key, median, run_id))
             levels = run_levels(trusted)

@@ -92,6 +92,35 @@ def schema_version() -> int:
     return len(MIGRATIONS)
 
 
+def _json_functions(conn: sqlite3.Connection) -> None:
+    """json_valid and json_extract ('$.key' paths), in Python, on an SQLite built without its
+    JSON functions (the queries use them; SQLite 3.38 and later always has them)."""
+    try:
+        conn.execute("SELECT json_valid('{}'), json_extract('{}', '$.a')")
+    except sqlite3.OperationalError:
+        _python_json_functions(conn)
+
+
+def _python_json_functions(conn: sqlite3.Connection) -> None:
+    def parsed(text: Any) -> Any:
+        try:
+            return json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            return None
+
+    def extract(text: Any, path: str) -> Any:
+        value = parsed(text)
+        for part in path.split(".")[1:]:
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            return int(value)
+        return json.dumps(value) if isinstance(value, dict | list) else value
+
+    conn.create_function("json_valid", 1, lambda text: int(parsed(text) is not None),
+                         deterministic=True)
+    conn.create_function("json_extract", 2, extract, deterministic=True)
+
+
 class HistoryError(NpuperfError):
     pass
 
@@ -130,6 +159,7 @@ class HistoryStore:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.conn = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
             self.conn.execute("PRAGMA foreign_keys = ON")
+            _json_functions(self.conn)
             self._check_schema()
         except sqlite3.Error as exc:
             self.close()
@@ -365,12 +395,14 @@ class HistoryStore:
     def latest_cases_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
                           before: float | None = None, passed_only: bool = False,
                           exclude: Iterable[str] = (), limit: int = 1,
-                          columns: Sequence[str] | None = None
+                          columns: Sequence[str] | None = None,
+                          extra_keys: Sequence[str] | None = None
                           ) -> dict[str, list[CaseRecord]]:
         """`latest_cases` of many keys in one query (a large run's verdicts: a query per case
         cost most of their time): key -> its newest `limit` measurements, newest first (keys
         without any are absent). `columns`: only these of CASE_COLUMNS are read (and kind,
-        key, kernel), the others left at their defaults (None: all)."""
+        key, kernel), the others left at their defaults (None: all); `extra_keys`: of
+        `extra`, only these keys (None: all of it)."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
         params += [kind, *MEASURED_STATUSES]
@@ -378,6 +410,7 @@ class HistoryStore:
             clauses.append("r.started < ?")
             params.append(before)
         self._want(keys)
+        extracted = f", {_extra_sql(extra_keys)}" if extra_keys else ""
         # Which rows first (narrow: the window sorts them), then those rows whole. The wanted
         # keys drive the join (CROSS JOIN keeps that order): a scan of every run's cases of
         # the kind would read the whole history.
@@ -386,13 +419,16 @@ class HistoryStore:
                f"FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
                f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
                f"WHERE newest <= {int(limit)}) "
-               f"SELECT {_selected(columns)}, r.run_id AS r_run_id, r.started AS r_started, "
-               f"s.encoding AS s_encoding, s.data AS s_data, p.newest AS newest FROM picked p "
+               f"SELECT {_selected(columns, extra=extra_keys is None)}, r.run_id AS r_run_id, "
+               f"r.started AS r_started, s.encoding AS s_encoding, s.data AS s_data, "
+               f"p.newest AS newest{extracted} FROM picked p "
                f"JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
                f"LEFT JOIN samples s ON s.case_row = c.id")
         found: dict[str, list[tuple[int, CaseRecord]]] = {}
-        for newest, record in self._records(sql, params, extra="newest"):
-            found.setdefault(record.key, []).append((newest, record))
+        for other, record in self._records(sql, params, after="newest"):
+            if extra_keys is not None:
+                record.extra = _extra_of(extra_keys, other[1:])
+            found.setdefault(record.key, []).append((other[0], record))
         return {key: [record for _, record in sorted(rows, key=lambda r: r[0])]
                 for key, rows in found.items()}
 
@@ -451,25 +487,27 @@ class HistoryStore:
                     before: float | None = None, passed_only: bool = False,
                     exclude: Iterable[str] = (), limit: int = 10
                     ) -> list[tuple[float, str, str, str]]:
-        """(median_us, verdict, extra JSON, run id) of the newest `limit` trusted (`ok`)
+        """(median_us, verdict, extra, run id) of the newest `limit` trusted (`ok`)
         measurements of one case, newest first: what its session-to-session spread needs,
         without building records or reading samples (history/spread.py, once per judged
-        case)."""
+        case). Of `extra`, only the SPREAD_EXTRA keys it holds are read."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
         clauses += ["c.kind = ?", "c.key = ?", "c.status = 'ok'", "c.median_us > 0"]
         rows = self._query(
-            f"SELECT c.median_us, c.verdict, c.extra, r.run_id FROM cases c JOIN runs r ON "
-            f"r.id = c.run WHERE {' AND '.join(clauses)} ORDER BY r.started DESC, r.id DESC "
-            f"LIMIT {int(limit)}", [*params, kind, key])
-        return [(float(row[0]), row[1] or "", row[2] or "", row[3]) for row in rows]
+            f"SELECT c.median_us, c.verdict, {_extra_sql(SPREAD_EXTRA)}, r.run_id FROM cases c "
+            f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)} ORDER BY r.started "
+            f"DESC, r.id DESC LIMIT {int(limit)}", [*params, kind, key])
+        last = 2 + len(SPREAD_EXTRA)
+        return [(float(row[0]), row[1] or "", _extra_of(SPREAD_EXTRA, row[2:last]), row[last])
+                for row in rows]
 
     def case_values_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
                          before: float | None = None, passed_only: bool = False,
                          exclude: Iterable[str] = (), limit: int = 10
-                         ) -> dict[str, list[tuple[float, str, str, str]]]:
+                         ) -> dict[str, list[tuple[float, str, dict[str, Any], str]]]:
         """`case_values` of many keys in one query (a large run's verdicts): key -> its
         values, newest first (keys without any are absent)."""
         clauses, params = _run_clauses(device, passed_only, exclude)
@@ -479,38 +517,39 @@ class HistoryStore:
         clauses += ["c.kind = ?", "c.status = 'ok'", "c.median_us > 0"]
         self._want(keys)
         rows = self._query(
-            f"SELECT key, median_us, verdict, extra, run_id FROM (SELECT c.key AS key, "
-            f"c.median_us AS median_us, c.verdict AS verdict, c.extra AS extra, r.run_id AS "
-            f"run_id, ROW_NUMBER() OVER (PARTITION "
+            f"SELECT key, median_us, verdict, run_id, {_extra_sql(SPREAD_EXTRA, 'x')} FROM "
+            f"(SELECT c.key AS key, c.median_us AS median_us, c.verdict AS verdict, c.extra AS "
+            f"extra, r.run_id AS run_id, ROW_NUMBER() OVER (PARTITION "
             f"BY c.key ORDER BY r.started DESC, r.id DESC) AS newest FROM npuperf_wanted w "
             f"CROSS JOIN cases c ON c.key = w.key JOIN runs r ON r.id = c.run "
-            f"WHERE {' AND '.join(clauses)}) WHERE newest <= {int(limit)} ORDER BY key, newest",
-            [*params, kind])
-        found: dict[str, list[tuple[float, str, str, str]]] = {}
+            f"WHERE {' AND '.join(clauses)}) x WHERE newest <= {int(limit)} "
+            f"ORDER BY key, newest", [*params, kind])
+        found: dict[str, list[tuple[float, str, dict[str, Any], str]]] = {}
         for row in rows:
-            found.setdefault(row[0], []).append((float(row[1]), row[2] or "", row[3] or "",
-                                                 row[4]))
+            found.setdefault(row[0], []).append((float(row[1]), row[2] or "",
+                                                 _extra_of(SPREAD_EXTRA, row[4:]), row[3]))
         return found
 
     def recent_values(self, kind: str, *, device: str | None = None,
                       before: float | None = None, passed_only: bool = False,
                       exclude: Iterable[str] = (), runs: int = 20
-                      ) -> list[tuple[str, float, str, str, str]]:
-        """(key, median_us, verdict, extra JSON, run_id) of the trusted (`ok`) measurements of
-        `kind` in the newest `runs` runs that match, newest run first: one read for the
-        host's typical session-to-session spread (history/spread.py)."""
+                      ) -> list[tuple[str, float, str, dict[str, Any], str]]:
+        """(key, median_us, verdict, extra (its SPREAD_EXTRA keys), run_id) of the trusted
+        (`ok`) measurements of `kind` in the newest `runs` runs that match, newest run first:
+        one read for the host's typical session-to-session spread (history/spread.py)."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
         where = " AND ".join(clauses) or "1"
         rows = self._query(
-            f"SELECT c.key, c.median_us, c.verdict, c.extra, r.run_id FROM cases c "
-            f"JOIN (SELECT r.id, r.run_id, r.started FROM runs r WHERE {where} "
+            f"SELECT c.key, c.median_us, c.verdict, r.run_id, {_extra_sql(SPREAD_EXTRA)} "
+            f"FROM cases c JOIN (SELECT r.id, r.run_id, r.started FROM runs r WHERE {where} "
             f"ORDER BY r.started DESC, r.id DESC LIMIT {int(runs)}) r ON r.id = c.run "
             f"WHERE c.kind = ? AND c.status = 'ok' AND c.median_us > 0 "
             f"ORDER BY r.started DESC, r.id DESC", [*params, kind])
-        return [(row[0], float(row[1]), row[2] or "", row[3] or "", row[4]) for row in rows]
+        return [(row[0], float(row[1]), row[2] or "", _extra_of(SPREAD_EXTRA, row[4:]), row[3])
+                for row in rows]
 
     def _cases(self, where: str, params: Iterable[Any], *, order: str = "c.id",
                limit: int | None = None, with_samples: bool = True) -> list[CaseRecord]:
@@ -521,26 +560,25 @@ class HistoryStore:
                + (f" LIMIT {int(limit)}" if limit else ""))
         return [record for _, record in self._records(sql, params)]
 
-    def _records(self, sql: str, params: Iterable[Any], extra: str | None = None
-                 ) -> list[tuple[Any, CaseRecord]]:
-        """(the column `extra`, or None; the case) of each row of `sql` (`c.*`, `r_run_id`,
-        `r_started`, optionally `s_encoding`, `s_data`): its columns found by position once
-        (10^5 rows: by name, row by row, the conversion cost seconds)."""
+    def _records(self, sql: str, params: Iterable[Any], after: str | None = None
+                 ) -> list[tuple[tuple, CaseRecord]]:
+        """(the row's columns from `after` on, or (); the case) of each row of `sql` (`c.*`,
+        `r_run_id`, `r_started`, optionally `s_encoding`, `s_data`): its columns found by
+        position once (10^5 rows: by name, row by row, the conversion cost seconds)."""
         try:
             cursor = self.conn.execute(sql, tuple(params))
             rows = cursor.fetchall()
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
         names = [d[0] for d in cursor.description]
-        other = names.index(extra) if extra else None
+        other = names.index(after) if after else len(names)
         records = _cases_from(rows, {name: names.index(name) for name in CASE_COLUMNS
                                      if name in names},
                               names.index("r_run_id"), names.index("r_started"),
                               names.index("s_data") if "s_data" in names else None,
                               names.index("s_encoding") if "s_encoding" in names else None,
                               self.path)
-        return [(None if other is None else row[other], record)
-                for row, record in zip(rows, records)]
+        return [(row[other:], record) for row, record in zip(rows, records)]
 
 
 class Prefetched(Generic[T]):
@@ -592,15 +630,36 @@ def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = 
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def _selected(columns: Sequence[str] | None) -> str:
-    """The `cases` columns of a query, as `c.*` or a list (kind, key and kernel always)."""
-    if columns is None:
+def _selected(columns: Sequence[str] | None, *, extra: bool = True) -> str:
+    """The `cases` columns of a query, as `c.*` or a list (kind, key and kernel always;
+    `extra` not without `extra`)."""
+    if columns is None and extra:
         return "c.*"
-    unknown = set(columns) - set(CASE_COLUMNS)
+    unknown = set(columns or ()) - set(CASE_COLUMNS)
     if unknown:
         raise ValueError(f"not columns of the cases table: {sorted(unknown)}")
-    wanted = {"kind", "key", "kernel", *columns}
+    wanted = {"kind", "key", "kernel", *(CASE_COLUMNS if columns is None else columns)}
+    if not extra:
+        wanted.discard("extra")
     return ", ".join(f'c."{name}"' for name in CASE_COLUMNS if name in wanted)
+
+
+# What a case's session-to-session spread reads of a past measurement's `extra`
+# (history/spread.py: its cache mode and implementation, whether it kept preempted samples).
+SPREAD_EXTRA = ("cache", "impl", "preempted_kept")
+
+
+def _extra_sql(keys: Sequence[str], table: str = "c") -> str:
+    """Columns of a query: each of `keys` of the case's `extra` JSON, read inside SQLite
+    (10^5 verdicts: json.loads of every `extra` in Python cost a second), NULL where it is
+    absent or `extra` is no JSON (a file changed by hand)."""
+    return ", ".join(f"CASE WHEN json_valid({table}.extra) THEN json_extract({table}.extra, "
+                     f"'$.{key}') END" for key in keys)
+
+
+def _extra_of(keys: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+    """`extra` as far as `_extra_sql` read it (a JSON true or false reads as 1 or 0)."""
+    return {key: value for key, value in zip(keys, values) if value is not None}
 
 
 def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

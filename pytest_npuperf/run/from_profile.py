@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -159,21 +160,24 @@ def _cases(handoffs: list[Path], markers, database: DatabaseCases, statistic: st
 def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all",
                      prune_empty: bool = False, dry_run: bool = False,
                      statistic: str = "median", reports: bool = True,
-                     run: RunFacts | None = None) -> tuple[list[str], int]:
+                     run: RunFacts | None = None,
+                     hold: Callable[[object], object] | None = None) -> tuple[list[str], int]:
     """Fill `database` from the profiler output at `prof_path`; returns the summary lines and
     the exit status (1: a case SLOWER than the baseline, or the history or the reports not
     written). `run`: the run's identity, history, baseline, threshold and figures (default:
     a run starting now, no history); its other facts are this command's. `reports=False`
     writes the database only (benchmarks time the ingest on its own): no history, no
-    reports."""
+    reports. `hold`: given the run's results and state before this returns, by a process that
+    is about to end and need not free them."""
     with gc_paused():
         return _backfill_profile(Path(prof_path), DatabaseCases(database, "--db"),
                                  update_mode, prune_empty, dry_run, statistic, reports,
-                                 run or RunFacts.of(mint_run(), source=""))
+                                 run or RunFacts.of(mint_run(), source=""), hold)
 
 
 def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str, prune_empty: bool,
-                      dry_run: bool, statistic: str, reports: bool, run: RunFacts
+                      dry_run: bool, statistic: str, reports: bool, run: RunFacts,
+                      hold: Callable[[object], object] | None = None
                       ) -> tuple[list[str], int]:
     started = run.started
     clock = PartClock()  # where the command's time went (measure/overhead.py)
@@ -248,6 +252,8 @@ def _backfill_profile(prof_path: Path, database: DatabaseCases, update_mode: str
                                    "database_device": database.device or None},
                            options=options, parts=dict(clock.parts), timed_here=False)
     end = finish_run(facts, results, target, info=info, notes=notes)
+    if hold is not None:
+        hold(end)
     return summary_lines(end), end.code
 
 
