@@ -21,7 +21,13 @@ from pytest_npuperf.history.records import (
     RunRecord,
     collective_key,
 )
-from pytest_npuperf.history.store import HistoryError, HistoryStore, _python_json_functions, schema_version
+from pytest_npuperf.history.store import (
+    SPREAD_EXTRA,
+    HistoryError,
+    HistoryStore,
+    _python_json_functions,
+    schema_version,
+)
 
 DEVICE = "CPU_TEST"
 
@@ -357,30 +363,38 @@ def test_many_verdicts_at_once_are_each_case_judged_alone(history, monkeypatch):
     assert alone[-1] is None
 
 
-def test_a_bulk_read_of_some_columns_reads_those_as_a_whole_read_does(history):
-    """latest_cases_many(columns=...) (what a verdict needs of 10^5 baselines): the listed
-    columns, the samples and the run as the whole read gives them, the rest at defaults; the
-    keys asked for next are the ones answered, the same keys twice included."""
+def test_a_verdicts_bulk_read_gives_what_the_reads_of_each_case_give(history):
+    """verdict_reads (what the verdicts of 10^5 cases read, in one query): per key the
+    newest `depth` measurements, of the listed columns (the samples and the run as the whole
+    read gives them, the rest at defaults) and the listed keys of extra, and the newest
+    `values` trusted values, as latest_cases and case_values read them one case at a time;
+    the keys asked for next are the ones answered, the same keys twice included."""
     with HistoryStore(history, readonly=True) as store:
-        whole = store.latest_cases_many(KIND_KERNEL, [A, B], device=DEVICE, limit=2)
-        some = store.latest_cases_many(KIND_KERNEL, [A, B], device=DEVICE, limit=2,
-                                       columns=("status", "median_us", "extra"))
-        assert set(some) == set(whole) == {A, B}
-        for key in (A, B):
-            for full, light in zip(whole[key], some[key], strict=True):
-                assert (light.kind, light.key, light.kernel, light.status, light.median_us,
-                        light.extra, light.samples, light.run_id) == \
-                    (full.kind, full.key, full.kernel, full.status, full.median_us,
-                     full.extra, full.samples, full.run_id)
-                assert light.signature == "" and light.min_us is None and full.min_us
-        keyed = store.latest_cases_many(KIND_KERNEL, [A, B], device=DEVICE, limit=2,
-                                        columns=("status",), extra_keys=("file", "no_such"))
-        assert [c.extra for c in keyed[A]] == [{"file": "MatMulV2.csv"}] * 2
-        assert set(store.latest_cases_many(KIND_KERNEL, [B], device=DEVICE)) == {B}
+        for depth, values in ((1, 10), (2, 1), (3, 2)):
+            found = store.verdict_reads(KIND_KERNEL, [A, B, "absent"], device=DEVICE,
+                                        depth=depth, values=values, columns=("status",),
+                                        extra_keys=("file", "no_such", *SPREAD_EXTRA))
+            assert set(found) == {A, B}
+            for key in (A, B):
+                records, spread = found[key]
+                whole = store.latest_cases(KIND_KERNEL, key, device=DEVICE, limit=depth)
+                assert len(records) == len(whole)
+                for light, full in zip(records, whole):
+                    assert (light.kind, light.key, light.kernel, light.status, light.median_us,
+                            light.verdict, light.extra, light.samples, light.run_id) == \
+                        (full.kind, full.key, full.kernel, full.status, full.median_us,
+                         full.verdict, full.extra, full.samples, full.run_id)
+                    assert light.signature == "" and light.min_us is None and full.min_us
+                alone = store.case_values(KIND_KERNEL, key, device=DEVICE, limit=values)
+                assert [(median, verdict, {k: v for k, v in extra.items() if k in SPREAD_EXTRA},
+                         run_id) for median, verdict, extra, run_id in spread] == alone
+        before = store.verdict_reads(KIND_KERNEL, [A], device=DEVICE, before=2.5, depth=3)
+        assert [r.run_id for r in before[A][0]] == ["r2", "r1"]
+        assert set(store.verdict_reads(KIND_KERNEL, [B], device=DEVICE)) == {B}
         assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
         assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
         with pytest.raises(ValueError, match="not columns"):
-            store.latest_cases_many(KIND_KERNEL, [A], columns=("no_such",))
+            store.verdict_reads(KIND_KERNEL, [A], columns=("no_such",))
 
 
 def test_the_keys_of_extra_a_verdict_reads_are_read_inside_sqlite_or_in_python(tmp_path):

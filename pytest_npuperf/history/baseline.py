@@ -30,8 +30,8 @@ from ..measure.result import CaseResult
 from .compare import NEW, Comparison, Probes, compare_many, compare_samples
 from .convert import read_run_json, records_from_run_json
 from .records import KIND_KERNEL, MEASURED_STATUSES, CaseRecord, RunRecord
-from .spread import Spread, SpreadSource
-from .store import HistoryStore, Prefetched, is_history_file
+from .spread import READ_RUNS, Spread, SpreadSource
+from .store import SPREAD_EXTRA, HistoryStore, Prefetched, is_history_file
 
 LAST, LAST_GOOD = "last", "last-good"
 DEPTH = 3  # `last`: the fastest of a case's newest DEPTH measurements
@@ -92,13 +92,15 @@ class HistoryBaseline(Baseline):
                       f"{which}{where} of {store.path}")
 
     def prefetch(self, kind: str, keys: list[str]) -> None:
-        """The baselines of these cases read at once, as far as their verdicts need them
-        (VERDICT_COLUMNS, VERDICT_EXTRA): a batch's records are then answered from memory by `case`."""
-        self._newest.load(kind, keys, lambda kind, keys: self.store.latest_cases_many(
+        """The baselines of these cases and their spreads' values read at once, as far as
+        their verdicts need them (VERDICT_COLUMNS, VERDICT_EXTRA): a batch's records are then
+        answered from memory by `case`."""
+        found = self.store.verdict_reads(
             kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
-            exclude=self.exclude, limit=DEPTH, columns=VERDICT_COLUMNS,
-            extra_keys=VERDICT_EXTRA))
-        self.spreads.prefetch(kind, keys)
+            exclude=self.exclude, depth=DEPTH, values=READ_RUNS, columns=VERDICT_COLUMNS,
+            extra_keys=(*VERDICT_EXTRA, *SPREAD_EXTRA)) if keys else {}
+        self._newest.load(kind, keys, lambda *_: {k: base for k, (base, _) in found.items()})
+        self.spreads.preload(kind, keys, {k: values for k, (_, values) in found.items()})
 
     def case(self, kind: str, key: str) -> CaseRecord | None:
         found = self._newest.get(kind, key, lambda kind, key: self.store.latest_cases(

@@ -171,13 +171,19 @@ class SpreadSource:
             kind, keys, device=self.device, before=self.before,
             passed_only=self.passed_only, exclude=self.exclude, limit=READ_RUNS))
 
+    def preload(self, kind: str, keys: list[str],
+                values: dict[str, list[tuple[float, str, dict, str]]]) -> None:
+        """`prefetch` with the values read already (HistoryStore.verdict_reads)."""
+        self._values.load(kind, keys, lambda *_: values)
+
     def of(self, kind: str, key: str, like: CaseRecord) -> Spread | None:
         """The spread of case (`kind`, `key`) measured as `like` was."""
         found = self._values.get(kind, key, lambda kind, key: self.store.case_values(
             kind, key, device=self.device, before=self.before, passed_only=self.passed_only,
             exclude=self.exclude, limit=READ_RUNS))
-        runs = good_runs(found, like, self.levels(kind))
-        return combine(own_spread(runs), len(runs), self.host(kind))
+        host, levels = self._recent(kind)
+        runs = good_runs(found, like, levels)
+        return combine(own_spread(runs), len(runs), host)
 
     def host(self, kind: str) -> float | None:
         """The host's typical spread: the median over its cases with two good runs or more

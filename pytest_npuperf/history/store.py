@@ -392,17 +392,16 @@ class HistoryStore:
         return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
                            limit=limit, with_samples=with_samples)
 
-    def latest_cases_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
-                          before: float | None = None, passed_only: bool = False,
-                          exclude: Iterable[str] = (), limit: int = 1,
-                          columns: Sequence[str] | None = None,
-                          extra_keys: Sequence[str] | None = None
-                          ) -> dict[str, list[CaseRecord]]:
-        """`latest_cases` of many keys in one query (a large run's verdicts: a query per case
-        cost most of their time): key -> its newest `limit` measurements, newest first (keys
-        without any are absent). `columns`: only these of CASE_COLUMNS are read (and kind,
-        key, kernel), the others left at their defaults (None: all); `extra_keys`: of
-        `extra`, only these keys (None: all of it)."""
+    def verdict_reads(self, kind: str, keys: Iterable[str], *, device: str | None = None,
+                      before: float | None = None, passed_only: bool = False,
+                      exclude: Iterable[str] = (), depth: int = 1, values: int = 10,
+                      columns: Sequence[str] = (), extra_keys: Sequence[str] = ()
+                      ) -> dict[str, tuple[list[CaseRecord], list[tuple[float, str, dict, str]]]]:
+        """What the verdicts of many cases read, in one query (a large run's end: a query
+        for the baselines and another for their spreads read the same rows twice): key ->
+        (`latest_cases`' records, newest `depth`, only `columns` of them (and kind, key,
+        kernel, median_us, verdict; the others at their defaults) and the `extra_keys` of
+        `extra`; `case_values`' values, newest `values`); keys without any are absent."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
         params += [kind, *MEASURED_STATUSES]
@@ -410,27 +409,45 @@ class HistoryStore:
             clauses.append("r.started < ?")
             params.append(before)
         self._want(keys)
-        extracted = f", {_extra_sql(extra_keys)}" if extra_keys else ""
-        # Which rows first (narrow: the window sorts them), then those rows whole. The wanted
-        # keys drive the join (CROSS JOIN keeps that order): a scan of every run's cases of
-        # the kind would read the whole history.
-        sql = (f"WITH picked AS (SELECT id, newest FROM (SELECT c.id AS id, ROW_NUMBER() OVER "
-               f"(PARTITION BY c.key ORDER BY r.started DESC, r.id DESC) AS newest "
-               f"FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
+        trusted = "c.status = 'ok' AND c.median_us > 0"  # what case_values reads
+        order = "ORDER BY r.started DESC, r.id DESC"
+        # Per key, its rows numbered newest first twice: among its measurements (the
+        # baseline's candidates), among its trusted ones (the spread's values); the samples
+        # of the candidates only.
+        sql = (f"WITH picked AS (SELECT id, newest, newest_trusted FROM (SELECT c.id AS id, "
+               f"ROW_NUMBER() OVER (PARTITION BY c.key {order}) AS newest, CASE WHEN {trusted} "
+               f"THEN ROW_NUMBER() OVER (PARTITION BY c.key, {trusted} {order}) END AS "
+               f"newest_trusted FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
                f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
-               f"WHERE newest <= {int(limit)}) "
-               f"SELECT {_selected(columns, extra=extra_keys is None)}, r.run_id AS r_run_id, "
-               f"r.started AS r_started, s.encoding AS s_encoding, s.data AS s_data, "
-               f"p.newest AS newest{extracted} FROM picked p "
-               f"JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
+               f"WHERE newest <= {int(depth)} OR newest_trusted <= {int(values)}) "
+               f"SELECT {_selected([*columns, 'median_us', 'verdict'], extra=False)}, "
+               f"r.run_id AS r_run_id, r.started AS r_started, "
+               f"CASE WHEN p.newest <= {int(depth)} THEN s.encoding END AS s_encoding, "
+               f"CASE WHEN p.newest <= {int(depth)} THEN s.data END AS s_data, "
+               f"p.newest AS newest, p.newest_trusted AS newest_trusted"
+               f"{''.join(', ' + e for e in [_extra_sql(extra_keys)] if extra_keys)} "
+               f"FROM picked p JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
                f"LEFT JOIN samples s ON s.case_row = c.id")
-        found: dict[str, list[tuple[int, CaseRecord]]] = {}
-        for other, record in self._records(sql, params, after="newest"):
-            if extra_keys is not None:
-                record.extra = _extra_of(extra_keys, other[1:])
-            found.setdefault(record.key, []).append((other[0], record))
-        return {key: [record for _, record in sorted(rows, key=lambda r: r[0])]
-                for key, rows in found.items()}
+        rows, names = self._rows(sql, params)
+        newest, trusted_at = names.index("newest"), names.index("newest_trusted")
+        key, median, verdict, run_id = (names.index(name) for name in (
+            "key", "median_us", "verdict", "r_run_id"))
+        first_key = trusted_at + 1
+        candidates = [row for row in rows if row[newest] <= depth]
+        records = self._records(candidates, names)
+        found: dict[str, tuple[list[tuple[int, CaseRecord]], list[tuple[int, tuple]]]] = {}
+        for row, record in zip(candidates, records):
+            record.extra = _extra_of(extra_keys, row[first_key:])
+            found.setdefault(record.key, ([], []))[0].append((row[newest], record))
+        for row in rows:
+            rank = row[trusted_at]
+            if rank is not None and rank <= values:
+                found.setdefault(row[key], ([], []))[1].append((rank, (
+                    float(row[median]), row[verdict] or "",
+                    _extra_of(extra_keys, row[first_key:]), row[run_id])))
+        return {key: ([r for _, r in sorted(base, key=lambda r: r[0])],
+                      [v for _, v in sorted(spread, key=lambda v: v[0])])
+                for key, (base, spread) in found.items()}
 
     def _want(self, keys: Iterable[str]) -> None:
         """The keys wanted, in the temporary table npuperf_wanted (a read-only history takes
@@ -558,27 +575,26 @@ class HistoryStore:
         sql = (f"SELECT c.*, r.run_id AS r_run_id, r.started AS r_started{sample_columns} "
                f"FROM cases c JOIN runs r ON r.id = c.run{join} WHERE {where} ORDER BY {order}"
                + (f" LIMIT {int(limit)}" if limit else ""))
-        return [record for _, record in self._records(sql, params)]
+        return self._records(*self._rows(sql, params))
 
-    def _records(self, sql: str, params: Iterable[Any], after: str | None = None
-                 ) -> list[tuple[tuple, CaseRecord]]:
-        """(the row's columns from `after` on, or (); the case) of each row of `sql` (`c.*`,
-        `r_run_id`, `r_started`, optionally `s_encoding`, `s_data`): its columns found by
-        position once (10^5 rows: by name, row by row, the conversion cost seconds)."""
+    def _rows(self, sql: str, params: Iterable[Any]) -> tuple[list[tuple], list[str]]:
+        """The rows of `sql` and its columns' names."""
         try:
             cursor = self.conn.execute(sql, tuple(params))
-            rows = cursor.fetchall()
+            return cursor.fetchall(), [d[0] for d in cursor.description]
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
-        names = [d[0] for d in cursor.description]
-        other = names.index(after) if after else len(names)
-        records = _cases_from(rows, {name: names.index(name) for name in CASE_COLUMNS
-                                     if name in names},
-                              names.index("r_run_id"), names.index("r_started"),
-                              names.index("s_data") if "s_data" in names else None,
-                              names.index("s_encoding") if "s_encoding" in names else None,
-                              self.path)
-        return [(row[other:], record) for row, record in zip(rows, records)]
+
+    def _records(self, rows: list[tuple], names: list[str]) -> list[CaseRecord]:
+        """The case of each row (`cases` columns, `r_run_id`, `r_started`, optionally
+        `s_encoding`, `s_data`): its columns found by position once (10^5 rows: by name,
+        row by row, the conversion cost seconds)."""
+        return _cases_from(rows, {name: names.index(name) for name in CASE_COLUMNS
+                                  if name in names},
+                           names.index("r_run_id"), names.index("r_started"),
+                           names.index("s_data") if "s_data" in names else None,
+                           names.index("s_encoding") if "s_encoding" in names else None,
+                           self.path)
 
 
 class Prefetched(Generic[T]):
