@@ -5,6 +5,7 @@ overlap, are missing or are cut at msprof's 156 bytes, and the no-marker fallbac
 from __future__ import annotations
 
 import csv
+import gc
 import shutil
 import statistics
 
@@ -15,7 +16,7 @@ from pytest_npuperf.ingest.msprof_tx import read_marker_file
 from pytest_npuperf.ingest.op_summary import find_sources, read_kernels
 from pytest_npuperf.measure.policy import METHOD_MSPROF, METHOD_MSPROF_ORDER
 from pytest_npuperf.measure.result import STATUS_OK, STATUS_UNATTRIBUTED, CaseResult
-from pytest_npuperf.profiling.profiled import attribute_results
+from pytest_npuperf.profiling.profiled import attribute_results, gc_paused
 from tests.msprof_standin import COUNTERS
 from tests.profile_data import (
     OLD_OP_SUMMARY_HEADER,
@@ -345,3 +346,21 @@ def test_a_launch_exported_twice_is_counted_once(tmp_path):
     result = case("add", "Add", calls=4, warmup=1)
     attribute_results([result], tmp_path)
     assert result.status == STATUS_OK and result.stats.samples == 3
+
+
+def test_results_built_before_the_process_leaves_are_kept_out_of_the_collectors_way():
+    """gc_paused: no collection while a large run's results are built; leaving, they are
+    frozen (gc.freeze) so the next collection does not traverse them all at once; otherwise
+    the collector takes them back as it was."""
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+            built = [{"case": i} for i in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        with gc_paused(leaving=True):
+            built = [{"case": i} for i in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(built)
+    finally:
+        gc.unfreeze()

@@ -145,7 +145,7 @@ def end_wrapped(parent) -> int:
     from ..run.finish import summary_lines
     from ..run.from_profile import finish_handoff
 
-    with gc_paused():
+    with gc_paused(leaving=True):
         reading = time.perf_counter()
         handoff = parent.read()
         if isinstance(handoff, int):

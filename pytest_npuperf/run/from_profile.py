@@ -168,8 +168,8 @@ def backfill_profile(prof_path: Path, database: Path, *, update_mode: str = "all
     a run starting now, no history); its other facts are this command's. `reports=False`
     writes the database only (benchmarks time the ingest on its own): no history, no
     reports. `hold`: given the run's results and state before this returns, by a process that
-    is about to end and need not free them."""
-    with gc_paused():
+    is about to end: it need not free them, nor its collector traverse them."""
+    with gc_paused(leaving=hold is not None):
         return _backfill_profile(Path(prof_path), DatabaseCases(database, "--db"),
                                  update_mode, prune_empty, dry_run, statistic, reports,
                                  run or RunFacts.of(mint_run(), source=""), hold)
