@@ -200,6 +200,11 @@ def bench_overhead(work: Path, extra: list[str], tries: int = 2) -> None:
     print(f"    fixed: {fixed:.2f} s, beyond `import torch` ({torch_s:.2f} s): "
           f"{fixed - torch_s:.2f} s (goal <= {FIXED_GOAL_S} s): "
           f"{'met' if fixed - torch_s <= FIXED_GOAL_S else 'NOT met'} (load {loadavg()})")
+    if sys.flags.dont_write_bytecode:
+        # Every session then compiles the plugin's modules again (pytest rewrites them too,
+        # and caches that nowhere): 0.3 s more of this fixed cost on the 2-core VM.
+        print("    (PYTHONDONTWRITEBYTECODE is set here: no session reuses compiled modules; "
+              "unset it to measure what a user's sessions pay)")
     parts = whole.summary()["overhead_parts_s"]
     in_cases = ("inputs", "verification", "warm-up calls", "graph capture", "references",
                 "rest of the cases", "between cases")
