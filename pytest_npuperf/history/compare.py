@@ -72,7 +72,7 @@ SHIFT_MIN_CASES = 5  # cases judged before their median ratio says how the whole
 CO_TENANT_SHARE = 0.1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per case, 10^5 times at a large run's end
 class MannWhitney:
     u: float  # U of the first sample (count of pairs where it is larger, ties half)
     z: float
@@ -197,7 +197,7 @@ class _Sides(NamedTuple):  # a tuple: 10^5 of them at a large run's end
     resolution: Callable[[], float] = float  # the larger relative resolution of the medians
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per case, 10^5 times at a large run's end
 class Probes:
     """The host's probes around the two measurements (measure/reference.py), and the case's
     roofline bound (`compute`, `memory`, `latency`; "" unknown), which says which one

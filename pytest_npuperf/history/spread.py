@@ -53,7 +53,7 @@ LEVEL_CASES = 5  # cases of a run, each seen in another run too, that tell its l
 _CHANGED = ("SLOWER", "FASTER")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per judged case with a history
 class Spread:
     """A case's session-to-session spread, as fractions (0.08 is 8 %)."""
 
