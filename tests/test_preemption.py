@@ -184,14 +184,16 @@ def test_samples_beside_a_busy_loop_on_the_same_core_are_rejected(beside_a_busy_
 def test_a_quiet_case_keeps_its_value(beside_a_busy_loop):
     """Alone, the case keeps the samples the host left whole (all of them on a quiet host;
     whatever the suite's other processes took is left out too): tight around the kernel's
-    fastest, and both kinds of evidence agree on its value."""
+    fast tail (its tenth fastest in a hundred: one sample a VM ran faster than the rest, 2975
+    among 3800-4100 us, is no measure of tightness), and both kinds of evidence agree on its
+    value."""
     values = []
     for evidence, run in beside_a_busy_loop["quiet"].items():
         kept = _kept(run)
         if len(kept) < 5:
             pytest.skip(f"{evidence}: {40 - len(kept)} of 40 samples preempted with no loop "
                         f"beside them: this host is not quiet now")
-        assert _median(kept) < 1.3 * min(kept), (evidence, run)
+        assert _median(kept) < 1.3 * sorted(kept)[len(kept) // 10], (evidence, run)
         values.append(_median(kept))
     assert max(values) < 1.3 * min(values), beside_a_busy_loop["quiet"]
 
