@@ -60,21 +60,20 @@ from ..measure.verify import Verifier, VerifyError
 from .cases import CaseRef
 from .choice import choose
 
-# CaseResult fields taken from the roofline.
 # A case this far past its budget says so: the last batch of samples may end a little after
 # it, and a scheduler's time slice is no reason to speak.
 OVER_BUDGET, OVER_BUDGET_S = 1.25, 0.25
-# A case that starts this soon after the previous one ended takes that one's closing probes
-# as its opening ones (measure/reference.py): half of the probes' cost, 5 of the 10 ms a CPU
-# case spent on them, and the host between the two is pytest's step from case to case.
+# A case that starts this soon after the previous one ended takes that one's closing loop
+# probe as its opening one (measure/reference.py): the host between the two is pytest's step
+# from case to case.
 PROBES_REUSED_S = 0.5
 # The memory probe (a 48 MiB copy: 5-16 ms on a 2-core VM, more than a small case's own time
-# beyond its calls) is taken at most this often; a case that closes sooner after the newest
-# copy takes that copy's time as its closing one: the host's memory bandwidth sampled once a
-# second (co-tenants come and go over seconds), the loop probe still right before and after
-# every case. `-k MatMul` on the 2-core VM: 5.8 ms of probes per case with a copy at every
-# probe, 2.0 ms at 0.5 s.
+# beyond its calls) is taken at most this often; a probe sooner after the newest copy takes
+# that copy's time: the host's memory bandwidth sampled once a second (co-tenants come and go
+# over seconds), the loop probe still right before and after every case. `-k MatMul` on the
+# 2-core VM: 5.8 ms of probes per case with a copy at every probe, 1.5 ms at 1 s.
 MEMORY_PROBE_EVERY_S = 1.0
+# CaseResult fields taken from the roofline.
 ROOFLINE_FIELDS = ("bound_us", "compute_bound_us", "memory_bound_us", "memory_level",
                    "hbm_bound_us", "bound_by", "achieved_tflops", "achieved_gbps", "mfu", "mbu")
 
@@ -133,10 +132,10 @@ class CaseRunner:
         # When the current case's first measurement started (perf_counter).
         self._first_measured: float | None = None
         self._probed = 0.0  # the current case's host probes before its first measurement (s)
-        # The host's probes taken after the last case, and when (time.monotonic()): the next
-        # case's "before" when it starts within PROBES_REUSED_S.
-        self._last_probes: tuple[float, tuple[list[float], float]] | None = None
-        self._last_memory: tuple[float, float] | None = None  # (when, us) of the newest copy
+        # The host's newest probes, each with when it ended (time.monotonic()): the loop's
+        # samples and a memory copy's time (`_references`).
+        self._last_loops: tuple[float, list[float]] | None = None
+        self._last_memory: tuple[float, float] | None = None
         # A CPU faults in every page of a fresh copy; device allocators keep their memory.
         self._arena = RotationArena() if backend.kind == "cpu" else None
         self._clock = PartClock()  # where the current case's time beyond its calls goes
@@ -164,7 +163,7 @@ class CaseRunner:
         try:
             # The host's probes are the tool's time, not the case's: they take none of its
             # budget or timeout (a memory copy takes 0.1 s or more on a busy host).
-            before = self._references_before() if self.backend.kind == "cpu" else None
+            before = self._references(opening=True) if self.backend.kind == "cpu" else None
             self._probed = self._clock.parts.get(REFERENCES, 0.0)
             deadline = (time.monotonic() + self.options.case_timeout_s
                         if self.options.case_timeout_s else None)
@@ -177,8 +176,7 @@ class CaseRunner:
                 # The roofline's peak depends on the operands (int8/fp8 cores are faster).
                 self._operand_dtype = case.input(0).dtype
             if before is not None:
-                after = self._references(closing=True)
-                self._last_probes = (time.monotonic(), after)
+                after = self._references()
                 result.reference_us = reference_us(before[0], after[0])
                 result.reference_memory_us = (before[1] + after[1]) / 2
             self._record(result, measured)
@@ -332,27 +330,22 @@ class CaseRunner:
             calls=run.warmup + len(run.samples) + run.preempted, warmup=run.warmup,
             range_us=measured.range_us)
 
-    def _references(self, *, closing: bool = False) -> tuple[list[float], float]:
-        """The host's probes: the reference loop's samples and a memory copy's time (when
-        `closing` a case, the newest copy's within MEMORY_PROBE_EVERY_S)."""
+    def _references(self, *, opening: bool = False) -> tuple[list[float], float]:
+        """The host's probes: the reference loop's samples and a memory copy's time. A case
+        opening within PROBES_REUSED_S of the newest loop samples (the previous case's
+        closing ones: only pytest's step lies between) takes them; a memory copy is taken
+        at most every MEMORY_PROBE_EVERY_S, the newest one's time otherwise."""
+        loops, memory = self._last_loops, self._last_memory
         with self._clock.part(REFERENCES):
-            loops = reference_samples()
-            last = self._last_memory
-            if closing and last is not None \
-                    and time.monotonic() - last[0] < MEMORY_PROBE_EVERY_S:
-                return loops, last[1]
-            memory = memory_sample()
-            self._last_memory = (time.monotonic(), memory)
-            return loops, memory
-
-    def _references_before(self) -> tuple[list[float], float]:
-        """The probes before a case: those taken right after the previous case when it
-        ended less than PROBES_REUSED_S ago (only pytest's step between two cases lies
-        between them: the same host state, at half the probes' cost), else new ones."""
-        last, self._last_probes = self._last_probes, None
-        if last is not None and time.monotonic() - last[0] < PROBES_REUSED_S:
-            return last[1]
-        return self._references()
+            if not (opening and loops is not None
+                    and time.monotonic() - loops[0] < PROBES_REUSED_S):
+                samples = reference_samples()
+                loops = (time.monotonic(), samples)
+            if memory is None or time.monotonic() - memory[0] >= MEMORY_PROBE_EVERY_S:
+                copied = memory_sample()
+                memory = (time.monotonic(), copied)
+        self._last_loops, self._last_memory = loops, memory
+        return loops[1], memory[1]
 
     def _record(self, result: CaseResult, measured: Measured) -> None:
         result.method, result.fallback = measured.method, measured.fallback
