@@ -391,8 +391,12 @@ def test_a_verdicts_bulk_read_gives_what_the_reads_of_each_case_give(history):
         before = store.verdict_reads(KIND_KERNEL, [A], device=DEVICE, before=2.5, depth=3)
         assert [r.run_id for r in before[A][0]] == ["r2", "r1"]
         assert set(store.verdict_reads(KIND_KERNEL, [B], device=DEVICE)) == {B}
-        assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
-        assert set(store.case_values_many(KIND_KERNEL, [A], device=DEVICE)) == {A}
+        # Depth 0: the spread's values alone (a run JSON's baseline), the same keys twice.
+        alone = store.verdict_reads(KIND_KERNEL, [A], device=DEVICE, depth=0,
+                                    extra_keys=SPREAD_EXTRA)
+        assert alone == {A: ([], store.case_values(KIND_KERNEL, A, device=DEVICE))}
+        assert store.verdict_reads(KIND_KERNEL, [A], device=DEVICE, depth=0,
+                                   extra_keys=SPREAD_EXTRA) == alone
         with pytest.raises(ValueError, match="not columns"):
             store.verdict_reads(KIND_KERNEL, [A], columns=("no_such",))
 
@@ -409,7 +413,8 @@ def test_the_keys_of_extra_a_verdict_reads_are_read_inside_sqlite_or_in_python(t
         store.conn.execute("UPDATE cases SET extra = 'not json {' WHERE key = ?", (B,))
         builtin = {key: store.case_values(KIND_KERNEL, key, device=DEVICE)[0][2]
                    for key in (A, B)}
-        many = store.case_values_many(KIND_KERNEL, [A, B], device=DEVICE)
+        many = {key: values for key, (_, values) in store.verdict_reads(
+            KIND_KERNEL, [A, B], device=DEVICE, depth=0, extra_keys=SPREAD_EXTRA).items()}
         _python_json_functions(store.conn)  # replaces SQLite's own for this connection
         python = {key: store.case_values(KIND_KERNEL, key, device=DEVICE)[0][2]
                   for key in (A, B)}

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .records import CaseRecord
-from .store import HistoryStore, Prefetched
+from .store import SPREAD_EXTRA, HistoryStore, Prefetched
 
 SPREAD_RUNS = 5
 READ_RUNS = 2 * SPREAD_RUNS  # measurements read to find SPREAD_RUNS good ones among them
@@ -167,9 +167,11 @@ class SpreadSource:
     def prefetch(self, kind: str, keys: list[str]) -> None:
         """Read the values of these cases at once (a large run's verdicts); `of` answers
         them from memory until the next prefetch."""
-        self._values.load(kind, keys, lambda kind, keys: self.store.case_values_many(
-            kind, keys, device=self.device, before=self.before,
-            passed_only=self.passed_only, exclude=self.exclude, limit=READ_RUNS))
+        self._values.load(kind, keys, lambda kind, keys: {
+            key: values for key, (_, values) in self.store.verdict_reads(
+                kind, keys, device=self.device, before=self.before,
+                passed_only=self.passed_only, exclude=self.exclude, depth=0,
+                values=READ_RUNS, extra_keys=SPREAD_EXTRA).items()})
 
     def preload(self, kind: str, keys: list[str],
                 values: dict[str, list[tuple[float, str, dict, str]]]) -> None:
@@ -185,18 +187,10 @@ class SpreadSource:
         runs = good_runs(found, like, levels)
         return combine(own_spread(runs), len(runs), host)
 
-    def host(self, kind: str) -> float | None:
-        """The host's typical spread: the median over its cases with two good runs or more
-        in the newest HOST_RUNS runs, each net of its run's level (None when no case has
-        two)."""
-        return self._recent(kind)[0]
-
-    def levels(self, kind: str) -> dict[str, float]:
-        """The levels (`run_levels`) of the newest HOST_RUNS runs, from their cases of
-        `kind`."""
-        return self._recent(kind)[1]
-
     def _recent(self, kind: str) -> tuple[float | None, dict[str, float]]:
+        """The host's typical spread (the median over its cases with two good runs or more
+        in the newest HOST_RUNS runs, each net of its run's level; None when no case has
+        two) and those runs' levels (`run_levels`), from their cases of `kind`."""
         if kind not in self._host:
             trusted = []
             for key, median, verdict, extra, run_id in self.store.recent_values(

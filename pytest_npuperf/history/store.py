@@ -144,7 +144,6 @@ class HistoryStore:
         QUICK_TIMEOUT_S, a writer the time another session takes to record its run)."""
         self.path = Path(path)
         self.readonly = readonly
-        self._wanted: tuple[sqlite3.Connection, list[str]] | None = None  # see _want
         wait = busy_timeout_s if busy_timeout_s is not None else (
             QUICK_TIMEOUT_S if readonly else _BUSY_TIMEOUT_S)
         if readonly and not self.path.is_file():
@@ -241,7 +240,6 @@ class HistoryStore:
         if conn is not None:
             conn.close()
             self.conn = None  # type: ignore[assignment]
-        self._wanted = None
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -401,7 +399,8 @@ class HistoryStore:
         for the baselines and another for their spreads read the same rows twice): key ->
         (`latest_cases`' records, newest `depth`, only `columns` of them (and kind, key,
         kernel, median_us, verdict; the others at their defaults) and the `extra_keys` of
-        `extra`; `case_values`' values, newest `values`); keys without any are absent."""
+        `extra`; `case_values`' values, newest `values`, their `extra_keys`); keys without
+        any are absent. `depth` 0: the values alone."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
         params += [kind, *MEASURED_STATUSES]
@@ -420,7 +419,7 @@ class HistoryStore:
                f"newest_trusted FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
                f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
                f"WHERE newest <= {int(depth)} OR newest_trusted <= {int(values)}) "
-               f"SELECT {_selected([*columns, 'median_us', 'verdict'], extra=False)}, "
+               f"SELECT {_selected([*columns, 'median_us', 'verdict'])}, "
                f"r.run_id AS r_run_id, r.started AS r_started, "
                f"CASE WHEN p.newest <= {int(depth)} THEN s.encoding END AS s_encoding, "
                f"CASE WHEN p.newest <= {int(depth)} THEN s.data END AS s_data, "
@@ -454,11 +453,6 @@ class HistoryStore:
         one too): the cases are then found through its (kind, key) index, not by a scan of
         every run's cases."""
         wanted = sorted(set(keys))
-        # A batch's verdicts ask for the same keys twice (its baselines, then their spreads):
-        # the table already holds them.
-        if self._wanted is not None and self._wanted[0] is self.conn \
-                and self._wanted[1] == wanted:
-            return
         try:
             self.conn.execute("PRAGMA temp_store = MEMORY")
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_wanted "
@@ -473,10 +467,7 @@ class HistoryStore:
                 self.conn.executemany("INSERT INTO npuperf_wanted VALUES (?)",
                                       ((key,) for key in wanted))
         except sqlite3.Error as exc:
-            self._wanted = None
             raise _sql_error(self.path, exc) from None
-        # Inside a transaction a rollback could empty the table again: not remembered there.
-        self._wanted = None if self.conn.in_transaction else (self.conn, wanted)
 
     def trend(self, *, kernel: str | None = None, signature: str | None = None,
               device: str | None = None, last: int | None = None, since: float | None = None,
@@ -520,32 +511,6 @@ class HistoryStore:
         last = 2 + len(SPREAD_EXTRA)
         return [(float(row[0]), row[1] or "", _extra_of(SPREAD_EXTRA, row[2:last]), row[last])
                 for row in rows]
-
-    def case_values_many(self, kind: str, keys: Iterable[str], *, device: str | None = None,
-                         before: float | None = None, passed_only: bool = False,
-                         exclude: Iterable[str] = (), limit: int = 10
-                         ) -> dict[str, list[tuple[float, str, dict[str, Any], str]]]:
-        """`case_values` of many keys in one query (a large run's verdicts): key -> its
-        values, newest first (keys without any are absent)."""
-        clauses, params = _run_clauses(device, passed_only, exclude)
-        if before is not None:
-            clauses.append("r.started < ?")
-            params.append(before)
-        clauses += ["c.kind = ?", "c.status = 'ok'", "c.median_us > 0"]
-        self._want(keys)
-        rows = self._query(
-            f"SELECT key, median_us, verdict, run_id, {_extra_sql(SPREAD_EXTRA, 'x')} FROM "
-            f"(SELECT c.key AS key, c.median_us AS median_us, c.verdict AS verdict, c.extra AS "
-            f"extra, r.run_id AS run_id, ROW_NUMBER() OVER (PARTITION "
-            f"BY c.key ORDER BY r.started DESC, r.id DESC) AS newest FROM npuperf_wanted w "
-            f"CROSS JOIN cases c ON c.key = w.key JOIN runs r ON r.id = c.run "
-            f"WHERE {' AND '.join(clauses)}) x WHERE newest <= {int(limit)} "
-            f"ORDER BY key, newest", [*params, kind])
-        found: dict[str, list[tuple[float, str, dict[str, Any], str]]] = {}
-        for row in rows:
-            found.setdefault(row[0], []).append((float(row[1]), row[2] or "",
-                                                 _extra_of(SPREAD_EXTRA, row[4:]), row[3]))
-        return found
 
     def recent_values(self, kind: str, *, device: str | None = None,
                       before: float | None = None, passed_only: bool = False,
@@ -646,17 +611,13 @@ def _run_filter(device: str | None, passed_only: bool, exclude: Iterable[str] = 
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def _selected(columns: Sequence[str] | None, *, extra: bool = True) -> str:
-    """The `cases` columns of a query, as `c.*` or a list (kind, key and kernel always;
-    `extra` not without `extra`)."""
-    if columns is None and extra:
-        return "c.*"
-    unknown = set(columns or ()) - set(CASE_COLUMNS)
+def _selected(columns: Sequence[str]) -> str:
+    """The `cases` columns of a query: `columns` and kind, key and kernel (`extra` is read
+    key by key, `_extra_sql`)."""
+    unknown = set(columns) - set(CASE_COLUMNS)
     if unknown:
         raise ValueError(f"not columns of the cases table: {sorted(unknown)}")
-    wanted = {"kind", "key", "kernel", *(CASE_COLUMNS if columns is None else columns)}
-    if not extra:
-        wanted.discard("extra")
+    wanted = {"kind", "key", "kernel", *columns} - {"extra"}
     return ", ".join(f'c."{name}"' for name in CASE_COLUMNS if name in wanted)
 
 
@@ -665,12 +626,12 @@ def _selected(columns: Sequence[str] | None, *, extra: bool = True) -> str:
 SPREAD_EXTRA = ("cache", "impl", "preempted_kept")
 
 
-def _extra_sql(keys: Sequence[str], table: str = "c") -> str:
-    """Columns of a query: each of `keys` of the case's `extra` JSON, read inside SQLite
-    (10^5 verdicts: json.loads of every `extra` in Python cost a second), NULL where it is
-    absent or `extra` is no JSON (a file changed by hand)."""
-    return ", ".join(f"CASE WHEN json_valid({table}.extra) THEN json_extract({table}.extra, "
-                     f"'$.{key}') END" for key in keys)
+def _extra_sql(keys: Sequence[str]) -> str:
+    """Columns of a query: each of `keys` of the case's (`c`) `extra` JSON, read inside
+    SQLite (10^5 verdicts: json.loads of every `extra` in Python cost a second), NULL where
+    it is absent or `extra` is no JSON (a file changed by hand)."""
+    return ", ".join(f"CASE WHEN json_valid(c.extra) THEN json_extract(c.extra, '$.{key}') END"
+                     for key in keys)
 
 
 def _extra_of(keys: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
