@@ -363,6 +363,9 @@ class RunShift:
 
     def __init__(self) -> None:
         self._ratios: dict[str, list[float]] = {}
+        # now() per group since the last add: `npuperf compare` of two 10^5-case runs asks
+        # every case's, each a median over all the others.
+        self._now: dict[str | None, tuple[float, int] | None] = {}
 
     def add(self, comparison: Comparison | None, group: str = "") -> None:
         """A verdict resting on trusted samples on both sides counts; `group`: the case's
@@ -371,14 +374,17 @@ class RunShift:
                 and comparison.ratio and comparison.ratio > 0 \
                 and not comparison.reason.startswith(("measurement flagged", "fewer than")):
             self._ratios.setdefault(group, []).append(comparison.ratio)
+            self._now.clear()
 
     def now(self, group: str | None = None) -> tuple[float, int] | None:
         """(median ratio, cases) of the cases outside `group` (None: all), once
         SHIFT_MIN_CASES of them were judged."""
-        ratios = [r for name, values in self._ratios.items() if name != group for r in values]
-        if len(ratios) < SHIFT_MIN_CASES:
-            return None
-        return statistics.median(ratios), len(ratios)
+        if group not in self._now:
+            ratios = [r for name, values in self._ratios.items() if name != group
+                      for r in values]
+            self._now[group] = ((statistics.median(ratios), len(ratios))
+                                if len(ratios) >= SHIFT_MIN_CASES else None)
+        return self._now[group]
 
 
 def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], dict[str, Any]]]
