@@ -30,8 +30,10 @@ from pytest_npuperf.replay.write import _values
 ROW = {"Input Shapes": "16,64;32,64", "Input Data Types": "DT_FLOAT;DT_FLOAT",
        "Input Formats": "ND;ND", "Output Shapes": "16,32", "Output Data Types": "DT_FLOAT"}
 REF = CaseRef("MatMulV2-16x64x32-FLOAT-00000000", "MatMulV2", "MatMulV2.csv", 0, "sig", True)
+# Samples other processes took CPU time from are kept: which ones are, on a shared CI host,
+# is no question of these tests (the preemption rule has tests of its own).
 FAST = SamplingPolicy(warmup=2, min_samples=5, max_samples=50, budget_s=10, min_time_s=0,
-                      precision=0.01)
+                      precision=0.01, reject_preempted=False)
 
 
 @pytest.fixture(autouse=True)

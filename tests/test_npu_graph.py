@@ -34,8 +34,10 @@ from tests.test_measure_graph import FakeDeviceModule
 ROW = {"Input Shapes": "4,64", "Input Data Types": "DT_BF16", "Input Formats": "ND",
        "Output Shapes": "4,32", "Output Data Types": "DT_BF16"}
 REF = CaseRef("SwiGlu-4x64-BF16-00000000", "SwiGlu", "SwiGlu.csv", 0, "sig", True)
+# Samples other processes took CPU time from are kept: which ones are, on a shared CI host,
+# is no question of these tests (the preemption rule has tests of its own).
 FAST = SamplingPolicy(warmup=2, min_samples=5, max_samples=50, budget_s=10, min_time_s=0,
-                      precision=0.01)
+                      precision=0.01, reject_preempted=False)
 KERNEL_MS = 0.004
 
 

@@ -32,7 +32,7 @@ from pytest_npuperf.replay.outcome import GapRow, WriteOutcome
 from pytest_npuperf.report import model_gap
 from pytest_npuperf.report.figures import replay_vs_model
 from tests.conftest import kd_row, read_rows, tree_digest, write_csv, write_kernel_details
-from tests.replay_project import BENCH, FAST, cells, measured_count, write_db
+from tests.replay_project import BENCH, FAST, cells, measured_count, no_value_count, write_db
 from tests.trace_data import cpu_trace, transformer_gpu_trace
 
 VERSIONS = ["--vllm-version", "0.18.0", "--torch-version", "2.9.0", "--cann-version", "8.5"]
@@ -207,9 +207,12 @@ def test_same_device_profiling_survives_the_copy_and_another_devices_is_not_comp
     assert rows[0][PROFILING_AVERAGE_DURATION] == ""  # the NPU's value did not come along
     rows[0][PROFILING_AVERAGE_DURATION], rows[0][PROFILING_COUNT] = "1000000", "4"
     write_csv(copy / "MatMulV3.csv", list(rows[0]), rows)
-    again = pytester.runpytest("bench", "--npuperf-db", str(source), "--npuperf-out", str(out),
-                               *FAST)
-    assert measured_count(again) == 1
+    for _ in range(3):  # a noisy case (a busy CI host) has no value to compare: run again
+        again = pytester.runpytest("bench", "--npuperf-db", str(source), "--npuperf-out",
+                                   str(out), *FAST)
+        assert measured_count(again) == 1
+        if not no_value_count(again):
+            break
     again.stdout.fnmatch_lines(["*replay vs in-model: 1 row(s) of 1 kernel type(s)*"])
     assert read_rows(copy / "MatMulV3.csv")[0][PROFILING_AVERAGE_DURATION] == "1000000"
 
