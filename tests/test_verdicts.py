@@ -239,3 +239,73 @@ def test_a_measurement_beside_a_co_tenant_is_judged_uncertain(tmp_path):
         assert judge_result(many, baseline, 0.05).verdict == SLOWER
     finally:
         baseline.close()
+
+
+def _host_by_hand(store: HistoryStore) -> tuple[float | None, dict[str, float]]:
+    """The host's typical spread and the runs' levels as the module's docstring states them,
+    one value at a time in plain Python, from every case record of the newest HOST_RUNS
+    runs."""
+    import math
+    import statistics
+
+    from pytest_npuperf.history.spread import HOST_RUNS, LEVEL_CASES
+
+    window = sorted(store.runs(DEVICE), key=lambda r: r.started, reverse=True)[:HOST_RUNS]
+    trusted = [(c.key, c.median_us, run.run_id) for run in window
+               for c in store.run_cases(run.run_id)
+               if c.status == "ok" and c.median_us and c.median_us > 0
+               and c.verdict not in ("SLOWER", "FASTER") and not c.extra.get("preempted_kept")]
+    by_key: dict[str, list[tuple[str, float]]] = {}
+    for key, median, run_id in trusted:
+        by_key.setdefault(key, []).append((run_id, math.log(median)))
+    offsets: dict[str, list[float]] = {}
+    for seen in by_key.values():
+        if len(seen) >= 2:
+            usual = statistics.median(v for _, v in seen)
+            for run_id, value in seen:
+                offsets.setdefault(run_id, []).append(value - usual)
+    levels = {run: statistics.median(v) for run, v in offsets.items() if len(v) >= LEVEL_CASES}
+    newest: dict[str, list[float]] = {}
+    for key, median, run_id in trusted:  # newest run first
+        values = newest.setdefault(key, [])
+        if len(values) < SPREAD_RUNS:
+            values.append(median / math.exp(levels.get(run_id, 0.0)))
+    spreads = [max(v) / min(v) - 1 for v in newest.values() if len(v) >= 2]
+    return (statistics.median(spreads) if spreads else None), levels
+
+
+def test_the_hosts_spread_read_as_columns_is_the_rule_read_value_by_value(tmp_path):
+    """The host's typical spread and the runs' levels (history/spread.py), computed over
+    columns of the newest HOST_RUNS runs, equal the rule applied one value at a time: runs
+    at their own levels, partial runs, a case judged SLOWER, one that kept preempted samples,
+    a noisy one, and runs older than the window left out."""
+    from pytest_npuperf.history.spread import HOST_RUNS, SpreadSource
+
+    rng = np.random.default_rng(3)
+    keys = [f"MatMulV2-{m}x64x64-BF16-{m:08x}" for m in range(1, 41)]
+    path = tmp_path / "h.sqlite"
+    with HistoryStore(path) as store:
+        for night in range(HOST_RUNS + 4):
+            level = 1 + 0.1 * rng.standard_normal()
+            chosen = keys if night % 3 else keys[night % 7:night % 7 + 12]
+            cases = []
+            for i, key in enumerate(chosen):
+                extra = {}
+                if (i + night) % 11 == 0:
+                    extra["verdict"] = "SLOWER"
+                if (i + night) % 13 == 0:
+                    extra["preempted_kept"] = True
+                case = record(key, 10.0 * (i + 1) * level * (1 + 0.02 * rng.standard_normal()),
+                              seed=night * 100 + i, **extra)
+                if (i + night) % 17 == 0:
+                    case.status = "noisy"
+                cases.append(case)
+            store.record(RunRecord(run_id=f"n{night:02d}", started=float(night + 1),
+                                   device=DEVICE, passed=True), cases)
+    with HistoryStore(path, readonly=True) as store:
+        expected_host, expected_levels = _host_by_hand(store)
+        host, levels = SpreadSource(store, device=DEVICE, before=None, passed_only=False)._recent(
+            KIND_KERNEL)
+    assert expected_host is not None and len(expected_levels) >= HOST_RUNS - 2
+    assert host == expected_host and levels == expected_levels  # to the last bit
+    assert "n00" not in levels and "n03" not in levels  # older than the window

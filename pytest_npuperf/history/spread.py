@@ -36,6 +36,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from .records import CaseRecord
 from .store import SPREAD_EXTRA, HistoryStore, Prefetched
 
@@ -124,19 +126,83 @@ def run_levels(values: Iterable[tuple[str, float, str]]) -> dict[str, float]:
     """Per run id, its level: the median over its cases of log(the case's median there / the
     case's median over the runs), from (key, median, run id) of trusted measurements; a run
     with fewer than LEVEL_CASES cases that other runs measured too has none."""
-    logs: dict[str, list[tuple[str, float]]] = {}
-    for key, median, run_id in values:
-        if median > 0 and math.isfinite(median):
-            logs.setdefault(key, []).append((run_id, math.log(median)))
-    offsets: dict[str, list[float]] = {}
-    for seen in logs.values():
-        if len({run for run, _ in seen}) < 2:
-            continue
-        usual = statistics.median(v for _, v in seen)
-        for run_id, value in seen:
-            offsets.setdefault(run_id, []).append(value - usual)
-    return {run_id: statistics.median(found) for run_id, found in offsets.items()
-            if len(found) >= LEVEL_CASES}
+    view = _View.of(values)
+    return view.levels(view.finite())
+
+
+class _View:
+    """Trusted measurements as columns (the newest HOST_RUNS runs of a large run's history
+    hold millions: one Python object per value and per step cost tens of seconds): per value
+    its case's code, its median, its run's code; `runs`: the run ids by code."""
+
+    def __init__(self, cases: np.ndarray, medians: np.ndarray, run_codes: np.ndarray,
+                 runs: list[str]) -> None:
+        self.cases, self.medians, self.run_codes, self.runs = cases, medians, run_codes, runs
+
+    @classmethod
+    def of(cls, values: Iterable[tuple[str, float, str]]) -> _View:
+        case_codes: dict[str, int] = {}
+        run_codes: dict[str, int] = {}
+        found = [(case_codes.setdefault(key, len(case_codes)), median,
+                  run_codes.setdefault(run_id, len(run_codes))) for key, median, run_id in values]
+        cases, medians, runs = (zip(*found) if found else ((), (), ()))
+        return cls(np.array(cases, np.int64), np.array(medians, np.float64),
+                   np.array(runs, np.int64), list(run_codes))
+
+    def finite(self) -> np.ndarray:
+        return np.isfinite(self.medians) & (self.medians > 0)
+
+    def levels(self, usable: np.ndarray) -> dict[str, float]:
+        """`run_levels` of the values where `usable`."""
+        cases, runs = self.cases[usable], self.run_codes[usable]
+        # math.log, as the rest of the verdict takes logs: numpy's may differ in the last bit.
+        logs = np.fromiter(map(math.log, self.medians[usable].tolist()), np.float64, len(cases))
+        count = int(cases.max()) + 1 if len(cases) else 0
+        seen = np.unique(cases * len(self.runs) + runs) // max(len(self.runs), 1)
+        shared = np.bincount(seen, minlength=count) >= 2  # cases measured in two runs or more
+        kept = shared[cases]
+        usual, _ = _group_medians(cases[kept], logs[kept], count)
+        offsets, sizes = _group_medians(runs[kept], logs[kept] - usual[cases[kept]],
+                                        len(self.runs))
+        return {self.runs[code]: float(offsets[code]) for code in range(len(self.runs))
+                if sizes[code] >= LEVEL_CASES}
+
+    def host(self, levels: dict[str, float]) -> float | None:
+        """The host's typical spread: the median, over the cases with two finite values or
+        more among their newest SPREAD_RUNS (by run code: newest run first), of their own
+        spread, each value net of its run's level."""
+        if not len(self.cases):
+            return None
+        order = np.lexsort((self.run_codes, self.cases))
+        cases = self.cases[order]
+        starts = np.flatnonzero(np.r_[True, cases[1:] != cases[:-1]])
+        rank = np.arange(len(cases)) - np.repeat(starts, np.diff(np.r_[starts, len(cases)]))
+        newest = rank < SPREAD_RUNS
+        factor = np.array([math.exp(levels.get(run, 0.0)) for run in self.runs])
+        values = (self.medians[order] / factor[self.run_codes[order]])[newest]
+        cases = cases[newest]
+        finite = np.isfinite(values) & (values > 0)
+        starts = np.flatnonzero(np.r_[True, cases[1:] != cases[:-1]])
+        counts = np.add.reduceat(finite.astype(np.int64), starts)
+        values = np.where(finite, values, np.nan)
+        spreads = (np.fmax.reduceat(values, starts) / np.fmin.reduceat(values, starts)
+                   - 1.0)[counts >= 2]
+        return statistics.median(spreads.tolist()) if len(spreads) else None
+
+
+def _group_medians(groups: np.ndarray, values: np.ndarray, count: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per group 0..count-1, the median of its values (statistics.median's: the middle one,
+    or the mean of the middle two; NaN for none) and how many it has."""
+    order = np.lexsort((values, groups))
+    ordered = values[order]
+    sizes = np.bincount(groups, minlength=count)
+    starts = np.cumsum(sizes) - sizes
+    medians = np.full(count, np.nan)
+    has = sizes > 0
+    low, high = (starts + (sizes - 1) // 2)[has], (starts + sizes // 2)[has]
+    medians[has] = (ordered[low] + ordered[high]) / 2
+    return medians, sizes
 
 
 def own_spread(values: list[float]) -> float | None:
@@ -192,20 +258,13 @@ class SpreadSource:
         in the newest HOST_RUNS runs, each net of its run's level; None when no case has
         two) and those runs' levels (`run_levels`), from their cases of `kind`."""
         if kind not in self._host:
-            trusted = []
-            for key, median, verdict, extra, run_id in self.store.recent_values(
-                    kind, device=self.device, before=self.before,
-                    passed_only=self.passed_only, exclude=self.exclude, runs=HOST_RUNS):
-                if verdict in _CHANGED or extra.get("preempted_kept"):
-                    continue
-                trusted.append((key, median, run_id))
-            levels = run_levels(trusted)
-            by_case: dict[str, list[float]] = {}
-            for key, median, run_id in trusted:
-                values = by_case.setdefault(key, [])
-                if len(values) < SPREAD_RUNS:
-                    values.append(median / math.exp(levels.get(run_id, 0.0)))
-            spreads = [s for values in by_case.values()
-                       if (s := own_spread(values)) is not None]
-            self._host[kind] = (statistics.median(spreads) if spreads else None, levels)
+            keys, medians, runs = self.store.recent_values(
+                kind, device=self.device, before=self.before, passed_only=self.passed_only,
+                exclude=self.exclude, runs=HOST_RUNS, changed=_CHANGED)
+            codes: dict[str, int] = {}
+            view = _View(np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64,
+                                     len(keys)),
+                         np.array(medians, np.float64), np.array(runs[0], np.int64), runs[1])
+            levels = view.levels(view.finite())
+            self._host[kind] = (view.host(levels), levels)
         return self._host[kind]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from itertools import islice, repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -398,55 +398,68 @@ class HistoryStore:
         """What the verdicts of many cases read, in one query (a large run's end: a query
         for the baselines and another for their spreads read the same rows twice): key ->
         (`latest_cases`' records, newest `depth`, only `columns` of them (and kind, key,
-        kernel, median_us, verdict; the others at their defaults) and the `extra_keys` of
+        kernel, median_us, verdict, status; the others at their defaults) and the `extra_keys` of
         `extra`; `case_values`' values, newest `values`, their `extra_keys`); keys without
         any are absent. `depth` 0: the values alone."""
         clauses, params = _run_clauses(device, passed_only, exclude)
-        clauses += ["c.kind = ?", f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
-        params += [kind, *MEASURED_STATUSES]
+        clauses.append(f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})")
+        params += MEASURED_STATUSES
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
         self._want(keys)
-        trusted = "c.status = 'ok' AND c.median_us > 0"  # what case_values reads
-        order = "ORDER BY r.started DESC, r.id DESC"
-        # Per key, its rows numbered newest first twice: among its measurements (the
-        # baseline's candidates), among its trusted ones (the spread's values); the samples
-        # of the candidates only.
-        sql = (f"WITH picked AS (SELECT id, newest, newest_trusted FROM (SELECT c.id AS id, "
-               f"ROW_NUMBER() OVER (PARTITION BY c.key {order}) AS newest, CASE WHEN {trusted} "
-               f"THEN ROW_NUMBER() OVER (PARTITION BY c.key, {trusted} {order}) END AS "
-               f"newest_trusted FROM npuperf_wanted w CROSS JOIN cases c ON c.key = w.key "
-               f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}) "
-               f"WHERE newest <= {int(depth)} OR newest_trusted <= {int(values)}) "
-               f"SELECT {_selected([*columns, 'median_us', 'verdict'])}, "
-               f"r.run_id AS r_run_id, r.started AS r_started, "
-               f"CASE WHEN p.newest <= {int(depth)} THEN s.encoding END AS s_encoding, "
-               f"CASE WHEN p.newest <= {int(depth)} THEN s.data END AS s_data, "
-               f"p.newest AS newest, p.newest_trusted AS newest_trusted"
+        # Every measurement of the wanted keys, through the (kind, key) index, ranked per key
+        # here: a window function ranking them inside SQLite sorted them all twice and
+        # joined them again (10^5 cases over 10 runs: 17 s, this read 5 s).
+        sql = (f"SELECT {_selected([*columns, 'median_us', 'verdict', 'status'])}, "
+               f"r.run_id AS r_run_id, r.started AS r_started, r.id AS r_row, c.id AS c_row"
                f"{''.join(', ' + e for e in [_extra_sql(extra_keys)] if extra_keys)} "
-               f"FROM picked p JOIN cases c ON c.id = p.id JOIN runs r ON r.id = c.run "
-               f"LEFT JOIN samples s ON s.case_row = c.id")
-        rows, names = self._rows(sql, params)
-        newest, trusted_at = names.index("newest"), names.index("newest_trusted")
-        key, median, verdict, run_id = (names.index(name) for name in (
-            "key", "median_us", "verdict", "r_run_id"))
-        first_key = trusted_at + 1
-        candidates = [row for row in rows if row[newest] <= depth]
-        records = self._records(candidates, names)
-        found: dict[str, tuple[list[tuple[int, CaseRecord]], list[tuple[int, tuple]]]] = {}
-        for row, record in zip(candidates, records):
-            record.extra = _extra_of(extra_keys, row[first_key:])
-            found.setdefault(record.key, ([], []))[0].append((row[newest], record))
+               f"FROM npuperf_wanted w CROSS JOIN cases c ON c.kind = ? AND c.key = w.key "
+               f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}")
+        rows, names = self._rows(sql, [kind, *params])
+        key, median, verdict, status, run_id, started, run_row, case_row = (
+            names.index(name) for name in ("key", "median_us", "verdict", "status", "r_run_id",
+                                           "r_started", "r_row", "c_row"))
+        first_key = case_row + 1
+        by_key: dict[str, list[tuple]] = {}
         for row in rows:
-            rank = row[trusted_at]
-            if rank is not None and rank <= values:
-                found.setdefault(row[key], ([], []))[1].append((rank, (
-                    float(row[median]), row[verdict] or "",
-                    _extra_of(extra_keys, row[first_key:]), row[run_id])))
-        return {key: ([r for _, r in sorted(base, key=lambda r: r[0])],
-                      [v for _, v in sorted(spread, key=lambda v: v[0])])
-                for key, (base, spread) in found.items()}
+            by_key.setdefault(row[key], []).append(row)
+        rows = None
+        newest = itemgetter(started, run_row)
+        candidates: list[tuple] = []
+        found: dict[str, tuple[list, list[tuple[float, str, dict, str]]]] = {}
+        for name, measured in by_key.items():
+            measured.sort(key=newest, reverse=True)
+            candidates += measured[:depth]
+            spread = [(float(row[median]), row[verdict] or "",
+                       _extra_of(extra_keys, row[first_key:]), row[run_id])
+                      for row in measured if row[status] == "ok" and _positive(row[median])]
+            found[name] = ([], spread[:values])
+        if candidates:
+            candidates = self._with_samples(candidates, case_row)
+            names = [*names, "s_encoding", "s_data"]
+            for row, record in zip(candidates, self._records(candidates, names)):
+                record.extra = _extra_of(extra_keys, row[first_key:-2])
+                found[record.key][0].append(record)
+        return {name: reads for name, reads in found.items() if reads[0] or reads[1]}
+
+    def _with_samples(self, rows: list[tuple], case_row: int) -> list[tuple]:
+        """`rows` (holding the case's row id at `case_row`), each with its samples' encoding
+        and data appended (None, None: none kept)."""
+        ids = [row[case_row] for row in rows]
+        try:
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_rows "
+                              "(id INTEGER PRIMARY KEY)")
+            self.conn.execute("DELETE FROM npuperf_rows")
+            self.conn.executemany("INSERT OR IGNORE INTO npuperf_rows VALUES (?)",
+                                  ((i,) for i in sorted(ids)))
+            kept = {found[0]: found[1:] for found in self.conn.execute(
+                "SELECT s.case_row, s.encoding, s.data FROM npuperf_rows w "
+                "JOIN samples s ON s.case_row = w.id")}
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+        none = (None, None)
+        return [(*row, *kept.get(i, none)) for row, i in zip(rows, ids)]
 
     def _want(self, keys: Iterable[str]) -> None:
         """The keys wanted, in the temporary table npuperf_wanted (a read-only history takes
@@ -514,24 +527,39 @@ class HistoryStore:
 
     def recent_values(self, kind: str, *, device: str | None = None,
                       before: float | None = None, passed_only: bool = False,
-                      exclude: Iterable[str] = (), runs: int = 20
-                      ) -> list[tuple[str, float, str, dict[str, Any], str]]:
-        """(key, median_us, verdict, extra (its SPREAD_EXTRA keys), run_id) of the trusted
-        (`ok`) measurements of `kind` in the newest `runs` runs that match, newest run first:
-        one read for the host's typical session-to-session spread (history/spread.py)."""
+                      exclude: Iterable[str] = (), runs: int = 20,
+                      changed: Sequence[str] = ()
+                      ) -> tuple[list[str], list[float], tuple[list[int], list[str]]]:
+        """The trusted (`ok`) measurements of `kind` in the newest `runs` runs that match,
+        their verdict none of `changed`, their preempted samples not kept (`extra`'s
+        `preempted_kept` a JSON true): one read for the host's typical session-to-session
+        spread (history/spread.py), as columns: (keys, medians, (per measurement its run's
+        rank, 0 the newest; the run ids by rank))."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
         where = " AND ".join(clauses) or "1"
-        rows = self._query(
-            f"SELECT c.key, c.median_us, c.verdict, r.run_id, {_extra_sql(SPREAD_EXTRA)} "
-            f"FROM cases c JOIN (SELECT r.id, r.run_id, r.started FROM runs r WHERE {where} "
-            f"ORDER BY r.started DESC, r.id DESC LIMIT {int(runs)}) r ON r.id = c.run "
-            f"WHERE c.kind = ? AND c.status = 'ok' AND c.median_us > 0 "
-            f"ORDER BY r.started DESC, r.id DESC", [*params, kind])
-        return [(row[0], float(row[1]), row[2] or "", _extra_of(SPREAD_EXTRA, row[4:]), row[3])
-                for row in rows]
+        window = [(row[0], row[1]) for row in self._query(
+            f"SELECT r.id, r.run_id FROM runs r WHERE {where} ORDER BY r.started DESC, r.id DESC "
+            f"LIMIT {int(runs)}", params)]
+        if not window:
+            return [], [], ([], [])
+        rank = {row: index for index, (row, _) in enumerate(window)}
+        unchanged = (f" AND (c.verdict IS NULL OR c.verdict NOT IN "
+                     f"({', '.join('?' * len(changed))}))" if changed else "")
+        # A value to each column, no row object (millions of them in a large run's history).
+        rows, _ = self._rows(
+            f"SELECT c.key, c.median_us, c.run FROM cases c WHERE c.run IN "
+            f"({', '.join('?' * len(window))}) AND c.kind = ? AND c.status = 'ok' "
+            f"AND typeof(c.median_us) = 'real' AND c.median_us > 0{unchanged} AND NOT coalesce("
+            f"CASE WHEN json_valid(c.extra) THEN json_extract(c.extra, '$.preempted_kept') END, "
+            f"0) IS 1", [*rank, kind, *changed])
+        if not rows:
+            return [], [], ([], [run_id for _, run_id in window])
+        keys, medians, run_rows = zip(*rows)
+        return (list(keys), list(medians), ([rank[row] for row in run_rows],
+                                             [run_id for _, run_id in window]))
 
     def _cases(self, where: str, params: Iterable[Any], *, order: str = "c.id",
                limit: int | None = None, with_samples: bool = True) -> list[CaseRecord]:
@@ -632,6 +660,12 @@ def _extra_sql(keys: Sequence[str]) -> str:
     it is absent or `extra` is no JSON (a file changed by hand)."""
     return ", ".join(f"CASE WHEN json_valid(c.extra) THEN json_extract(c.extra, '$.{key}') END"
                      for key in keys)
+
+
+def _positive(value: Any) -> bool:
+    """A stored duration that counts (`median_us > 0` as SQLite compares it, less what it
+    would compare as text)."""
+    return type(value) in (float, int) and value > 0
 
 
 def _extra_of(keys: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
