@@ -401,6 +401,44 @@ def test_a_verdicts_bulk_read_gives_what_the_reads_of_each_case_give(history):
             store.verdict_reads(KIND_KERNEL, [A], columns=("no_such",))
 
 
+def test_a_long_history_is_read_from_its_newest_runs_and_a_case_they_lack_from_all(tmp_path):
+    """Over more runs than verdict_reads looks at first (READ_REACH times what it wants), a
+    case the newest runs measured often enough is read from them alone, and one they did not
+    (noisy of late, left out of recent selections, measured once long ago, never) from every
+    run: the same records and values as latest_cases and case_values read case by case."""
+    steady, noisy, dropped, once = (f"MatMulV2-{i}x64x32-FLOAT-{i:08x}" for i in range(1, 5))
+    path = tmp_path / "history.sqlite"
+    with HistoryStore(path) as store:
+        for night in range(30):
+            cases = [kernel(steady, 10.0 + night, seed=night)]
+            cases.append(kernel(noisy, 20.0 + night, seed=night,
+                                status="noisy" if night >= 12 else "ok"))
+            if night < 8:
+                cases.append(kernel(dropped, 30.0 + night, seed=night))
+            if night == 0:
+                cases.append(kernel(once, 40.0, seed=night))
+            store.record(run(f"n{night:02d}", float(night + 1)), cases)
+    statements: list[str] = []
+    with HistoryStore(path, readonly=True) as store:
+        store.conn.set_trace_callback(statements.append)
+        found = store.verdict_reads(KIND_KERNEL, [steady, noisy, dropped, once, "absent"],
+                                    device=DEVICE, depth=3, values=10, columns=("status",),
+                                    extra_keys=SPREAD_EXTRA)
+        store.conn.set_trace_callback(None)
+        assert set(found) == {steady, noisy, dropped, once}
+        for key, (records, values) in found.items():
+            whole = store.latest_cases(KIND_KERNEL, key, device=DEVICE, limit=3)
+            assert [(r.run_id, r.status, r.median_us, r.samples) for r in records] == \
+                [(r.run_id, r.status, r.median_us, r.samples) for r in whole], key
+            assert [(m, v, run_id) for m, v, _, run_id in values] == [
+                (m, v, run_id) for m, v, _, run_id in store.case_values(
+                    KIND_KERNEL, key, device=DEVICE, limit=10)], key
+        assert [r.run_id for r in found[steady][0]] == ["n29", "n28", "n27"]
+        assert [run_id for *_, run_id in found[noisy][1]][:2] == ["n11", "n10"]
+    reads = [s for s in statements if "npuperf_wanted w CROSS JOIN cases" in s]
+    assert len(reads) == 2 and "c.run IN" in reads[0] and "c.run IN" not in reads[1]
+
+
 def test_the_keys_of_extra_a_verdict_reads_are_read_inside_sqlite_or_in_python(tmp_path):
     """A spread reads a past measurement's cache mode, implementation and preempted flag from
     `extra` inside SQLite (json_extract); an `extra` changed by hand into no JSON reads as

@@ -402,38 +402,43 @@ class HistoryStore:
         `extra`; `case_values`' values, newest `values`, their `extra_keys`); keys without
         any are absent. `depth` 0: the values alone."""
         clauses, params = _run_clauses(device, passed_only, exclude)
-        clauses.append(f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})")
-        params += MEASURED_STATUSES
         if before is not None:
             clauses.append("r.started < ?")
             params.append(before)
-        self._want(keys)
-        # Every measurement of the wanted keys, through the (kind, key) index, ranked per key
-        # here: a window function ranking them inside SQLite sorted them all twice and
-        # joined them again (10^5 cases over 10 runs: 17 s, this read 5 s).
-        sql = (f"SELECT {_selected([*columns, 'median_us', 'verdict', 'status'])}, "
-               f"r.run_id AS r_run_id, r.started AS r_started, r.id AS r_row, c.id AS c_row"
-               f"{''.join(', ' + e for e in [_extra_sql(extra_keys)] if extra_keys)} "
-               f"FROM npuperf_wanted w CROSS JOIN cases c ON c.kind = ? AND c.key = w.key "
-               f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}")
-        rows, names = self._rows(sql, [kind, *params])
+        # The newest runs first: a key they measured often enough has nothing older to read
+        # (a nightly history grows by a run a night; read whole, each night's verdicts took
+        # longer than the last). A key they did not is read over every run.
+        reach = READ_REACH * max(depth, values, 1)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        newest = [row[0] for row in self._query(
+            f"SELECT r.id FROM runs r{where} ORDER BY r.started DESC, r.id DESC "
+            f"LIMIT {reach + 1}", params)]
+        within = newest[:reach] if len(newest) > reach else None
+        wanted = list(dict.fromkeys(keys))
+        by_key, names = self._measured(kind, wanted, clauses, params, within, columns,
+                                       extra_keys)
         key, median, verdict, status, run_id, started, run_row, case_row = (
             names.index(name) for name in ("key", "median_us", "verdict", "status", "r_run_id",
                                            "r_started", "r_row", "c_row"))
+
+        def trusted(row: tuple) -> bool:
+            return row[status] == "ok" and _positive(row[median])
+        if within is not None:
+            short = [name for name in wanted if len(by_key.get(name, ())) < depth
+                     or sum(map(trusted, by_key.get(name, ()))) < values]
+            if short:
+                by_key.update(self._measured(kind, short, clauses, params, None, columns,
+                                             extra_keys)[0])
         first_key = case_row + 1
-        by_key: dict[str, list[tuple]] = {}
-        for row in rows:
-            by_key.setdefault(row[key], []).append(row)
-        rows = None
-        newest = itemgetter(started, run_row)
+        newest_first = itemgetter(started, run_row)
         candidates: list[tuple] = []
         found: dict[str, tuple[list, list[tuple[float, str, dict, str]]]] = {}
         for name, measured in by_key.items():
-            measured.sort(key=newest, reverse=True)
+            measured.sort(key=newest_first, reverse=True)
             candidates += measured[:depth]
             spread = [(float(row[median]), row[verdict] or "",
                        _extra_of(extra_keys, row[first_key:]), row[run_id])
-                      for row in measured if row[status] == "ok" and _positive(row[median])]
+                      for row in measured if trusted(row)]
             found[name] = ([], spread[:values])
         if candidates:
             candidates = self._with_samples(candidates, case_row)
@@ -442,6 +447,33 @@ class HistoryStore:
                 record.extra = _extra_of(extra_keys, row[first_key:-2])
                 found[record.key][0].append(record)
         return {name: reads for name, reads in found.items() if reads[0] or reads[1]}
+
+    def _measured(self, kind: str, keys: list[str], run_clauses: list[str],
+                  run_params: list[Any], within: list[int] | None, columns: Sequence[str],
+                  extra_keys: Sequence[str]) -> tuple[dict[str, list[tuple]], list[str]]:
+        """The measurements of `keys` (measured statuses) in the runs `run_clauses` match
+        (`within`: only these runs' rows; None: every run's), per key, and the columns'
+        names: `columns` and those `verdict_reads` ranks them by. Through the key index (or,
+        `within`, the unique (run, kind, key) one), ranked by the caller: a window function
+        ranking them inside SQLite sorted them all twice and joined them again (10^5 cases
+        over 10 runs: 17 s, this read 5 s)."""
+        clauses = [*run_clauses, f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
+        params = [kind, *run_params, *MEASURED_STATUSES]
+        if within is not None:
+            clauses.append(f"c.run IN ({', '.join('?' * len(within))})")
+            params += within
+        self._want(keys)
+        sql = (f"SELECT {_selected([*columns, 'median_us', 'verdict', 'status'])}, "
+               f"r.run_id AS r_run_id, r.started AS r_started, r.id AS r_row, c.id AS c_row"
+               f"{''.join(', ' + e for e in [_extra_sql(extra_keys)] if extra_keys)} "
+               f"FROM npuperf_wanted w CROSS JOIN cases c ON c.kind = ? AND c.key = w.key "
+               f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}")
+        rows, names = self._rows(sql, params)
+        key = names.index("key")
+        by_key: dict[str, list[tuple]] = {}
+        for row in rows:
+            by_key.setdefault(row[key], []).append(row)
+        return by_key, names
 
     def _with_samples(self, rows: list[tuple], case_row: int) -> list[tuple]:
         """`rows` (holding the case's row id at `case_row`), each with its samples' encoding
@@ -647,6 +679,11 @@ def _selected(columns: Sequence[str]) -> str:
         raise ValueError(f"not columns of the cases table: {sorted(unknown)}")
     wanted = {"kind", "key", "kernel", *columns} - {"extra"}
     return ", ".join(f'c."{name}"' for name in CASE_COLUMNS if name in wanted)
+
+
+# `verdict_reads` looks first at this many times as many of the newest runs as it wants
+# measurements of a case.
+READ_REACH = 2
 
 
 # What a case's session-to-session spread reads of a past measurement's `extra`
