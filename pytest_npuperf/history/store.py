@@ -417,8 +417,8 @@ class HistoryStore:
         wanted = list(dict.fromkeys(keys))
         by_key, names = self._measured(kind, wanted, clauses, params, within, columns,
                                        extra_keys)
-        key, median, verdict, status, run_id, started, run_row, case_row = (
-            names.index(name) for name in ("key", "median_us", "verdict", "status", "r_run_id",
+        median, verdict, status, run_id, started, run_row, case_row = (
+            names.index(name) for name in ("median_us", "verdict", "status", "r_run_id",
                                            "r_started", "r_row", "c_row"))
 
         def trusted(row: tuple) -> bool:
