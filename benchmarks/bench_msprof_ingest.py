@@ -10,7 +10,10 @@ Builds, in a temporary directory (not timed):
   counters, task type, block dims), each replica with the case's kernel type, shapes, its own
   task id, start time and duration, and an msprof_tx summary with one range per case;
 - a history holding one earlier run of the same cases (that backfill, untimed): the nightly
-  job's situation, whose `--baseline last` judges every case.
+  job's situation, whose `--baseline last` judges every case; with `--nights N`, N earlier
+  runs: that one and N - 1 copies of it a day apart before it, each case's median moved by
+  its night's level (up to +-4 %) and its own noise (3 %), what a nightly job's history
+  holds after N nights (the verdicts read a case's newest runs and the host's).
 
 Then, each in a fresh process, in the same run: (1) `pandas.read_csv(op_summary)`, the
 baseline; (2) the ingest alone (read, attribute, write the database; no history, no
@@ -27,6 +30,7 @@ every output kept (issue 10's goal for (2): < 20 s). The reference tool: 92 s, 1
 Timings on a shared machine are noisy: each figure is the best of --repeat tries.
 
     python benchmarks/bench_msprof_ingest.py [--cases 200000] [--keep DIR] [--repeat 2]
+                                             [--nights 1]
 
 `--keep DIR` keeps the generated files; a later run with the same DIR reuses them (about a
 minute of generation saved), the database and the history restored as built before each
@@ -38,8 +42,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import random
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -203,7 +209,7 @@ def prepare(work: Path, cases: int, *, reuse: bool) -> tuple[Path, int]:
         # The previous night: the same cases backfilled once, into the history the timed
         # command judges against.
         t = time.perf_counter()
-        restore(work, history=False)
+        restore(work)
         subprocess.run(_backfill(work, db, work / "history.building"), check=True,
                        stdout=subprocess.DEVNULL)
         (work / "history.building").replace(work / "history.built")
@@ -211,12 +217,49 @@ def prepare(work: Path, cases: int, *, reuse: bool) -> tuple[Path, int]:
     return db, kernels
 
 
-def restore(work: Path, *, history: bool = True) -> None:
+def earlier_nights(work: Path, nights: int) -> Path:
+    """The history with `nights` earlier runs (see the module docstring), built once per
+    `work` and count: copies inside SQLite of the backfilled run, the newest."""
+    if nights <= 1:
+        return work / "history.built"
+    path = work / f"history.built.{nights}"
+    if path.is_file():
+        return path
+    t = time.perf_counter()
+    building = path.with_suffix(".building")
+    shutil.copyfile(work / "history.built", building)
+    with sqlite3.connect(building) as conn:
+        conn.create_function("case_noise", 1, lambda seed: random.Random(seed).lognormvariate(
+            0, 0.03), deterministic=True)
+        runs = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "id"]
+        cases = [f'"{r[1]}"' for r in conn.execute("PRAGMA table_info(cases)")
+                 if r[1] not in ("id", "run")]
+        for night in range(1, nights):
+            level = 1 + 0.02 * ((night * 7) % 5 - 2)
+            conn.execute(f"INSERT INTO runs ({', '.join(runs)}) SELECT " + ", ".join(
+                f"run_id || '-{night}'" if c == "run_id" else
+                f"started - {86400 * night}" if c == "started" else c for c in runs)
+                + " FROM runs WHERE id = 1")
+            row = conn.execute("SELECT max(id) FROM runs").fetchone()[0]
+            conn.execute(f"INSERT INTO cases (run, {', '.join(cases)}) SELECT {row}, " + ", ".join(
+                f"median_us * {level} * case_noise(id * 31 + {night})" if c == '"median_us"'
+                else c for c in cases) + " FROM cases WHERE run = 1")
+            conn.execute(f"INSERT INTO samples SELECT late.id, s.encoding, s.count, s.data FROM "
+                         f"cases c JOIN samples s ON s.case_row = c.id JOIN cases late ON "
+                         f"late.run = {row} AND late.kind = c.kind AND late.key = c.key "
+                         f"WHERE c.run = 1")
+            conn.commit()
+    building.replace(path)
+    print(f"built a history of {nights} nights in {time.perf_counter() - t:.1f} s")
+    return path
+
+
+def restore(work: Path, *, history: Path | None = None) -> None:
     """The database and the history as built (a timed command writes both)."""
     shutil.rmtree(work / "db", ignore_errors=True)
     shutil.copytree(work / "db.built", work / "db")
-    if history:
-        shutil.copyfile(work / "history.built", work / "history.sqlite")
+    if history is not None:
+        shutil.copyfile(history, work / "history.sqlite")
 
 
 def _backfill(work: Path, db: Path, history: Path, *extra: str) -> list[str]:
@@ -256,6 +299,9 @@ def main() -> int:
                         help="build here and keep the files; run again with the same --keep "
                              "to reuse them (the database and history as built, not as the "
                              "last run left them)")
+    parser.add_argument("--nights", type=int, default=1,
+                        help="earlier runs in the history the verdicts read (default 1: the "
+                             "night before; 20: a nightly job's history after 20 nights)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="tries of each timed command; the fastest is reported (default 2)")
     args = parser.parse_args()
@@ -263,6 +309,7 @@ def main() -> int:
     try:
         work.mkdir(parents=True, exist_ok=True)
         db, kernels = prepare(work, args.cases, reuse=args.keep is not None)
+        history = earlier_nights(work, args.nights)
         op_summary = next((work / "run").rglob("op_summary_*.csv"))
         print(f"load before the timed commands: {_load()}")
 
@@ -278,7 +325,7 @@ def main() -> int:
         lines = work / "command.out"
 
         def ingest_only():
-            restore(work)
+            restore(work, history=history)
             wall, rss, cpu = run_timed([sys.executable, "-c", ingest, str(work / "run"),
                                         str(db)], stdout=lines)
             # A kernel table read by a child process: its peak is added to the command's
@@ -287,7 +334,7 @@ def main() -> int:
         wall, rss, cpu, _ = _best("ingest", args.repeat, ingest_only)
 
         def whole():
-            restore(work)
+            restore(work, history=history)
             for old in (db / "reports").glob("*"):
                 old.unlink()
             full_wall, full_rss, full_cpu = run_timed(
@@ -317,7 +364,8 @@ def main() -> int:
             print(f"    {name:<30} {seconds:6.2f} s{verdict}")
         met = full_wall <= END_GOAL_S and full_rss <= GOAL_MIB
         print(f"RESULT the end of a {args.cases:,}-case run ({kernels:,} kernel rows into 2 x "
-              f"{args.cases // 2:,} rows, history, {verdicts:,} verdicts, reports): "
+              f"{args.cases // 2:,} rows, history of {args.nights} night(s), {verdicts:,} "
+              f"verdicts, reports): "
               f"{full_wall:.1f} s (CPU {full_cpu:.1f} s), peak {full_rss:,.0f} MiB; goal <= "
               f"{END_GOAL_S} s and <= "
               f"{GOAL_MIB / 1024:.0f} GiB: {'met' if met else 'NOT met'} (load {_load()})")

@@ -366,14 +366,16 @@ def test_many_verdicts_at_once_are_each_case_judged_alone(history, monkeypatch):
 def test_a_verdicts_bulk_read_gives_what_the_reads_of_each_case_give(history):
     """verdict_reads (what the verdicts of 10^5 cases read, in one query): per key the
     newest `depth` measurements, of the listed columns (the samples and the run as the whole
-    read gives them, the rest at defaults) and the listed keys of extra, and the newest
+    read gives them, the rest at defaults) and the listed keys of extra (those read for every
+    measurement and those for the records alone), and the newest
     `values` trusted values, as latest_cases and case_values read them one case at a time;
     the keys asked for next are the ones answered, the same keys twice included."""
     with HistoryStore(history, readonly=True) as store:
         for depth, values in ((1, 10), (2, 1), (3, 2)):
             found = store.verdict_reads(KIND_KERNEL, [A, B, "absent"], device=DEVICE,
                                         depth=depth, values=values, columns=("status",),
-                                        extra_keys=("file", "no_such", *SPREAD_EXTRA))
+                                        extra_keys=("no_such", *SPREAD_EXTRA),
+                                        candidate_extra=("file", "cache"))
             assert set(found) == {A, B}
             for key in (A, B):
                 records, spread = found[key]
@@ -402,7 +404,7 @@ def test_a_verdicts_bulk_read_gives_what_the_reads_of_each_case_give(history):
 
 
 def test_a_long_history_is_read_from_its_newest_runs_and_a_case_they_lack_from_all(tmp_path):
-    """Over more runs than verdict_reads looks at first (READ_REACH times what it wants), a
+    """Over more runs than verdict_reads looks at first (what it wants and READ_SLACK more), a
     case the newest runs measured often enough is read from them alone, and one they did not
     (noisy of late, left out of recent selections, measured once long ago, never) from every
     run: the same records and values as latest_cases and case_values read case by case."""

@@ -197,3 +197,12 @@ def test_the_run_json_written_in_pieces_is_the_same_text(monkeypatch) -> None:
             handle.flush()
             assert raw.getvalue().decode() == dumps_run_json(run_json(outcome(), chosen,
                                                                       session()))
+    # Into a file, the lines copied inside the kernel (os.sendfile), the closing after them.
+    with tempfile.TemporaryFile() as spool, tempfile.TemporaryFile() as raw:
+        count = spool_cases(results, spool)
+        handle = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        spooled_run_json(run_json(outcome(), results, session(), cases=False), spool,
+                         count)(handle)
+        handle.flush()
+        raw.seek(0)
+        assert raw.read().decode() == whole

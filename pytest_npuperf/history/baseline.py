@@ -98,7 +98,7 @@ class HistoryBaseline(Baseline):
         found = self.store.verdict_reads(
             kind, keys, device=self.device, before=self.before, passed_only=self.passed_only,
             exclude=self.exclude, depth=DEPTH, values=READ_RUNS, columns=VERDICT_COLUMNS,
-            extra_keys=(*VERDICT_EXTRA, *SPREAD_EXTRA)) if keys else {}
+            extra_keys=SPREAD_EXTRA, candidate_extra=VERDICT_EXTRA) if keys else {}
         self._newest.load(kind, keys, lambda *_: {k: base for k, (base, _) in found.items()})
         self.spreads.preload(kind, keys, {k: values for k, (_, values) in found.items()})
 

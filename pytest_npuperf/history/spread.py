@@ -158,7 +158,8 @@ class _View:
         # math.log, as the rest of the verdict takes logs: numpy's may differ in the last bit.
         logs = np.fromiter(map(math.log, self.medians[usable].tolist()), np.float64, len(cases))
         count = int(cases.max()) + 1 if len(cases) else 0
-        seen = np.unique(cases * len(self.runs) + runs) // max(len(self.runs), 1)
+        pairs = np.sort(cases * len(self.runs) + runs)  # np.unique: 10x a sort here
+        seen = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] // max(len(self.runs), 1)
         shared = np.bincount(seen, minlength=count) >= 2  # cases measured in two runs or more
         kept = shared[cases]
         usual, _ = _group_medians(cases[kept], logs[kept], count)
@@ -173,7 +174,7 @@ class _View:
         spread, each value net of its run's level."""
         if not len(self.cases):
             return None
-        order = np.lexsort((self.run_codes, self.cases))
+        order = _ordered(self.cases, self.run_codes)
         cases = self.cases[order]
         starts = np.flatnonzero(np.r_[True, cases[1:] != cases[:-1]])
         rank = np.arange(len(cases)) - np.repeat(starts, np.diff(np.r_[starts, len(cases)]))
@@ -190,12 +191,18 @@ class _View:
         return statistics.median(spreads.tolist()) if len(spreads) else None
 
 
+def _ordered(first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """The positions that sort by `first`, then by `then` (np.lexsort's order, in a
+    third of its time over millions)."""
+    order = np.argsort(then, kind="stable")
+    return order[np.argsort(first[order], kind="stable")]
+
+
 def _group_medians(groups: np.ndarray, values: np.ndarray, count: int
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Per group 0..count-1, the median of its values (statistics.median's: the middle one,
     or the mean of the middle two; NaN for none) and how many it has."""
-    order = np.lexsort((values, groups))
-    ordered = values[order]
+    ordered = values[_ordered(groups, values)]
     sizes = np.bincount(groups, minlength=count)
     starts = np.cumsum(sizes) - sizes
     medians = np.full(count, np.nan)
@@ -258,13 +265,11 @@ class SpreadSource:
         in the newest HOST_RUNS runs, each net of its run's level; None when no case has
         two) and those runs' levels (`run_levels`), from their cases of `kind`."""
         if kind not in self._host:
-            keys, medians, runs = self.store.recent_values(
+            codes, medians, ranks, runs = self.store.recent_values(
                 kind, device=self.device, before=self.before, passed_only=self.passed_only,
                 exclude=self.exclude, runs=HOST_RUNS, changed=_CHANGED)
-            codes: dict[str, int] = {}
-            view = _View(np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64,
-                                     len(keys)),
-                         np.array(medians, np.float64), np.array(runs[0], np.int64), runs[1])
+            view = _View(np.frombuffer(codes, np.int64), np.frombuffer(medians, np.float64),
+                         np.frombuffer(ranks, np.int64), runs)
             levels = view.levels(view.finite())
             self._host[kind] = (view.host(levels), levels)
         return self._host[kind]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import MISSING, fields
@@ -393,14 +394,18 @@ class HistoryStore:
     def verdict_reads(self, kind: str, keys: Iterable[str], *, device: str | None = None,
                       before: float | None = None, passed_only: bool = False,
                       exclude: Iterable[str] = (), depth: int = 1, values: int = 10,
-                      columns: Sequence[str] = (), extra_keys: Sequence[str] = ()
+                      columns: Sequence[str] = (), extra_keys: Sequence[str] = (),
+                      candidate_extra: Sequence[str] = ()
                       ) -> dict[str, tuple[list[CaseRecord], list[tuple[float, str, dict, str]]]]:
         """What the verdicts of many cases read, in one query (a large run's end: a query
         for the baselines and another for their spreads read the same rows twice): key ->
         (`latest_cases`' records, newest `depth`, only `columns` of them (and kind, key,
         kernel, median_us, verdict, status; the others at their defaults) and the `extra_keys` of
-        `extra`; `case_values`' values, newest `values`, their `extra_keys`); keys without
-        any are absent. `depth` 0: the values alone."""
+        `extra` and its `candidate_extra` (those read for the records alone); `case_values`'
+        values, newest `values`, their `extra_keys`); keys without any are absent. `depth`
+        0: the values alone."""
+        extra_keys = tuple(dict.fromkeys(extra_keys))
+        candidate_extra = tuple(k for k in dict.fromkeys(candidate_extra) if k not in extra_keys)
         clauses, params = _run_clauses(device, passed_only, exclude)
         if before is not None:
             clauses.append("r.started < ?")
@@ -408,7 +413,7 @@ class HistoryStore:
         # The newest runs first: a key they measured often enough has nothing older to read
         # (a nightly history grows by a run a night; read whole, each night's verdicts took
         # longer than the last). A key they did not is read over every run.
-        reach = READ_REACH * max(depth, values, 1)
+        reach = max(depth, values) + READ_SLACK
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         newest = [row[0] for row in self._query(
             f"SELECT r.id FROM runs r{where} ORDER BY r.started DESC, r.id DESC "
@@ -441,10 +446,12 @@ class HistoryStore:
                       for row in measured if trusted(row)]
             found[name] = ([], spread[:values])
         if candidates:
-            candidates = self._with_samples(candidates, case_row)
+            candidates = self._with_samples(candidates, case_row, candidate_extra)
             names = [*names, "s_encoding", "s_data"]
+            read = (*extra_keys, *candidate_extra)
+            last = len(names) - 2
             for row, record in zip(candidates, self._records(candidates, names)):
-                record.extra = _extra_of(extra_keys, row[first_key:-2])
+                record.extra = _extra_of(read, (*row[first_key:last], *row[last + 2:]))
                 found[record.key][0].append(record)
         return {name: reads for name, reads in found.items() if reads[0] or reads[1]}
 
@@ -475,10 +482,12 @@ class HistoryStore:
             by_key.setdefault(row[key], []).append(row)
         return by_key, names
 
-    def _with_samples(self, rows: list[tuple], case_row: int) -> list[tuple]:
+    def _with_samples(self, rows: list[tuple], case_row: int,
+                      extra_keys: Sequence[str] = ()) -> list[tuple]:
         """`rows` (holding the case's row id at `case_row`), each with its samples' encoding
-        and data appended (None, None: none kept)."""
+        and data appended (None, None: none kept), then its `extra_keys` of `extra`."""
         ids = [row[case_row] for row in rows]
+        extra = "".join(", " + e for e in [_extra_sql(extra_keys)] if extra_keys)
         try:
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_rows "
                               "(id INTEGER PRIMARY KEY)")
@@ -486,11 +495,11 @@ class HistoryStore:
             self.conn.executemany("INSERT OR IGNORE INTO npuperf_rows VALUES (?)",
                                   ((i,) for i in sorted(ids)))
             kept = {found[0]: found[1:] for found in self.conn.execute(
-                "SELECT s.case_row, s.encoding, s.data FROM npuperf_rows w "
-                "JOIN samples s ON s.case_row = w.id")}
+                f"SELECT w.id, s.encoding, s.data{extra} FROM npuperf_rows w "
+                f"JOIN cases c ON c.id = w.id LEFT JOIN samples s ON s.case_row = w.id")}
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
-        none = (None, None)
+        none = (None,) * (2 + len(extra_keys))
         return [(*row, *kept.get(i, none)) for row, i in zip(rows, ids)]
 
     def _want(self, keys: Iterable[str]) -> None:
@@ -561,12 +570,13 @@ class HistoryStore:
                       before: float | None = None, passed_only: bool = False,
                       exclude: Iterable[str] = (), runs: int = 20,
                       changed: Sequence[str] = ()
-                      ) -> tuple[list[str], list[float], tuple[list[int], list[str]]]:
+                      ) -> tuple[array, array, array, list[str]]:
         """The trusted (`ok`) measurements of `kind` in the newest `runs` runs that match,
         their verdict none of `changed`, their preempted samples not kept (`extra`'s
         `preempted_kept` a JSON true): one read for the host's typical session-to-session
-        spread (history/spread.py), as columns: (keys, medians, (per measurement its run's
-        rank, 0 the newest; the run ids by rank))."""
+        spread (history/spread.py), as columns (int64, float64, int64): per measurement its
+        case's code (one per key, in the order first read), its median, its run's rank (0:
+        the newest); and the run ids by rank."""
         clauses, params = _run_clauses(device, passed_only, exclude)
         if before is not None:
             clauses.append("r.started < ?")
@@ -575,23 +585,30 @@ class HistoryStore:
         window = [(row[0], row[1]) for row in self._query(
             f"SELECT r.id, r.run_id FROM runs r WHERE {where} ORDER BY r.started DESC, r.id DESC "
             f"LIMIT {int(runs)}", params)]
+        codes, medians, ranks = array("q"), array("d"), array("q")
         if not window:
-            return [], [], ([], [])
+            return codes, medians, ranks, []
         rank = {row: index for index, (row, _) in enumerate(window)}
         unchanged = (f" AND (c.verdict IS NULL OR c.verdict NOT IN "
                      f"({', '.join('?' * len(changed))}))" if changed else "")
-        # A value to each column, no row object (millions of them in a large run's history).
-        rows, _ = self._rows(
-            f"SELECT c.key, c.median_us, c.run FROM cases c WHERE c.run IN "
-            f"({', '.join('?' * len(window))}) AND c.kind = ? AND c.status = 'ok' "
-            f"AND typeof(c.median_us) = 'real' AND c.median_us > 0{unchanged} AND NOT coalesce("
-            f"CASE WHEN json_valid(c.extra) THEN json_extract(c.extra, '$.preempted_kept') END, "
-            f"0) IS 1", [*rank, kind, *changed])
-        if not rows:
-            return [], [], ([], [run_id for _, run_id in window])
-        keys, medians, run_rows = zip(*rows)
-        return (list(keys), list(medians), ([rank[row] for row in run_rows],
-                                             [run_id for _, run_id in window]))
+        sql = (f"SELECT c.key, c.median_us, c.run FROM cases c WHERE c.run IN "
+               f"({', '.join('?' * len(window))}) AND c.kind = ? AND c.status = 'ok' "
+               f"AND typeof(c.median_us) = 'real' AND c.median_us > 0{unchanged} AND NOT coalesce("
+               f"CASE WHEN json_valid(c.extra) THEN json_extract(c.extra, '$.preempted_kept') END, "
+               f"0) IS 1")
+        cases: dict[str, int] = {}
+        # Millions of values in a large run's history: read a slice at a time into columns,
+        # each key's text let go once coded (all the rows at once held a GB).
+        try:
+            cursor = self.conn.execute(sql, (*rank, kind, *changed))
+            while found := cursor.fetchmany(_FETCHED_AT_ONCE):
+                keys, values, run_rows = zip(*found)
+                codes.extend([cases.setdefault(key, len(cases)) for key in keys])
+                medians.extend(values)
+                ranks.extend([rank[row] for row in run_rows])
+        except sqlite3.Error as exc:
+            raise _sql_error(self.path, exc) from None
+        return codes, medians, ranks, [run_id for _, run_id in window]
 
     def _cases(self, where: str, params: Iterable[Any], *, order: str = "c.id",
                limit: int | None = None, with_samples: bool = True) -> list[CaseRecord]:
@@ -681,9 +698,12 @@ def _selected(columns: Sequence[str]) -> str:
     return ", ".join(f'c."{name}"' for name in CASE_COLUMNS if name in wanted)
 
 
-# `verdict_reads` looks first at this many times as many of the newest runs as it wants
-# measurements of a case.
-READ_REACH = 2
+_FETCHED_AT_ONCE = 100_000  # rows of a large read converted at a time
+
+# `verdict_reads` looks first at as many of the newest runs as it wants measurements of a
+# case and this many more: room for runs in which a case was not trusted (noisy, suspect)
+# before it is read over every run (10 of 15: 94 % of cases noisy one run in five).
+READ_SLACK = 5
 
 
 # What a case's session-to-session spread reads of a past measurement's `extra`
