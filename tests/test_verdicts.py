@@ -205,6 +205,7 @@ def test_a_spread_is_net_of_the_nights_the_whole_host_moved(tmp_path):
         [(f"k{i}", 1.2 * (10.0 + i), "b") for i in range(5)]
     assert run_levels(two) == pytest.approx({"a": -0.5 * np.log(1.2), "b": 0.5 * np.log(1.2)})
     assert run_levels(two[:4] + two[5:9]) == {}  # four cases: too few to tell a run's level
+    assert run_levels([]) == run_levels([("x", float("inf"), "a"), ("y", 0.0, "a")]) == {}
 
 
 def test_a_measurement_beside_a_co_tenant_is_judged_uncertain(tmp_path):
@@ -309,3 +310,22 @@ def test_the_hosts_spread_read_as_columns_is_the_rule_read_value_by_value(tmp_pa
     assert expected_host is not None and len(expected_levels) >= HOST_RUNS - 2
     assert host == expected_host and levels == expected_levels  # to the last bit
     assert "n00" not in levels and "n03" not in levels  # older than the window
+
+
+def test_a_history_without_a_trusted_value_has_no_host_spread_nor_levels(tmp_path):
+    """Every recent measurement noisy, or a change: the host's spread is unknown, no run has
+    a level, and a verdict against it says why (no spread), as with no history."""
+    from pytest_npuperf.history.spread import SpreadSource
+
+    path = tmp_path / "h.sqlite"
+    with HistoryStore(path) as store:
+        for night in range(3):
+            noisy = record(TIGHT, 100.0, seed=night)
+            noisy.status = "noisy"
+            store.record(RunRecord(run_id=f"n{night}", started=float(night + 1), device=DEVICE,
+                                   passed=True), [noisy, record(WIDE, 50.0, seed=night,
+                                                                verdict="SLOWER")])
+    with HistoryStore(path, readonly=True) as store:
+        assert SpreadSource(store, device=DEVICE, before=None, passed_only=False)._recent(
+            KIND_KERNEL) == (None, {})
+    assert judge(path, WIDE, 80.0).verdict == UNCERTAIN

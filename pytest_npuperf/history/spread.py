@@ -155,9 +155,11 @@ class _View:
     def levels(self, usable: np.ndarray) -> dict[str, float]:
         """`run_levels` of the values where `usable`."""
         cases, runs = self.cases[usable], self.run_codes[usable]
+        if not len(cases):
+            return {}
         # math.log, as the rest of the verdict takes logs: numpy's may differ in the last bit.
         logs = np.fromiter(map(math.log, self.medians[usable].tolist()), np.float64, len(cases))
-        count = int(cases.max()) + 1 if len(cases) else 0
+        count = int(cases.max()) + 1
         pairs = np.sort(cases * len(self.runs) + runs)  # np.unique: 10x a sort here
         seen = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] // max(len(self.runs), 1)
         shared = np.bincount(seen, minlength=count) >= 2  # cases measured in two runs or more
