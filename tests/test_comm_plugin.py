@@ -90,7 +90,10 @@ def test_two_ranks_in_lockstep_until_one_dies_and_rank0_writes_what_it_measured(
     assert out.count("npuperf collectives") == 1  # rank 0 reports
     assert "skipped: gloo does not run all_reduce on DT_FLOAT8_E4M3" in out
     assert ("skipped: gloo does not run all_to_all on DT_FLOAT" in out) == bool(refused)
-    assert "fault: rank 0:" in out and "the session ends" in out
+    # Rank 0 finds its dead peer itself, or the launcher, seeing rank 1 exit first (a busy
+    # host), terminates it inside that case: either way that case fails and the session ends.
+    assert ("fault: rank 0:" in out or "fault: not run: terminated by the launcher" in out) \
+        and "the session ends" in out
     assert "Timed out" not in out  # the closed connection said so, not the 60 s timeout
     rows = {r["message_bytes"]: r for r in table(mine / "hcom_allReduce_.csv")}
     assert sorted(rows, key=int) == ["1024", "4096", "8192"]
