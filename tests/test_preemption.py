@@ -162,8 +162,9 @@ def _kept(run: dict) -> list[float]:
 @LINUX
 def test_samples_beside_a_busy_loop_on_the_same_core_are_rejected(beside_a_busy_loop):
     quiet, busy = beside_a_busy_loop["quiet"], beside_a_busy_loop["busy"]
-    # The loop took most of the core: many samples lost time, and each evidence saw some
-    # (the scheduler hands a starved process its time in bursts: one batch may run whole).
+    # The loop took most of the core: many samples lost time. Not necessarily under each
+    # evidence: the scheduler hands a starved process its time in bursts, and in one CI run
+    # every batch timed by CPU time ran whole (it rejected none, and kept the kernel's times).
     assert sum(sum(map(bool, run["lost"])) for run in busy.values()) >= 5, busy
     for evidence, run in busy.items():
         alone = _kept(quiet[evidence])
@@ -171,7 +172,6 @@ def test_samples_beside_a_busy_loop_on_the_same_core_are_rejected(beside_a_busy_
             pytest.skip(f"{evidence}: no sample of the kernel alone was undisturbed: this host "
                         f"is too busy to tell the loop's samples from its own")
         rejected = [w for w, flagged in zip(run["walls"], run["lost"]) if flagged]
-        assert rejected, (evidence, run)
         # No sample the loop stretched is kept: what is left is the kernel, as measured alone;
         # a rejected sample lost a tenth of its time at least, so it is longer than the
         # kernel's fastest.
