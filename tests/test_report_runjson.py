@@ -187,22 +187,16 @@ def test_the_run_json_written_in_pieces_is_the_same_text(monkeypatch) -> None:
     assert "".join(pieces) == whole
     assert run_json_pieces(run_json(outcome(), [], session(), cases=False), []) == \
         [dumps_run_json(run_json(outcome(), [], session()))]
-    # Spooled to a file first (the reports' way), then copied after the head: the same bytes.
+    # Spooled to a file first (the reports' way), then copied after the head: the same bytes,
+    # into memory (through a buffer) and into a file (inside the kernel: os.sendfile).
     for chosen in (results, []):
-        with tempfile.TemporaryFile() as spool, io.BytesIO() as raw:
-            count = spool_cases(chosen, spool)
-            handle = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-            spooled_run_json(run_json(outcome(), chosen, session(), cases=False), spool,
-                             count)(handle)
-            handle.flush()
-            assert raw.getvalue().decode() == dumps_run_json(run_json(outcome(), chosen,
-                                                                      session()))
-    # Into a file, the lines copied inside the kernel (os.sendfile), the closing after them.
-    with tempfile.TemporaryFile() as spool, tempfile.TemporaryFile() as raw:
-        count = spool_cases(results, spool)
-        handle = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        spooled_run_json(run_json(outcome(), results, session(), cases=False), spool,
-                         count)(handle)
-        handle.flush()
-        raw.seek(0)
-        assert raw.read().decode() == whole
+        for target in (io.BytesIO, tempfile.TemporaryFile):
+            with tempfile.TemporaryFile() as spool, target() as raw:
+                count = spool_cases(chosen, spool)
+                handle = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+                spooled_run_json(run_json(outcome(), chosen, session(), cases=False), spool,
+                                 count)(handle)
+                handle.flush()
+                raw.seek(0)
+                assert raw.read().decode() == dumps_run_json(run_json(outcome(), chosen,
+                                                                      session())), target

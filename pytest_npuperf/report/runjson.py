@@ -4,7 +4,6 @@ its statistics, totals, the write per file), strict JSON (no NaN: null instead).
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import math
 import os
@@ -220,7 +219,7 @@ def append_file(source: BinaryIO, target: BinaryIO) -> None:
             if not step:
                 break
             sent += step
-    except (AttributeError, OSError, io.UnsupportedOperation):
+    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
         pass  # no sendfile between these two (another system, a handle in memory)
     source.seek(sent)  # (what follows is written at the file's offset, where sendfile left it)
     shutil.copyfileobj(source, target, 1 << 22)
