@@ -381,13 +381,10 @@ class HistoryStore:
         """The newest `limit` measurements of a case (measured statuses only), newest first,
         optionally only on `device`, in runs started before `before`, in passed runs, not in
         runs `exclude`."""
-        clauses, params = _run_clauses(device, passed_only, exclude)
+        clauses, params = _run_clauses(device, passed_only, exclude, until=before)
         clauses += ["c.kind = ?", "c.key = ?",
                     f"c.status IN ({', '.join('?' * len(MEASURED_STATUSES))})"]
         params += [kind, key, *MEASURED_STATUSES]
-        if before is not None:
-            clauses.append("r.started < ?")
-            params.append(before)
         return self._cases(" AND ".join(clauses), params, order="r.started DESC, r.id DESC",
                            limit=limit, with_samples=with_samples)
 
@@ -406,18 +403,12 @@ class HistoryStore:
         0: the values alone."""
         extra_keys = tuple(dict.fromkeys(extra_keys))
         candidate_extra = tuple(k for k in dict.fromkeys(candidate_extra) if k not in extra_keys)
-        clauses, params = _run_clauses(device, passed_only, exclude)
-        if before is not None:
-            clauses.append("r.started < ?")
-            params.append(before)
+        clauses, params = _run_clauses(device, passed_only, exclude, until=before)
         # The newest runs first: a key they measured often enough has nothing older to read
         # (a nightly history grows by a run a night; read whole, each night's verdicts took
         # longer than the last). A key they did not is read over every run.
         reach = max(depth, values) + READ_SLACK
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        newest = [row[0] for row in self._query(
-            f"SELECT r.id FROM runs r{where} ORDER BY r.started DESC, r.id DESC "
-            f"LIMIT {reach + 1}", params)]
+        newest = [row for row, _ in self._newest_runs(clauses, params, reach + 1)]
         within = newest[:reach] if len(newest) > reach else None
         wanted = list(dict.fromkeys(keys))
         by_key, names = self._measured(kind, wanted, clauses, params, within, columns,
@@ -455,6 +446,14 @@ class HistoryStore:
                 found[record.key][0].append(record)
         return {name: reads for name, reads in found.items() if reads[0] or reads[1]}
 
+    def _newest_runs(self, run_clauses: list[str], run_params: list[Any], limit: int
+                     ) -> list[tuple[int, str]]:
+        """(row id, run id) of the newest `limit` runs `run_clauses` match, newest first."""
+        where = f" WHERE {' AND '.join(run_clauses)}" if run_clauses else ""
+        return [(row[0], row[1]) for row in self._query(
+            f"SELECT r.id, r.run_id FROM runs r{where} ORDER BY r.started DESC, r.id DESC "
+            f"LIMIT {int(limit)}", run_params)]
+
     def _measured(self, kind: str, keys: list[str], run_clauses: list[str],
                   run_params: list[Any], within: list[int] | None, columns: Sequence[str],
                   extra_keys: Sequence[str]) -> tuple[dict[str, list[tuple]], list[str]]:
@@ -472,7 +471,7 @@ class HistoryStore:
         self._want(keys)
         sql = (f"SELECT {_selected([*columns, 'median_us', 'verdict', 'status'])}, "
                f"r.run_id AS r_run_id, r.started AS r_started, r.id AS r_row, c.id AS c_row"
-               f"{''.join(', ' + e for e in [_extra_sql(extra_keys)] if extra_keys)} "
+               f"{_extra_columns(extra_keys)} "
                f"FROM npuperf_wanted w CROSS JOIN cases c ON c.kind = ? AND c.key = w.key "
                f"JOIN runs r ON r.id = c.run WHERE {' AND '.join(clauses)}")
         rows, names = self._rows(sql, params)
@@ -487,7 +486,6 @@ class HistoryStore:
         """`rows` (holding the case's row id at `case_row`), each with its samples' encoding
         and data appended (None, None: none kept), then its `extra_keys` of `extra`."""
         ids = [row[case_row] for row in rows]
-        extra = "".join(", " + e for e in [_extra_sql(extra_keys)] if extra_keys)
         try:
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS npuperf_rows "
                               "(id INTEGER PRIMARY KEY)")
@@ -495,8 +493,9 @@ class HistoryStore:
             self.conn.executemany("INSERT OR IGNORE INTO npuperf_rows VALUES (?)",
                                   ((i,) for i in sorted(ids)))
             kept = {found[0]: found[1:] for found in self.conn.execute(
-                f"SELECT w.id, s.encoding, s.data{extra} FROM npuperf_rows w "
-                f"JOIN cases c ON c.id = w.id LEFT JOIN samples s ON s.case_row = w.id")}
+                f"SELECT w.id, s.encoding, s.data{_extra_columns(extra_keys)} "
+                f"FROM npuperf_rows w JOIN cases c ON c.id = w.id "
+                f"LEFT JOIN samples s ON s.case_row = w.id")}
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
         none = (None,) * (2 + len(extra_keys))
@@ -553,10 +552,7 @@ class HistoryStore:
         measurements of one case, newest first: what its session-to-session spread needs,
         without building records or reading samples (history/spread.py, once per judged
         case). Of `extra`, only the SPREAD_EXTRA keys it holds are read."""
-        clauses, params = _run_clauses(device, passed_only, exclude)
-        if before is not None:
-            clauses.append("r.started < ?")
-            params.append(before)
+        clauses, params = _run_clauses(device, passed_only, exclude, until=before)
         clauses += ["c.kind = ?", "c.key = ?", "c.status = 'ok'", "c.median_us > 0"]
         rows = self._query(
             f"SELECT c.median_us, c.verdict, {_extra_sql(SPREAD_EXTRA)}, r.run_id FROM cases c "
@@ -577,14 +573,8 @@ class HistoryStore:
         spread (history/spread.py), as columns (int64, float64, int64): per measurement its
         case's code (one per key, in the order first read), its median, its run's rank (0:
         the newest); and the run ids by rank."""
-        clauses, params = _run_clauses(device, passed_only, exclude)
-        if before is not None:
-            clauses.append("r.started < ?")
-            params.append(before)
-        where = " AND ".join(clauses) or "1"
-        window = [(row[0], row[1]) for row in self._query(
-            f"SELECT r.id, r.run_id FROM runs r WHERE {where} ORDER BY r.started DESC, r.id DESC "
-            f"LIMIT {int(runs)}", params)]
+        clauses, params = _run_clauses(device, passed_only, exclude, until=before)
+        window = self._newest_runs(clauses, params, runs)
         codes, medians, ranks = array("q"), array("d"), array("q")
         if not window:
             return codes, medians, ranks, []
@@ -717,6 +707,11 @@ def _extra_sql(keys: Sequence[str]) -> str:
     it is absent or `extra` is no JSON (a file changed by hand)."""
     return ", ".join(f"CASE WHEN json_valid(c.extra) THEN json_extract(c.extra, '$.{key}') END"
                      for key in keys)
+
+
+def _extra_columns(keys: Sequence[str]) -> str:
+    """`_extra_sql` of `keys` after a query's other columns ("" for none)."""
+    return ", " + _extra_sql(keys) if keys else ""
 
 
 def _positive(value: Any) -> bool:
