@@ -161,7 +161,7 @@ class _View:
         logs = np.fromiter(map(math.log, self.medians[usable].tolist()), np.float64, len(cases))
         count = int(cases.max()) + 1
         pairs = np.sort(cases * len(self.runs) + runs)  # np.unique: 10x a sort here
-        seen = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] // max(len(self.runs), 1)
+        seen = pairs[_firsts(pairs)] // max(len(self.runs), 1)
         shared = np.bincount(seen, minlength=count) >= 2  # cases measured in two runs or more
         kept = shared[cases]
         usual, _ = _group_medians(cases[kept], logs[kept], count)
@@ -178,19 +178,24 @@ class _View:
             return None
         order = _ordered(self.cases, self.run_codes)
         cases = self.cases[order]
-        starts = np.flatnonzero(np.r_[True, cases[1:] != cases[:-1]])
+        starts = np.flatnonzero(_firsts(cases))
         rank = np.arange(len(cases)) - np.repeat(starts, np.diff(np.r_[starts, len(cases)]))
         newest = rank < SPREAD_RUNS
         factor = np.array([math.exp(levels.get(run, 0.0)) for run in self.runs])
         values = (self.medians[order] / factor[self.run_codes[order]])[newest]
         cases = cases[newest]
         finite = np.isfinite(values) & (values > 0)
-        starts = np.flatnonzero(np.r_[True, cases[1:] != cases[:-1]])
+        starts = np.flatnonzero(_firsts(cases))
         counts = np.add.reduceat(finite.astype(np.int64), starts)
         values = np.where(finite, values, np.nan)
         spreads = (np.fmax.reduceat(values, starts) / np.fmin.reduceat(values, starts)
                    - 1.0)[counts >= 2]
         return statistics.median(spreads.tolist()) if len(spreads) else None
+
+
+def _firsts(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of `ordered` (sorted, not empty) starts."""
+    return np.r_[True, ordered[1:] != ordered[:-1]]
 
 
 def _ordered(first: np.ndarray, then: np.ndarray) -> np.ndarray:
