@@ -312,7 +312,7 @@ def test_every_new_verb_explains_itself(verb, capsys):
 def test_a_run_recorded_in_batches_reads_back_as_recorded_one_by_one(tmp_path, monkeypatch):
     """Batches smaller than the run: a case listed twice (the later wins), cases without
     samples (their old samples go), a run recorded again."""
-    monkeypatch.setattr(store_module, "_RECORD_BATCH", 3)
+    monkeypatch.setattr(store_module, "RECORD_BATCH", 3)
     keys = [f"MatMulV2-{i}x64x32-FLOAT-{i:08x}" for i in range(8)]
     first = [kernel(k, 10.0 + i, seed=i) for i, k in enumerate(keys)]
     again = [kernel(k, 20.0 + i, seed=i) for i, k in enumerate(keys)]

@@ -20,6 +20,7 @@ from ..db.table import check_writable_dir
 from ..measure.result import CaseResult
 from .baseline import Baseline, judge, judge_many, resolve_baseline
 from .compare import Comparison
+from .recorder import Recording, record_run
 from .records import CaseRecord, RunRecord
 from .store import QUICK_TIMEOUT_S, HistoryStore
 
@@ -98,12 +99,12 @@ class HistoryKeeper:
             if comparison is not None:
                 result.regression = comparison.to_dict()
 
-    def record(self, run: RunRecord, cases: Iterable[CaseRecord]) -> int:
-        """The run and its cases, in one transaction (nothing without a history)."""
-        if self.history is None:
-            return 0
-        with HistoryStore(self.history) as store:
-            return store.record(run, cases)
+    def record(self, run: RunRecord, cases: Iterable[CaseRecord], count: int) -> Recording:
+        """Start recording the run and its `count` cases, in one transaction (nothing without
+        a history); a large run goes on being recorded after this returns
+        (history/recorder.py)."""
+        return record_run(self.history, run, cases, count) if self.history is not None \
+            else Recording(Path())
 
     def close(self) -> None:
         if self._baseline is not None:

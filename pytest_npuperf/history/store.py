@@ -45,7 +45,7 @@ _BUSY_TIMEOUT_S = 60.0  # another session recording its run holds the write lock
 # history held longer is an error at once, not a session that sits silent for a minute.
 QUICK_TIMEOUT_S = 5.0
 _CACHE_KIB = 64 * 1024  # SQLite's page cache while a run is recorded (negative: KiB)
-_RECORD_BATCH = 10_000  # cases recorded per statement (and held as records at once)
+RECORD_BATCH = 10_000  # cases recorded per statement (and held as records at once)
 
 _CASE_TYPES = {
     "kind": "TEXT NOT NULL", "key": "TEXT NOT NULL", "kernel": "TEXT NOT NULL",
@@ -250,52 +250,23 @@ class HistoryStore:
 
     # -- writing --------------------------------------------------------------------------------
     def record(self, run: RunRecord, cases: Iterable[CaseRecord]) -> int:
-        """Upsert one run and its cases in one transaction; returns the cases written."""
+        """Upsert one run and its cases in one transaction; returns the cases written. Only a
+        batch of the records exists at once: `cases` may be a generator."""
+        return self.record_values(run_values(run), (case_values(batch) for batch in
+                                                    _batches(cases, RECORD_BATCH)))
+
+    def record_values(self, run: list, batches: Iterable[tuple[list, list, list]]) -> int:
+        """`record` of values made elsewhere: `run_values` of the run, `case_values` of each
+        batch of its cases (history/recorder.py's child is given them); an exception out of
+        `batches` leaves nothing written."""
         if self.readonly:
             raise HistoryError(f"{self.path}: opened read-only")
         try:
             with self._transaction() as conn:
-                return self._record(conn, run, cases)
+                writer = _RunWriter(conn, run)
+                return sum(writer.write(*batch) for batch in batches)
         except sqlite3.Error as exc:
             raise _sql_error(self.path, exc) from None
-
-    def _record(self, conn: sqlite3.Connection, run: RunRecord, cases: Iterable[CaseRecord]
-                ) -> int:
-        values = [_to_sql(name, getattr(run, name)) for name in RUN_COLUMNS]
-        names = ", ".join(RUN_COLUMNS)
-        updates = ", ".join(f"{n} = excluded.{n}" for n in RUN_COLUMNS if n != "run_id")
-        conn.execute(f"INSERT INTO runs ({names}) VALUES ({', '.join('?' * len(values))}) "
-                     f"ON CONFLICT(run_id) DO UPDATE SET {updates}", values)
-        run_row = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()[0]
-        quoted = ", ".join(f'"{c}"' for c in CASE_COLUMNS)
-        case_updates = ", ".join(f'"{c}" = excluded."{c}"' for c in CASE_COLUMNS
-                                 if c not in ("kind", "key"))
-        insert = (f"INSERT INTO cases (run, {quoted}) VALUES ({', '.join('?' * (len(CASE_COLUMNS) + 1))}) "
-                  f"ON CONFLICT(run, kind, key) DO UPDATE SET {case_updates}")
-        # A batch of cases at a time, each statement over the whole batch (10^5 cases: a
-        # statement per row and a lookup of its id cost most of a large run's end); a case's
-        # samples find their row through the unique index, inside SQLite. A case listed
-        # twice is written twice, the later one winning, as row by row. Only a batch of the
-        # records exists at once: `cases` may be a generator.
-        # The cases' indexes of a large run outgrow SQLite's default page cache (2 MB):
-        # every insert then reads and writes index pages through the file.
-        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-        row_of = _case_row(run_row)
-        written = 0
-        for batch in _batches(cases, _RECORD_BATCH):
-            conn.executemany(insert, map(row_of, batch))
-            conn.executemany(
-                "INSERT INTO samples SELECT id, ?, ?, ? FROM cases WHERE run = ? AND kind = ? "
-                "AND key = ? ON CONFLICT(case_row) DO UPDATE SET encoding = excluded.encoding, "
-                "count = excluded.count, data = excluded.data",
-                ((SAMPLES_ENCODING, len(case.samples), encode_samples(case.samples), run_row,
-                  case.kind, case.key) for case in batch if case.samples))
-            conn.executemany(
-                "DELETE FROM samples WHERE case_row = (SELECT id FROM cases WHERE run = ? AND "
-                "kind = ? AND key = ?)",
-                ((run_row, case.kind, case.key) for case in batch if not case.samples))
-            written += len(batch)
-        return written
 
     def merge_from(self, other: HistoryStore) -> tuple[int, int]:
         """Every run of `other` upserted here, each in its own transaction: (runs, cases)."""
@@ -731,22 +702,74 @@ def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def _case_row(run_row: int) -> Callable[[CaseRecord], list]:
-    """A case's `INSERT INTO cases` values: `_to_sql` of each column, with the checks that
-    cannot change what SQLite stores left out (it stores a NaN as NULL and a bool as 0/1
-    itself); only the JSON columns are converted."""
-    values = attrgetter(*CASE_COLUMNS)
-    json_at = [i for i, name in enumerate(CASE_COLUMNS) if name in JSON_FIELDS]
-    encode = _JSON.encode
+def run_values(run: RunRecord) -> list:
+    """The run's `INSERT INTO runs` values, in RUN_COLUMNS order."""
+    return [_to_sql(name, getattr(run, name)) for name in RUN_COLUMNS]
 
-    def row(case: CaseRecord) -> list:
-        found = [run_row, *values(case)]
-        for index in json_at:
-            value = found[index + 1]
-            if not isinstance(value, str):
-                found[index + 1] = encode(value)
-        return found
-    return row
+
+_CASE_VALUES = attrgetter(*CASE_COLUMNS)
+_JSON_AT = [i for i, name in enumerate(CASE_COLUMNS) if name in JSON_FIELDS]
+
+
+def case_values(batch: list[CaseRecord]) -> tuple[list[list], list[tuple], list[tuple]]:
+    """What `_RunWriter.write` writes of a batch of cases: their `cases` values (CASE_COLUMNS
+    order: `_to_sql` of each column, with the checks that cannot change what SQLite stores
+    left out, it stores a NaN as NULL and a bool as 0/1 itself; only the JSON columns are
+    converted), their encoded samples, and the keys of the cases that have none."""
+    rows = []
+    encode = _JSON.encode
+    for case in batch:
+        found = list(_CASE_VALUES(case))
+        for index in _JSON_AT:
+            if not isinstance(found[index], str):
+                found[index] = encode(found[index])
+        rows.append(found)
+    samples = [(SAMPLES_ENCODING, len(case.samples), encode_samples(case.samples), case.kind,
+                case.key) for case in batch if case.samples]
+    empty = [(case.kind, case.key) for case in batch if not case.samples]
+    return rows, samples, empty
+
+
+class _RunWriter:
+    """One run's upsert, inside the caller's transaction on `conn`: the run's row at once,
+    then its cases a batch at a time (`write`); the same statements in this process and in
+    the child that records a large run (history/recorder.py)."""
+
+    def __init__(self, conn: sqlite3.Connection, run: list) -> None:
+        names = ", ".join(RUN_COLUMNS)
+        updates = ", ".join(f"{n} = excluded.{n}" for n in RUN_COLUMNS if n != "run_id")
+        conn.execute(f"INSERT INTO runs ({names}) VALUES ({', '.join('?' * len(run))}) "
+                     f"ON CONFLICT(run_id) DO UPDATE SET {updates}", run)
+        run_row = int(conn.execute("SELECT id FROM runs WHERE run_id = ?",
+                                   (run[RUN_COLUMNS.index("run_id")],)).fetchone()[0])
+        quoted = ", ".join(f'"{c}"' for c in CASE_COLUMNS)
+        case_updates = ", ".join(f'"{c}" = excluded."{c}"' for c in CASE_COLUMNS
+                                 if c not in ("kind", "key"))
+        # The run's row id is SQLite's own integer, written into the statements: the rows
+        # are made without it (in the parent, for a child that learns it only here).
+        self.insert = (f"INSERT INTO cases (run, {quoted}) VALUES ({run_row}, "
+                       f"{', '.join('?' * len(CASE_COLUMNS))}) "
+                       f"ON CONFLICT(run, kind, key) DO UPDATE SET {case_updates}")
+        self.samples = (f"INSERT INTO samples SELECT id, ?, ?, ? FROM cases WHERE run = {run_row} "
+                        f"AND kind = ? AND key = ? ON CONFLICT(case_row) DO UPDATE SET "
+                        f"encoding = excluded.encoding, count = excluded.count, "
+                        f"data = excluded.data")
+        self.delete = (f"DELETE FROM samples WHERE case_row = (SELECT id FROM cases WHERE "
+                       f"run = {run_row} AND kind = ? AND key = ?)")
+        # The cases' indexes of a large run outgrow SQLite's default page cache (2 MB):
+        # every insert then reads and writes index pages through the file.
+        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        self.conn = conn
+
+    def write(self, rows: list[list], samples: list[tuple], empty: list[tuple]) -> int:
+        """A batch of `case_values`, each statement over the whole batch (10^5 cases: a
+        statement per row and a lookup of its id cost most of a large run's end); a case's
+        samples find their row through the unique index, inside SQLite. A case listed twice
+        is written twice, the later one winning, as row by row."""
+        self.conn.executemany(self.insert, rows)
+        self.conn.executemany(self.samples, samples)
+        self.conn.executemany(self.delete, empty)
+        return len(rows)
 
 
 # `json.dumps(value, sort_keys=True, default=str)`, its encoder made once.

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..db.child import child_env
 from ..db.columns import COUNTERS
 from ..db.errors import EXIT_DATA, ContractError, NpuperfError
 from ..db.lock import writer_alive
@@ -89,7 +90,7 @@ class ChildRead:
                 [python, "-m", __name__, str(self.workdir / "spec.json"), str(self.workdir),
                  str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=_child_env())
+                env=child_env())
         except OSError as exc:
             self.start_error = f"cannot start: {exc.strerror or exc}"
 
@@ -146,14 +147,6 @@ def remove_stale_workdirs() -> list[Path]:
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
     return removed
-
-
-def _child_env() -> dict[str, str]:
-    """This process's environment, with this package's directory first on the child's path
-    (the parent may have found it through its own sys.path, not the environment)."""
-    root = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, path] if path else [root])}
 
 
 def _read_meta(workdir: Path) -> dict | None:

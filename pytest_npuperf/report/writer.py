@@ -43,10 +43,10 @@ def write_reports(outcome: WriteOutcome, results: list[CaseResult],
     with tempfile.TemporaryFile(prefix="npuperf_run_json_") as spool:
         cases = spool_cases(results, spool)
         gaps = gap_rows_csv(outcome)
+        if callable(history):  # first: waiting for it is in the session's wall time
+            history = history()
         if callable(session):
             session = session()
-        if callable(history):
-            history = history()
         texts = {paths.markdown: render_markdown(outcome, results, session, baseline=baseline,
                                                  history=history),
                  paths.gap_csv: gaps,

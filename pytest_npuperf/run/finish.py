@@ -39,6 +39,7 @@ from ..replay.outcome import SessionInfo
 
 if TYPE_CHECKING:
     from ..history.keeper import HistoryKeeper
+    from ..history.recorder import Recording
     from ..report.names import ReportPaths
     from .model_profile import DemoProfile
 
@@ -162,6 +163,9 @@ class _Steps:
     def __init__(self, end: RunEnd, keeper: HistoryKeeper) -> None:
         self.end = end
         self.keeper = keeper
+        self.recording: Recording | None = None  # the history being recorded
+        self.recorded = True  # False: the history was to be recorded and is not
+        self.history_wait_s = 0.0  # waited for a child recording the history
 
     def attempt(self, step: Callable[[], object], failed: str, interrupted: str) -> bool:
         """Run a writing step; a failure or Ctrl-C becomes a note (nothing half written)."""
@@ -222,9 +226,28 @@ class _Steps:
                          baseline=facts.baseline or "", root=facts.root, good=good)
 
         def record() -> None:
-            end.recorded = keeper.record(run, cases)
-        return self.attempt(record, "history not recorded", "interrupted while recording the "
-                                                            "history: nothing was recorded")
+            self.recording = keeper.record(run, cases, len(end.results) + len(extra))
+        self.recorded = self.attempt(record, "history not recorded", "interrupted while "
+                                     "recording the history: nothing was recorded")
+        return self.recorded
+
+    def history_done(self) -> bool:
+        """Wait for the history a child process is still recording (a large run: the figures
+        and the reports are made meanwhile); False when the run was not recorded."""
+        recording, self.recording = self.recording, None
+        if recording is None or not recording.pending:
+            if recording is not None:
+                self.end.recorded = recording.written
+            return self.recorded
+
+        def wait() -> None:
+            try:
+                self.end.recorded = recording.result()
+            finally:
+                self.history_wait_s += recording.waited_s
+        self.recorded = self.attempt(wait, "history not recorded", "interrupted while the "
+                                     "history was recorded: nothing was recorded")
+        return self.recorded
 
     def draw_figures(self) -> None:
         """The report's figures (SVG text, report/figures.py, imported here only; none
@@ -243,9 +266,10 @@ class _Steps:
             end.figures = {}
 
     def write_reports(self, reports_dir: Path, inside: Path | None,
-                      info: Callable[[], SessionInfo]) -> bool:
+                      info: Callable[[], SessionInfo], history: Callable[[], str]) -> bool:
         """`info`: the session as the reports state it, asked for once their bulk is
-        rendered (and kept in `end.info`: the terminal summary says the same)."""
+        rendered (and kept in `end.info`: the terminal summary says the same); `history`:
+        the line saying where the run was recorded, asked for before it."""
         from ..report.writer import write_reports
 
         end = self.end
@@ -259,7 +283,7 @@ class _Steps:
                 check_inside(inside, Path(reports_dir) / "report")
             end.paths = write_reports(end.outcome, end.results, session, Path(reports_dir),
                                       figures=end.figures, baseline=end.baseline,
-                                      history=end.history_line)
+                                      history=history)
         return self.attempt(write, "reports not written", "interrupted while writing the "
                                                           "reports: none was written")
 
@@ -311,11 +335,11 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
             return end
         entered = time.perf_counter()
         status = 1 if end.slower else facts.exit_status  # the run fails on a case judged here
-        # (On a thread beside the figures and reports, the history took longer than both
-        # one after the other: SQLite hands the interpreter back at every row, and waits
-        # for it at every row.)
+        # A large run's history is written by a child process while the figures and the
+        # reports are made here (history/recorder.py); the reports wait for it last.
         with clock.part(HISTORY):
-            recorded = steps.record_history(status, extra_cases, facts.good) if record else True
+            if record:
+                steps.record_history(status, extra_cases, facts.good)
         if reports and target.reports_dir is not None and facts.figures:
             with clock.part(FIGURES):
                 steps.draw_figures()
@@ -323,16 +347,25 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
         if reports and target.reports_dir is not None:
             rendering = time.perf_counter()
 
+            def history_line() -> str:
+                steps.history_done()
+                return end.history_line()
+
             # The wall time runs to the reports (measure/overhead.py: one definition): the
             # history, the figures and the bulk of the reports count; what is left is
-            # rendering their summaries and writing the files.
+            # rendering their summaries and writing the files. The wait for the history's
+            # child is the history's.
             def reported() -> SessionInfo:
-                clock.add(REPORTS, time.perf_counter() - rendering)
+                clock.add(HISTORY, steps.history_wait_s)
+                clock.add(REPORTS, time.perf_counter() - rendering - steps.history_wait_s)
                 return _with_parts(dataclasses.replace(
                     end.info, wall_s=end.info.wall_s + time.perf_counter() - entered), clock)
-            written = steps.write_reports(target.reports_dir, target.inside, reported)
+            written = steps.write_reports(target.reports_dir, target.inside, reported,
+                                          history_line)
         else:
             written = True
+        with clock.part(HISTORY):
+            recorded = steps.history_done()
         if not (reports and target.reports_dir is not None):
             end.info = _with_parts(dataclasses.replace(
                 end.info, wall_s=end.info.wall_s + time.perf_counter() - entered), clock)
@@ -340,6 +373,7 @@ def finish_run(facts: RunFacts, results: list, target: Target, *,
         return end
     finally:
         end.baseline = keeper.label
+        steps.history_done()  # a step's error on its way out: the history's outcome known first
         if own_keeper:
             keeper.close()
 

@@ -1,0 +1,193 @@
+"""A run recorded in the history: in this process, or, for a large run, by a child process
+while this one goes on (the figures and the reports) on another core.
+
+Recording 2 x 10^5 cases takes about 8 s, half of it SQLite binding and inserting the rows. On
+a thread that half would overlap nothing: the sqlite3 module hands the interpreter back and
+waits for it at every row. So a run of `CHILD_MIN_CASES` cases or more is recorded by a child
+(`python -m pytest_npuperf.history.recorder HISTORY`, a fresh interpreter): this process makes
+each batch's values (`store.case_values`: the records are objects of this process) and pickles
+them to the child's stdin; the child runs the same statements (`store.RunWriter`) in one
+transaction and answers one JSON line on its stdout. The caller learns what recording here
+would tell it: the cases written, or the HistoryError (`Recording.result`).
+
+Nothing is half recorded. The child commits only on the `commit` message, sent after the last
+case: an error or Ctrl-C in this process while the cases are sent closes the child's input
+before it, and the child rolls back; a process killed then leaves its input closed the same
+way. Ctrl-C at the terminal reaches the child too: a child interrupted before its commit
+records nothing, and says so. A child that cannot be started leaves the run to be recorded
+here, as a small run is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pickle
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ..db.child import child_env
+from ..db.errors import NpuperfError
+from .records import CaseRecord, RunRecord
+from .store import RECORD_BATCH, HistoryError, HistoryStore, _batches, case_values, run_values
+
+# Runs with fewer cases are recorded in-process: a child costs ~0.1 s to start and a pickle of
+# every row; 10^4 cases take about 0.4 s to record.
+CHILD_MIN_CASES = 20_000
+_PICKLE = pickle.HIGHEST_PROTOCOL
+_INTERRUPTED = 130  # the child's exit status after Ctrl-C (the shell's 128 + SIGINT)
+
+
+class Recording:
+    """A run being recorded; `result()`: the cases written, or the HistoryError of a run not
+    recorded. In-process, the result is known at once."""
+
+    def __init__(self, path: Path, written: int = 0,
+                 child: subprocess.Popen | None = None) -> None:
+        self.path = path
+        self.written = written
+        self.child = child
+        self.waited_s = 0.0  # how long `result` waited for the child
+
+    @property
+    def pending(self) -> bool:
+        return self.child is not None
+
+    def result(self) -> int:
+        child = self.child
+        if child is None:
+            return self.written
+        started = time.perf_counter()
+        try:
+            answer, failure = _answer(child, self.path)
+        finally:
+            self.waited_s += time.perf_counter() - started
+        self.child = None
+        if failure is not None:
+            raise HistoryError(failure)
+        self.written = int(answer["written"])
+        return self.written
+
+
+def record_run(path: Path, run: RunRecord, cases: Iterable[CaseRecord], count: int, *,
+               min_cases: int = CHILD_MIN_CASES, python: str = sys.executable) -> Recording:
+    """Start recording `run` and its `count` `cases` (an iterable made as it is read) in the
+    history at `path`; a run of `min_cases` or more is recorded by a child process, which this
+    returns before it has finished."""
+    path = Path(path)
+    with HistoryStore(path) as store:  # checked (migrated if older) before any case is sent
+        child = _start(path, python) if count >= min_cases else None
+        if child is None:
+            return Recording(path, store.record(run, cases))
+    try:
+        sent = _send(child, ("run", run_values(run)))
+        for batch in _batches(cases, RECORD_BATCH):
+            if not (sent := sent and _send(child, ("cases", *case_values(batch)))):
+                break  # the child ended: its answer says why
+        if sent:
+            _send(child, ("commit",))
+        with contextlib.suppress(OSError):
+            child.stdin.close()
+    except BaseException:
+        _abandon(child, path)
+        raise
+    return Recording(path, child=child)
+
+
+def _start(path: Path, python: str) -> subprocess.Popen | None:
+    try:
+        return subprocess.Popen([python, "-m", __name__, str(path)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
+    except OSError:
+        return None
+
+
+def _send(child: subprocess.Popen, message: tuple) -> bool:
+    """False when the child no longer reads (it failed: its answer says why)."""
+    try:
+        pickle.dump(message, child.stdin, _PICKLE)
+        return True
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+
+
+def _abandon(child: subprocess.Popen, path: Path) -> None:
+    """The child's input closed before its commit: it rolls back; waited for, so that
+    nothing of it outlives the caller's error."""
+    with contextlib.suppress(OSError):
+        child.stdin.close()
+    with contextlib.suppress(BaseException):
+        _answer(child, path)
+
+
+def _answer(child: subprocess.Popen, path: Path) -> tuple[dict, str | None]:
+    """The child's answer once it has ended, and why the run was not recorded (None: it was).
+    Both of its outputs are small (a line; a traceback): they fit the pipes it waits on."""
+    try:
+        child.wait()
+    except KeyboardInterrupt:
+        child.wait()  # interrupted with it (one terminal): it is ending; learn how first
+        raise
+    out = child.stdout.read().decode(errors="replace") if child.stdout else ""
+    err = child.stderr.read().decode(errors="replace") if child.stderr else ""
+    for stream in (child.stdout, child.stderr):
+        if stream is not None:
+            stream.close()
+    try:
+        answer = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+    except ValueError:
+        answer = {}
+    if child.returncode == 0 and "written" in answer:
+        return answer, None
+    if "error" in answer:
+        return answer, str(answer["error"])
+    if child.returncode == _INTERRUPTED:
+        why = "its child process was interrupted (Ctrl-C) before the commit"
+    else:
+        lines = err.strip().splitlines()
+        why = (f"its child process ended with exit status {child.returncode}"
+               + (f" ({lines[-1]})" if lines else ""))
+    return answer, f"{path}: run not recorded: {why}"
+
+
+# -- the child -------------------------------------------------------------------------------
+class _Incomplete(Exception):
+    """The parent's messages ended before its `commit`."""
+
+
+def _child(path: Path, source, reply) -> int:
+    """Read the run and its batches from `source`, record them in one transaction, answer on
+    `reply`; the exit status."""
+    def batches() -> Iterator[tuple]:
+        while True:
+            try:
+                message = pickle.load(source)
+            except EOFError:
+                raise _Incomplete from None
+            if message[0] == "commit":
+                return
+            yield message[1:]
+
+    try:
+        kind, run = pickle.load(source)
+        if kind != "run":
+            raise _Incomplete
+        with HistoryStore(path) as store:
+            answer = {"written": store.record_values(run, batches())}
+    except (_Incomplete, EOFError):
+        answer = {"error": f"{path}: run not recorded: this process ended before its last case "
+                           f"was sent"}
+    except NpuperfError as exc:
+        answer = {"error": str(exc)}
+    except KeyboardInterrupt:
+        return _INTERRUPTED  # rolled back (store.py's transaction)
+    reply.write(json.dumps(answer) + "\n")
+    reply.flush()
+    return 0 if "written" in answer else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_child(Path(sys.argv[1]), sys.stdin.buffer, sys.stdout))
