@@ -135,3 +135,52 @@ def test_a_hand_off_of_the_first_format_is_a_one_line_error(db, tmp_path, npuper
     code, _, err = npuperf("backfill", "--profile", tmp_path / "run", "--db", db)
     assert code == 1 and err.count("\n") == 1, err
     assert "another npuperf version (schema npuperf-handoff/1)" in err
+
+
+def test_a_large_runs_history_recorded_by_a_child_is_the_same_and_fails_the_same(
+        db, tmp_path, npuperf, monkeypatch):
+    """Past CHILD_MIN_CASES the history is recorded by a child process while the figures and
+    reports are made: the run reads back as one recorded here would, the reports say where
+    it went; a history the child cannot write fails the run with the same note, and the
+    database and the reports are still written."""
+    from pytest_npuperf.history import recorder
+    from pytest_npuperf.history.store import HistoryStore
+
+    refs = {r.kernel_type + str(r.position): r for r in CaseCatalog(db).cases()}
+    rms, mm = refs["RmsNorm0"], refs["MatMulV21"]
+    summaries(prof_dir(tmp_path / "prof"), calls("RmsNorm", T0 + 10, 6, base=4.0)
+              + calls("MatMulV2", T0 + 1010, 5, base=9.0),
+              [Range(rms.case_id, T0, T0 + 100), Range(mm.case_id, T0 + 1000, T0 + 1100)])
+    histories = {}
+    for name, min_cases in (("here", 10**9), ("child", 1)):
+        monkeypatch.setattr(recorder, "CHILD_MIN_CASES", min_cases)
+        histories[name] = tmp_path / f"{name}.sqlite"
+        code, out, err = npuperf("backfill", "--profile", tmp_path / "prof", "--db", db,
+                                 "--history", histories[name])
+        assert code == 0, err
+        assert ("history recorded by a child process" in out) == (name == "child")
+        assert f"recorded in {histories[name]} (2 case(s))" in out
+    report = max(db.glob("reports/replay_report_*.md"), key=lambda p: p.stat().st_mtime)
+    assert f"recorded in {histories['child']} (2 case(s))" in report.read_text()
+    read = {}
+    for name, path in histories.items():
+        with HistoryStore(path, readonly=True) as store:
+            [run] = store.runs()
+            read[name] = sorted((c.key, c.median_us, c.samples) for c in
+                                store.run_cases(run.run_id))
+    assert read["child"] == read["here"] and len(read["child"]) == 2
+
+    import sqlite3
+
+    with sqlite3.connect(histories["child"]) as conn:
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON cases "
+                     "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+    reports = len(list(db.glob("reports/run_*.json")))
+    code, out, err = npuperf("backfill", "--profile", tmp_path / "prof", "--db", db,
+                             "--history", histories["child"])
+    assert code == 1
+    assert "history not recorded: " in out + err and "refused by the test" in out + err
+    assert "run not recorded in" in out + err
+    assert len(list(db.glob("reports/run_*.json"))) == reports + 1
+    with HistoryStore(histories["child"], readonly=True) as store:
+        assert len(store.runs()) == 1

@@ -200,3 +200,39 @@ def test_the_run_json_written_in_pieces_is_the_same_text(monkeypatch) -> None:
                 raw.seek(0)
                 assert raw.read().decode() == dumps_run_json(run_json(outcome(), chosen,
                                                                       session())), target
+
+
+def test_a_case_line_is_the_same_json_from_orjson_and_from_the_stdlib(monkeypatch) -> None:
+    """orjson writes the case lines when it is installed, the stdlib when it is not (or for
+    a value orjson refuses): the same JSON either way, read back equal, and the run JSON
+    written in pieces is still its one text under each."""
+    import numpy as np
+
+    from pytest_npuperf.report import runjson
+    from pytest_npuperf.report.runjson import case_json, case_line
+
+    results = session_results()
+    odd = dataclasses.replace(results[0], case_id="MatMulV2-\u00e9t\u00e9-\u2211", wall_s=1e-05,
+                              precision=1e16)
+    odd.extra_kernels = {"Cast": np.float64(0.25), "7": 2**40}
+    odd.regression = {"verdict": "SAME", "ratio": np.float64(1.5), "big": 2**70}
+    cases = [case_json(r) for r in [*results, odd]]
+    have_orjson = runjson.orjson is not None
+    fast = [case_line(c) for c in cases]
+    monkeypatch.setattr(runjson, "orjson", None)
+    plain = [case_line(c) for c in cases]
+    assert [json.loads(line) for line in fast] == [json.loads(line) for line in plain]
+    assert json.loads(plain[-1])["regression"]["big"] == 2**70  # beyond orjson's 64 bits
+    assert json.loads(plain[-1])["extra_kernels"]["Cast"] == 0.25
+    assert b"\\u" not in plain[-1] and "\u2211".encode() in plain[-1]  # UTF-8, not escapes
+    if have_orjson:
+        assert fast[0] == plain[0]  # compact, the same separators: these values, byte for byte
+    for chosen in (results, []):
+        with tempfile.TemporaryFile() as spool, io.BytesIO() as raw:
+            count = spool_cases(chosen, spool)
+            handle = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            spooled_run_json(run_json(outcome(), chosen, session(), cases=False), spool,
+                             count)(handle)
+            handle.flush()
+            assert raw.getvalue().decode() == dumps_run_json(run_json(outcome(), chosen,
+                                                                      session()))

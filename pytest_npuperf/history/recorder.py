@@ -23,16 +23,19 @@ from __future__ import annotations
 import contextlib
 import json
 import pickle
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..db.child import child_env
+from ..db.child import child_env, peak_mib
 from ..db.errors import NpuperfError
+from . import store as _store
 from .records import CaseRecord, RunRecord
-from .store import RECORD_BATCH, HistoryError, HistoryStore, _batches, case_values, run_values
+from .store import HistoryError, HistoryStore, _batches, case_values, run_values
 
 # Runs with fewer cases are recorded in-process: a child costs ~0.1 s to start and a pickle of
 # every row; 10^4 cases take about 0.4 s to record.
@@ -45,12 +48,12 @@ class Recording:
     """A run being recorded; `result()`: the cases written, or the HistoryError of a run not
     recorded. In-process, the result is known at once."""
 
-    def __init__(self, path: Path, written: int = 0,
-                 child: subprocess.Popen | None = None) -> None:
+    def __init__(self, path: Path, written: int = 0, child: _Child | None = None) -> None:
         self.path = path
         self.written = written
         self.child = child
         self.waited_s = 0.0  # how long `result` waited for the child
+        self.child_peak_mib: float | None = None  # the child's peak memory, once it is done
 
     @property
     def pending(self) -> bool:
@@ -62,65 +65,87 @@ class Recording:
             return self.written
         started = time.perf_counter()
         try:
-            answer, failure = _answer(child, self.path)
+            child.writer.shutdown(wait=True)  # its input written and closed
+            answer, failure = _answer(child.proc, self.path)
         finally:
             self.waited_s += time.perf_counter() - started
         self.child = None
         if failure is not None:
             raise HistoryError(failure)
         self.written = int(answer["written"])
+        self.child_peak_mib = float(answer.get("peak_mib") or 0.0)
         return self.written
 
 
 def record_run(path: Path, run: RunRecord, cases: Iterable[CaseRecord], count: int, *,
-               min_cases: int = CHILD_MIN_CASES, python: str = sys.executable) -> Recording:
+               min_cases: int | None = None, python: str = sys.executable) -> Recording:
     """Start recording `run` and its `count` `cases` (an iterable made as it is read) in the
-    history at `path`; a run of `min_cases` or more is recorded by a child process, which this
-    returns before it has finished."""
+    history at `path`; a run of `min_cases` (default CHILD_MIN_CASES) or more is recorded by
+    a child process, which this returns before it has finished."""
     path = Path(path)
+    min_cases = CHILD_MIN_CASES if min_cases is None else min_cases
     with HistoryStore(path) as store:  # checked (migrated if older) before any case is sent
-        child = _start(path, python) if count >= min_cases else None
+        child = _Child.start(path, python) if count >= min_cases else None
         if child is None:
             return Recording(path, store.record(run, cases))
     try:
-        sent = _send(child, ("run", run_values(run)))
-        for batch in _batches(cases, RECORD_BATCH):
-            if not (sent := sent and _send(child, ("cases", *case_values(batch)))):
-                break  # the child ended: its answer says why
-        if sent:
-            _send(child, ("commit",))
-        with contextlib.suppress(OSError):
-            child.stdin.close()
+        if child.send(("run", run_values(run))):
+            for batch in _batches(cases, _store.RECORD_BATCH):
+                if not child.send(("cases", *case_values(batch))):
+                    break  # the child ended: its answer says why
+            else:
+                child.send(("commit",))
+        child.end_input()
     except BaseException:
-        _abandon(child, path)
+        child.end_input(abandon=True)
+        with contextlib.suppress(BaseException):
+            _answer(child.proc, path)  # nothing of it outlives the caller's error
         raise
     return Recording(path, child=child)
 
 
-def _start(path: Path, python: str) -> subprocess.Popen | None:
-    try:
-        return subprocess.Popen([python, "-m", __name__, str(path)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
-    except OSError:
-        return None
+class _Child:
+    """The child process, and the thread that writes to its input: a write waits for the
+    child there, not here (the child may lag this process by a batch or more, which this
+    process spends on its figures and reports meanwhile)."""
 
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="npuperf-history")
 
-def _send(child: subprocess.Popen, message: tuple) -> bool:
-    """False when the child no longer reads (it failed: its answer says why)."""
-    try:
-        pickle.dump(message, child.stdin, _PICKLE)
+    @classmethod
+    def start(cls, path: Path, python: str) -> _Child | None:
+        try:
+            return cls(subprocess.Popen([python, "-m", __name__, str(path)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env=child_env()))
+        except OSError:
+            return None
+
+    def send(self, message: tuple) -> bool:
+        """False when the child has ended (it failed: its answer says why)."""
+        if self.proc.poll() is not None:
+            return False
+        self.writer.submit(self._write, pickle.dumps(message, _PICKLE))
         return True
-    except (BrokenPipeError, ConnectionResetError):
-        return False
 
+    def _write(self, data: bytes) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.proc.stdin.write(data)  # (failing: the child ended; its answer says why)
 
-def _abandon(child: subprocess.Popen, path: Path) -> None:
-    """The child's input closed before its commit: it rolls back; waited for, so that
-    nothing of it outlives the caller's error."""
-    with contextlib.suppress(OSError):
-        child.stdin.close()
-    with contextlib.suppress(BaseException):
-        _answer(child, path)
+    def _close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+
+    def end_input(self, *, abandon: bool = False) -> None:
+        """The child's input closed after the writes sent so far; `abandon`: at once, the
+        writes not begun dropped (before the `commit`: the child rolls back), waited for."""
+        if abandon:
+            self.writer.shutdown(wait=True, cancel_futures=True)
+            self._close()
+        else:
+            self.writer.submit(self._close)
+            self.writer.shutdown(wait=False)
 
 
 def _answer(child: subprocess.Popen, path: Path) -> tuple[dict, str | None]:
@@ -144,7 +169,7 @@ def _answer(child: subprocess.Popen, path: Path) -> tuple[dict, str | None]:
         return answer, None
     if "error" in answer:
         return answer, str(answer["error"])
-    if child.returncode == _INTERRUPTED:
+    if child.returncode in (_INTERRUPTED, -signal.SIGINT):  # (-: before Python's handler was set)
         why = "its child process was interrupted (Ctrl-C) before the commit"
     else:
         lines = err.strip().splitlines()
@@ -176,7 +201,8 @@ def _child(path: Path, source, reply) -> int:
         if kind != "run":
             raise _Incomplete
         with HistoryStore(path) as store:
-            answer = {"written": store.record_values(run, batches())}
+            answer = {"written": store.record_values(run, batches()),
+                      "peak_mib": peak_mib()}
     except (_Incomplete, EOFError):
         answer = {"error": f"{path}: run not recorded: this process ended before its last case "
                            f"was sent"}

@@ -715,7 +715,7 @@ def case_values(batch: list[CaseRecord]) -> tuple[list[list], list[tuple], list[
     """What `_RunWriter.write` writes of a batch of cases: their `cases` values (CASE_COLUMNS
     order: `_to_sql` of each column, with the checks that cannot change what SQLite stores
     left out, it stores a NaN as NULL and a bool as 0/1 itself; only the JSON columns are
-    converted), their encoded samples, and the keys of the cases that have none."""
+    converted), their samples with their keys, and the keys of the cases that have none."""
     rows = []
     encode = _JSON.encode
     for case in batch:
@@ -724,8 +724,7 @@ def case_values(batch: list[CaseRecord]) -> tuple[list[list], list[tuple], list[
             if not isinstance(found[index], str):
                 found[index] = encode(found[index])
         rows.append(found)
-    samples = [(SAMPLES_ENCODING, len(case.samples), encode_samples(case.samples), case.kind,
-                case.key) for case in batch if case.samples]
+    samples = [(case.samples, case.kind, case.key) for case in batch if case.samples]
     empty = [(case.kind, case.key) for case in batch if not case.samples]
     return rows, samples, empty
 
@@ -767,7 +766,9 @@ class _RunWriter:
         samples find their row through the unique index, inside SQLite. A case listed twice
         is written twice, the later one winning, as row by row."""
         self.conn.executemany(self.insert, rows)
-        self.conn.executemany(self.samples, samples)
+        # Encoded here: in the child that records a large run, not in its busy parent.
+        self.conn.executemany(self.samples, ((SAMPLES_ENCODING, len(values), encode_samples(values),
+                                              kind, key) for values, kind, key in samples))
         self.conn.executemany(self.delete, empty)
         return len(rows)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..db.child import child_env
+from ..db.child import child_env, peak_mib
 from ..db.columns import COUNTERS
 from ..db.errors import EXIT_DATA, ContractError, NpuperfError
 from ..db.lock import writer_alive
@@ -251,8 +250,7 @@ def _child(spec_path: Path, out: Path, parent: int | None = None) -> int:
     if "error" not in meta:
         start = out / "start"
         spool.join_counters(start.stat().st_size // 8 if start.exists() else 0)
-    # ru_maxrss is in KiB on Linux: the parent reports it, to be added to its own peak.
-    meta["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    meta["peak_mib"] = peak_mib()  # the parent reports it, to be added to its own peak
     partial = out / f"{_META}.part"  # written whole or not at all
     partial.write_text(json.dumps(meta), encoding="utf-8")
     partial.replace(out / _META)

@@ -245,6 +245,8 @@ class _Steps:
                 self.end.recorded = recording.result()
             finally:
                 self.history_wait_s += recording.waited_s
+            self.end.notes.append(f"history recorded by a child process (its peak memory "
+                                  f"{recording.child_peak_mib:.0f} MiB)")
         self.recorded = self.attempt(wait, "history not recorded", "interrupted while the "
                                      "history was recorded: nothing was recorded")
         return self.recorded
