@@ -168,3 +168,24 @@ def test_the_child_is_started_as_this_package_finds_itself(tmp_path, monkeypatch
     recording = record_run(tmp_path / "h.sqlite", run("r1", 2), iter(cases()), 10, min_cases=1,
                            python=sys.executable)
     assert recording.pending and recording.result() == 10
+
+
+def test_ctrl_c_while_waiting_for_a_child_that_had_committed_keeps_what_it_recorded(tmp_path):
+    """This process interrupted while it waits: the child is waited for, its answer read
+    (the run is recorded: `written` says so), then the interrupt goes on."""
+    path = tmp_path / "history.sqlite"
+    recording = record_run(path, run("r1", 2), iter(cases()), 10, min_cases=1)
+    proc = recording.child.proc
+    real_wait, calls = proc.wait, []
+
+    def wait(*args, **kwargs):
+        calls.append(real_wait(*args, **kwargs))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return calls[-1]
+
+    proc.wait = wait
+    with pytest.raises(KeyboardInterrupt):
+        recording.result()
+    assert recording.written == 10 and not recording.pending
+    assert len(contents(path)["cases"]) == 9

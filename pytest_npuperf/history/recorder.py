@@ -6,9 +6,10 @@ a thread that half would overlap nothing: the sqlite3 module hands the interpret
 waits for it at every row. So a run of `CHILD_MIN_CASES` cases or more is recorded by a child
 (`python -m pytest_npuperf.history.recorder HISTORY`, a fresh interpreter): this process makes
 each batch's values (`store.case_values`: the records are objects of this process) and pickles
-them to the child's stdin; the child runs the same statements (`store.RunWriter`) in one
-transaction and answers one JSON line on its stdout. The caller learns what recording here
-would tell it: the cases written, or the HistoryError (`Recording.result`).
+them to the child's stdin (a thread writes them: the child may lag a batch or more); the child
+records them as this process would (`HistoryStore.record_values`), in one transaction, and
+answers one JSON line on its stdout. The caller learns what recording here would tell it: the
+cases written, or the HistoryError (`Recording.result`).
 
 Nothing is half recorded. The child commits only on the `commit` message, sent after the last
 case: an error or Ctrl-C in this process while the cases are sent closes the child's input
@@ -64,16 +65,27 @@ class Recording:
         if child is None:
             return self.written
         started = time.perf_counter()
+        interrupted = False
         try:
             child.writer.shutdown(wait=True)  # its input written and closed
+            try:
+                child.proc.wait()
+            except KeyboardInterrupt:
+                # Interrupted with it (one terminal): it is ending; how, is learnt first
+                # (`written` says whether it had committed).
+                interrupted = True
+                child.proc.wait()
             answer, failure = _answer(child.proc, self.path)
         finally:
             self.waited_s += time.perf_counter() - started
         self.child = None
+        if failure is None:
+            self.written = int(answer["written"])
+            self.child_peak_mib = float(answer.get("peak_mib") or 0.0)
+        if interrupted:
+            raise KeyboardInterrupt
         if failure is not None:
             raise HistoryError(failure)
-        self.written = int(answer["written"])
-        self.child_peak_mib = float(answer.get("peak_mib") or 0.0)
         return self.written
 
 
@@ -99,7 +111,8 @@ def record_run(path: Path, run: RunRecord, cases: Iterable[CaseRecord], count: i
     except BaseException:
         child.end_input(abandon=True)
         with contextlib.suppress(BaseException):
-            _answer(child.proc, path)  # nothing of it outlives the caller's error
+            child.proc.wait()  # nothing of it outlives the caller's error
+            _answer(child.proc, path)
         raise
     return Recording(path, child=child)
 
@@ -149,13 +162,9 @@ class _Child:
 
 
 def _answer(child: subprocess.Popen, path: Path) -> tuple[dict, str | None]:
-    """The child's answer once it has ended, and why the run was not recorded (None: it was).
-    Both of its outputs are small (a line; a traceback): they fit the pipes it waits on."""
-    try:
-        child.wait()
-    except KeyboardInterrupt:
-        child.wait()  # interrupted with it (one terminal): it is ending; learn how first
-        raise
+    """The answer of the child, which has ended, and why the run was not recorded (None: it
+    was). Both of its outputs are small (a line; a traceback): they fit the pipes it was
+    waited on with."""
     out = child.stdout.read().decode(errors="replace") if child.stdout else ""
     err = child.stderr.read().decode(errors="replace") if child.stderr else ""
     for stream in (child.stdout, child.stderr):

@@ -242,13 +242,15 @@ class _Steps:
 
         def wait() -> None:
             try:
-                self.end.recorded = recording.result()
+                recording.result()
             finally:
                 self.history_wait_s += recording.waited_s
+                self.end.recorded = recording.written  # (interrupted after its commit: kept)
             self.end.notes.append(f"history recorded by a child process (its peak memory "
                                   f"{recording.child_peak_mib:.0f} MiB)")
-        self.recorded = self.attempt(wait, "history not recorded", "interrupted while the "
-                                     "history was recorded: nothing was recorded")
+        self.recorded = self.attempt(wait, "history not recorded", "interrupted while a child "
+                                     "process recorded the history (the summary says whether "
+                                     "it had finished)")
         return self.recorded
 
     def draw_figures(self) -> None:
