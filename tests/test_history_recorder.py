@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,10 +109,14 @@ def test_an_error_while_the_cases_are_made_records_nothing(tmp_path, small_batch
     assert contents(path) == {"runs": [], "cases": [], "samples": []}
 
 
+@pytest.mark.parametrize("after_s", [0.0, 0.01, 0.03, 0.5])
 def test_a_child_interrupted_before_its_commit_records_nothing_and_says_so(tmp_path,
-                                                                         small_batches):
+                                                                         small_batches,
+                                                                         after_s):
     """Ctrl-C at a terminal reaches the child too: once it has it, the run is not recorded,
-    whatever this process sends after."""
+    whatever this process sends after. At any moment of the child's life: before Python set
+    its handler (it dies of the signal), while it imports its modules (a traceback), while it
+    reads its input (its own exit status)."""
     path = tmp_path / "history.sqlite"
     with HistoryStore(path):
         pass
@@ -126,6 +131,7 @@ def test_a_child_interrupted_before_its_commit_records_nothing_and_says_so(tmp_p
         made = cases()
         yield from made[:3]
         child = started[0].proc
+        time.sleep(after_s)
         child.send_signal(signal.SIGINT)
         child.wait(timeout=60)
         yield from made[3:]

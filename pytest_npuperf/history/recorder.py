@@ -178,10 +178,12 @@ def _answer(child: subprocess.Popen, path: Path) -> tuple[dict, str | None]:
         return answer, None
     if "error" in answer:
         return answer, str(answer["error"])
-    if child.returncode in (_INTERRUPTED, -signal.SIGINT):  # (-: before Python's handler was set)
+    lines = err.strip().splitlines()
+    # Interrupted in `_child`, before Python set its handler (the signal's own status), or
+    # while its modules were imported (a traceback ending in the exception's name).
+    if child.returncode in (_INTERRUPTED, -signal.SIGINT) or lines[-1:] == ["KeyboardInterrupt"]:
         why = "its child process was interrupted (Ctrl-C) before the commit"
     else:
-        lines = err.strip().splitlines()
         why = (f"its child process ended with exit status {child.returncode}"
                + (f" ({lines[-1]})" if lines else ""))
     return answer, f"{path}: run not recorded: {why}"
