@@ -60,11 +60,20 @@ def run_job(world: int, body: Callable[[ThreadFabric], object], *, timeout_s: fl
     store = dist.HashStore()
     job = next(_jobs)
     results: list[object] = [None] * world
+    # Every rank's control group connected before any body runs: a rank whose body returns at
+    # once drops its group, and a peer still inside gloo's connectFullMesh then fails there
+    # ("Connection closed by peer"), not where the test looks.
+    connected = threading.Barrier(world, timeout=join_s)
 
     def rank_main(rank: int) -> None:
         try:
-            fabric = ThreadFabric(store, job, rank, world, timeout_s,
-                                  (channel_types or {}).get(rank, Channel))
+            try:
+                fabric = ThreadFabric(store, job, rank, world, timeout_s,
+                                      (channel_types or {}).get(rank, Channel))
+            except BaseException:
+                connected.abort()
+                raise
+            connected.wait()
             results[rank] = body(fabric)
         except BaseException as exc:  # returned to the test, which asserts on it
             results[rank] = exc
