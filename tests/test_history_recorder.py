@@ -148,7 +148,10 @@ def test_a_child_interrupted_before_its_commit_records_nothing_and_says_so(tmp_p
 def test_a_child_that_crashes_says_how_it_ended(tmp_path):
     path = tmp_path / "history.sqlite"
     crashing = tmp_path / "python"
-    crashing.write_text("#!/bin/sh\necho 'MemoryError: the stand-in ran out' >&2\nexit 3\n")
+    # 1 MB of output first: more than a pipe holds, so a parent that read the child's
+    # outputs through pipes only after it ended would wait for it forever.
+    crashing.write_text("#!/bin/sh\nhead -c 1000000 /dev/zero | tr '\\0' x >&2\necho >&2\n"
+                        "echo 'MemoryError: the stand-in ran out' >&2\nexit 3\n")
     crashing.chmod(0o755)
     recording = record_run(path, run("r1", 2), iter(cases()), 10, min_cases=1,
                            python=str(crashing))

@@ -27,10 +27,12 @@ import pickle
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO
 
 from ..db.child import child_env, peak_mib
 from ..db.errors import NpuperfError
@@ -75,7 +77,7 @@ class Recording:
                 # (`written` says whether it had committed).
                 interrupted = True
                 child.proc.wait()
-            answer, failure = _answer(child.proc, self.path)
+            answer, failure = _answer(child, self.path)
         finally:
             self.waited_s += time.perf_counter() - started
         self.child = None
@@ -112,7 +114,7 @@ def record_run(path: Path, run: RunRecord, cases: Iterable[CaseRecord], count: i
         child.end_input(abandon=True)
         with contextlib.suppress(BaseException):
             child.proc.wait()  # nothing of it outlives the caller's error
-            _answer(child.proc, path)
+            _answer(child, path)
         raise
     return Recording(path, child=child)
 
@@ -122,17 +124,22 @@ class _Child:
     child there, not here (the child may lag this process by a batch or more, which this
     process spends on its figures and reports meanwhile)."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.proc = proc
+    def __init__(self, proc: subprocess.Popen, out: IO[bytes], err: IO[bytes]) -> None:
+        self.proc, self.out, self.err = proc, out, err
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="npuperf-history")
 
     @classmethod
     def start(cls, path: Path, python: str) -> _Child | None:
+        # Its outputs go to files, not pipes: whatever it prints, it never waits for a
+        # reader while this process waits for it to end. (Closed by `_answer`.)
+        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
         try:
             return cls(subprocess.Popen([python, "-m", __name__, str(path)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env=child_env()))
+                                        stdin=subprocess.PIPE, stdout=out, stderr=err,
+                                        env=child_env()), out, err)
         except OSError:
+            out.close()
+            err.close()
             return None
 
     def send(self, message: tuple) -> bool:
@@ -161,30 +168,31 @@ class _Child:
             self.writer.shutdown(wait=False)
 
 
-def _answer(child: subprocess.Popen, path: Path) -> tuple[dict, str | None]:
+def _answer(child: _Child, path: Path) -> tuple[dict, str | None]:
     """The answer of the child, which has ended, and why the run was not recorded (None: it
-    was). Both of its outputs are small (a line; a traceback): they fit the pipes it was
-    waited on with."""
-    out = child.stdout.read().decode(errors="replace") if child.stdout else ""
-    err = child.stderr.read().decode(errors="replace") if child.stderr else ""
-    for stream in (child.stdout, child.stderr):
-        if stream is not None:
-            stream.close()
+    was)."""
+    texts = []
+    for stream in (child.out, child.err):
+        stream.seek(0)
+        texts.append(stream.read().decode(errors="replace"))
+        stream.close()
+    out, err = texts
+    status = child.proc.returncode
     try:
         answer = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     except ValueError:
         answer = {}
-    if child.returncode == 0 and "written" in answer:
+    if status == 0 and "written" in answer:
         return answer, None
     if "error" in answer:
         return answer, str(answer["error"])
     lines = err.strip().splitlines()
     # Interrupted in `_child`, before Python set its handler (the signal's own status), or
     # while its modules were imported (a traceback ending in the exception's name).
-    if child.returncode in (_INTERRUPTED, -signal.SIGINT) or lines[-1:] == ["KeyboardInterrupt"]:
+    if status in (_INTERRUPTED, -signal.SIGINT) or lines[-1:] == ["KeyboardInterrupt"]:
         why = "its child process was interrupted (Ctrl-C) before the commit"
     else:
-        why = (f"its child process ended with exit status {child.returncode}"
+        why = (f"its child process ended with exit status {status}"
                + (f" ({lines[-1]})" if lines else ""))
     return answer, f"{path}: run not recorded: {why}"
 
