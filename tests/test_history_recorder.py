@@ -50,6 +50,28 @@ def small_batches(monkeypatch):
     monkeypatch.setattr(store_module, "RECORD_BATCH", 3)
 
 
+@pytest.fixture
+def children(monkeypatch) -> list:
+    """Every child `record_run` starts, as it starts them."""
+    started = []
+    real_start = recorder_module._Child.start
+
+    def start(*args):
+        started.append(real_start(*args))
+        return started[-1]
+
+    monkeypatch.setattr(recorder_module._Child, "start", staticmethod(start))
+    return started
+
+
+@pytest.fixture
+def empty_history(tmp_path) -> Path:
+    path = tmp_path / "history.sqlite"
+    with HistoryStore(path):
+        pass
+    return path
+
+
 def test_a_run_recorded_by_the_child_is_the_run_recorded_here(tmp_path, small_batches):
     """In batches smaller than the run, a case listed twice, one without samples, the run
     recorded again over itself: the same tables as in-process, byte for byte."""
@@ -86,62 +108,39 @@ def test_an_sql_error_in_the_child_is_the_history_error_and_nothing_is_recorded(
     assert contents(path) == before
 
 
-def test_an_error_while_the_cases_are_made_records_nothing(tmp_path, small_batches):
-    path = tmp_path / "history.sqlite"
-    with HistoryStore(path):
-        pass
-    started = []
-    real_start = recorder_module._Child.start
-
-    def start(*args):
-        started.append(real_start(*args))
-        return started[-1]
-
+def test_an_error_while_the_cases_are_made_records_nothing(empty_history, small_batches,
+                                                           children):
     def failing():
         yield from cases()[:7]  # two batches sent
         raise RuntimeError("a bug while making the records")
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recorder_module._Child, "start", staticmethod(start))
-        with pytest.raises(RuntimeError, match="a bug"):
-            record_run(path, run("r1", 2), failing(), 10, min_cases=1)
-    assert started[0].proc.returncode == 1  # it ended, its input closed before the commit
-    assert contents(path) == {"runs": [], "cases": [], "samples": []}
+    with pytest.raises(RuntimeError, match="a bug"):
+        record_run(empty_history, run("r1", 2), failing(), 10, min_cases=1)
+    assert children[0].proc.returncode == 1  # it ended, its input closed before the commit
+    assert contents(empty_history) == {"runs": [], "cases": [], "samples": []}
 
 
 @pytest.mark.parametrize("after_s", [0.0, 0.01, 0.03, 0.5])
-def test_a_child_interrupted_before_its_commit_records_nothing_and_says_so(tmp_path,
+def test_a_child_interrupted_before_its_commit_records_nothing_and_says_so(empty_history,
                                                                          small_batches,
-                                                                         after_s):
+                                                                         children, after_s):
     """Ctrl-C at a terminal reaches the child too: once it has it, the run is not recorded,
     whatever this process sends after. At any moment of the child's life: before Python set
     its handler (it dies of the signal), while it imports its modules (a traceback), while it
     reads its input (its own exit status)."""
-    path = tmp_path / "history.sqlite"
-    with HistoryStore(path):
-        pass
-    started = []
-    real_start = recorder_module._Child.start
-
-    def start(*args):
-        started.append(real_start(*args))
-        return started[-1]
-
     def interrupted():
         made = cases()
         yield from made[:3]
-        child = started[0].proc
+        child = children[0].proc
         time.sleep(after_s)
         child.send_signal(signal.SIGINT)
         child.wait(timeout=60)
         yield from made[3:]
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recorder_module._Child, "start", staticmethod(start))
-        recording = record_run(path, run("r1", 2), interrupted(), 10, min_cases=1)
+    recording = record_run(empty_history, run("r1", 2), interrupted(), 10, min_cases=1)
     with pytest.raises(HistoryError, match="interrupted .Ctrl-C. before the commit"):
         recording.result()
-    assert contents(path)["runs"] == []
+    assert contents(empty_history)["runs"] == []
 
 
 @pytest.mark.skipif(os.name != "posix", reason="a stand-in interpreter written as a sh script")

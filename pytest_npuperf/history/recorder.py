@@ -5,7 +5,7 @@ Recording 2 x 10^5 cases takes about 8 s, half of it SQLite binding and insertin
 a thread that half would overlap nothing: the sqlite3 module hands the interpreter back and
 waits for it at every row. So a run of `CHILD_MIN_CASES` cases or more is recorded by a child
 (`python -m pytest_npuperf.history.recorder HISTORY`, a fresh interpreter): this process makes
-each batch's values (`store.case_values`: the records are objects of this process) and pickles
+each batch's values (`store.case_batches`: the records are objects of this process) and pickles
 them to the child's stdin (a thread writes them: the child may lag a batch or more); the child
 records them as this process would (`HistoryStore.record_values`), in one transaction, and
 answers one JSON line on its stdout. The caller learns what recording here would tell it: the
@@ -36,9 +36,8 @@ from typing import IO
 
 from ..db.child import child_env, peak_mib
 from ..db.errors import NpuperfError
-from . import store as _store
 from .records import CaseRecord, RunRecord
-from .store import HistoryError, HistoryStore, _batches, case_values, run_values
+from .store import HistoryError, HistoryStore, case_batches, run_values
 
 # Runs with fewer cases are recorded in-process: a child costs ~0.1 s to start and a pickle of
 # every row; 10^4 cases take about 0.4 s to record.
@@ -104,8 +103,8 @@ def record_run(path: Path, run: RunRecord, cases: Iterable[CaseRecord], count: i
             return Recording(path, store.record(run, cases))
     try:
         if child.send(("run", run_values(run))):
-            for batch in _batches(cases, _store.RECORD_BATCH):
-                if not child.send(("cases", *case_values(batch))):
+            for batch in case_batches(cases):
+                if not child.send(("cases", *batch)):
                     break  # the child ended: its answer says why
             else:
                 child.send(("commit",))

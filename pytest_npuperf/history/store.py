@@ -252,8 +252,7 @@ class HistoryStore:
     def record(self, run: RunRecord, cases: Iterable[CaseRecord]) -> int:
         """Upsert one run and its cases in one transaction; returns the cases written. Only a
         batch of the records exists at once: `cases` may be a generator."""
-        return self.record_values(run_values(run), (case_values(batch) for batch in
-                                                    _batches(cases, RECORD_BATCH)))
+        return self.record_values(run_values(run), case_batches(cases))
 
     def record_values(self, run: list, batches: Iterable[tuple[list, list, list]]) -> int:
         """`record` of values made elsewhere: `run_values` of the run, `case_values` of each
@@ -709,6 +708,12 @@ def run_values(run: RunRecord) -> list:
 
 _CASE_VALUES = attrgetter(*CASE_COLUMNS)
 _JSON_AT = [i for i, name in enumerate(CASE_COLUMNS) if name in JSON_FIELDS]
+
+
+def case_batches(cases: Iterable[CaseRecord]) -> Iterator[tuple[list[list], list[tuple],
+                                                                list[tuple]]]:
+    """`case_values` of `cases` a batch of RECORD_BATCH at a time, made as they are read."""
+    return (case_values(batch) for batch in _batches(cases, RECORD_BATCH))
 
 
 def case_values(batch: list[CaseRecord]) -> tuple[list[list], list[tuple], list[tuple]]:

@@ -206,11 +206,12 @@ class _Steps:
             end.notes.append(f"{len(end.slower)} case(s) SLOWER than the baseline: "
                              + ", ".join(r.case_id for r in end.slower[:10]))
 
-    def record_history(self, exit_status: int | None, extra: Iterable, good: bool) -> bool:
-        """The run, whole, in the history (nothing on failure: a note says why)."""
+    def record_history(self, exit_status: int | None, extra: Iterable, good: bool) -> None:
+        """The run, whole, in the history (nothing on failure: a note says why); a large one
+        goes on being recorded by a child process until `history_done`."""
         end, keeper = self.end, self.keeper
         if keeper.history is None:
-            return True
+            return
         from ..history.convert import history_record, run_record
 
         facts = end.facts
@@ -229,15 +230,13 @@ class _Steps:
             self.recording = keeper.record(run, cases, len(end.results) + len(extra))
         self.recorded = self.attempt(record, "history not recorded", "interrupted while "
                                      "recording the history: nothing was recorded")
-        return self.recorded
 
     def history_done(self) -> bool:
-        """Wait for the history a child process is still recording (a large run: the figures
-        and the reports are made meanwhile); False when the run was not recorded."""
+        """The history's outcome, once a child process that records it has finished (a large
+        run: the figures and the reports are made meanwhile); False when the run was to be
+        recorded and was not."""
         recording, self.recording = self.recording, None
-        if recording is None or not recording.pending:
-            if recording is not None:
-                self.end.recorded = recording.written
+        if recording is None:
             return self.recorded
 
         def wait() -> None:
@@ -246,8 +245,9 @@ class _Steps:
             finally:
                 self.history_wait_s += recording.waited_s
                 self.end.recorded = recording.written  # (interrupted after its commit: kept)
-            self.end.notes.append(f"history recorded by a child process (its peak memory "
-                                  f"{recording.child_peak_mib:.0f} MiB)")
+            if recording.child_peak_mib is not None:
+                self.end.notes.append(f"history recorded by a child process (its peak memory "
+                                      f"{recording.child_peak_mib:.0f} MiB)")
         self.recorded = self.attempt(wait, "history not recorded", "interrupted while a child "
                                      "process recorded the history (the summary says whether "
                                      "it had finished)")
